@@ -1,0 +1,46 @@
+# Wormhole: the two commands a newcomer needs are `make demo` and `make test`.
+# Every target installs the Debian packages it needs (scripts/deps.sh) first.
+BUILD   ?= build
+JOBS    ?= $(shell nproc)
+GEN     := -G Ninja
+CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+CTEST_ARGS ?=
+
+.PHONY: all deps build test test-unit test-asan test-tsan test-gpu demo clean \
+        bench-ring bench-ptx bench-forward bench-train bench-vm kmod qemu test-exitless fuzz
+
+all: build
+
+deps:
+	@scripts/deps.sh core
+
+$(BUILD)/build.ninja: CMakeLists.txt | deps
+	cmake -S . -B $(BUILD) $(GEN) $(CMAKE_ARGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The whole suite: unit tests, forwarded programs, fuzzers (bounded), VMs, exitless bed.
+test: build
+	@scripts/deps.sh $(TEST_DEPS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'vm|exitless|slow' $(CTEST_ARGS)
+
+# The same suites under sanitizers (VM and emulator beds are not instrumented).
+test-asan:
+	$(MAKE) build BUILD=build-asan CMAKE_ARGS="-DCMAKE_BUILD_TYPE=Debug -DWH_SANITIZE=address,undefined"
+	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE 'vm|exitless|bench' $(CTEST_ARGS)
+
+test-tsan:
+	$(MAKE) build BUILD=build-tsan CMAKE_ARGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DWH_SANITIZE=thread"
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -LE 'vm|exitless|bench' $(CTEST_ARGS)
+
+bench-ring: build
+	$(BUILD)/bench/wh_bench_ring --json $(BUILD)/bench/ring.json
+
+clean:
+	rm -rf build build-asan build-tsan
+
+-include mk/*.mk

@@ -1,0 +1,46 @@
+# Helpers to compile CUDA sources with nvcc without CMake's CUDA language
+# (no GPU and no driver here; we only need nvcc as a compiler).
+set(WH_CUDA_HOME /usr/local/cuda CACHE PATH "CUDA toolkit")
+set(WH_NVCC ${WH_CUDA_HOME}/bin/nvcc)
+set(WH_CUDA_ARCH_FLAGS "" CACHE STRING "Extra nvcc -gencode flags for test programs")
+
+# wh_nvcc_program(NAME SOURCES a.cu [b.cu] [LIBS -lcublas] [FLAGS ...])
+# Builds an executable with `nvcc -cudart shared`, as a user's program is
+# built, into ${CMAKE_CURRENT_BINARY_DIR}/NAME. Target NAME builds it.
+function(wh_nvcc_program name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS;FLAGS" ${ARGN})
+  set(srcs "")
+  foreach(s ${A_SOURCES})
+    list(APPEND srcs ${CMAKE_CURRENT_SOURCE_DIR}/${s})
+  endforeach()
+  set(out ${CMAKE_CURRENT_BINARY_DIR}/${name})
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${WH_NVCC} -cudart shared -O2 -std=c++17 ${WH_CUDA_ARCH_FLAGS} ${A_FLAGS}
+            -o ${out} ${srcs} ${A_LIBS}
+    DEPENDS ${srcs} VERBATIM
+    COMMENT "nvcc ${name}")
+  add_custom_target(${name} ALL DEPENDS ${out})
+  set_target_properties(${name} PROPERTIES WH_PATH ${out})
+endfunction()
+
+# wh_nvcc_ptx(OUT_VAR SRC [FLAGS ...]) -> plain PTX text (compute_80, uncompressed)
+function(wh_nvcc_ptx outvar src)
+  get_filename_component(base ${src} NAME_WE)
+  set(out ${CMAKE_CURRENT_BINARY_DIR}/${base}.ptx)
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${WH_NVCC} -O3 -ptx -gencode arch=compute_80,code=compute_80 ${ARGN}
+            -o ${out} ${CMAKE_CURRENT_SOURCE_DIR}/${src}
+    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${src} VERBATIM COMMENT "nvcc -ptx ${base}")
+  set(${outvar} ${out} PARENT_SCOPE)
+endfunction()
+
+# wh_nvcc_fatbin(OUT_VAR SRC [FLAGS ...]) -> a default nvcc 13 fatbin
+# (sm_75 SASS + zstd-compressed compute_75 PTX), as applications embed it.
+function(wh_nvcc_fatbin outvar src)
+  get_filename_component(base ${src} NAME_WE)
+  set(out ${CMAKE_CURRENT_BINARY_DIR}/${base}.fatbin)
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${WH_NVCC} -O3 -fatbin ${ARGN} -o ${out} ${CMAKE_CURRENT_SOURCE_DIR}/${src}
+    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${src} VERBATIM COMMENT "nvcc -fatbin ${base}")
+  set(${outvar} ${out} PARENT_SCOPE)
+endfunction()
