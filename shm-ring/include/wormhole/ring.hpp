@@ -1,0 +1,340 @@
+// wormhole/ring.hpp - the shm-ring transport: regions, channels, waiting.
+//
+// The layout itself is in region.h. This header gives the two ends of a
+// channel: ClientChannel (many threads of one client process submit; each
+// response reaches its caller by call id) and ServerChannel (one server
+// thread consumes requests and answers). Both validate everything they read
+// from the region; on garbage the channel is poisoned and every later call
+// fails with Status::Corrupt.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "wormhole/region.h"
+
+namespace wh::ring {
+
+enum class Status {
+  Ok,
+  Empty,     // nothing to read (non-blocking)
+  Full,      // no room right now (non-blocking)
+  TooBig,    // payload larger than the region's max_msg
+  Corrupt,   // the peer wrote garbage; channel poisoned
+  PeerDead,  // the peer's heartbeat stopped
+  Closed,    // the channel was closed or reclaimed
+  Timeout,
+  Invalid,   // bad argument from our own caller
+};
+const char* to_string(Status s);
+
+struct RegionConfig {
+  uint32_t nchan = 1;
+  uint32_t req_size = 1u << 20;
+  uint32_t resp_size = 1u << 20;
+  uint64_t data_size = 16ull << 20;
+  uint32_t max_msg = 0;  // 0: the largest that always fits (ring/2 - header)
+  uint32_t hb_period_ms = 100;
+  uint32_t hb_timeout_ms = 600;
+  uint32_t features = WH_FEAT_FUTEX;
+};
+
+// A mapped region. Owns its mapping when it created or mmapped it; a
+// caller-supplied mapping (an ivshmem BAR) is only borrowed.
+class Region {
+ public:
+  Region() = default;
+  Region(Region&&) noexcept;
+  Region& operator=(Region&&) noexcept;
+  ~Region();
+
+  // Create and format a region in a new memfd (fd() may be passed to a peer).
+  static std::unique_ptr<Region> create_memfd(const char* name, const RegionConfig& cfg,
+                                              std::string* err);
+  // Create (or truncate) and format a file, e.g. /dev/shm/NAME.
+  static std::unique_ptr<Region> create_file(const std::string& path, const RegionConfig& cfg,
+                                             std::string* err);
+  // Map an existing region from an fd / a file and validate its header.
+  static std::unique_ptr<Region> attach_fd(int fd, std::string* err);
+  static std::unique_ptr<Region> attach_file(const std::string& path, std::string* err);
+  // Use memory someone else mapped (not unmapped by us). If `format` is set
+  // the memory is formatted with cfg; otherwise its header is validated.
+  static std::unique_ptr<Region> attach_memory(void* base, size_t size, bool format,
+                                               const RegionConfig& cfg, std::string* err);
+
+  // Lay out headers and channels over [base, base+size). Zeroes control
+  // blocks; returns false if cfg does not fit.
+  static bool format(void* base, size_t size, const RegionConfig& cfg, std::string* err);
+  // Bytes a region with this config needs.
+  static uint64_t required_size(const RegionConfig& cfg);
+  // Wraps an existing mapping (internal; used by the factories above).
+  static std::unique_ptr<Region> adopt(void* base, size_t size, int fd, bool owns_map,
+                                       bool format, const RegionConfig& cfg, std::string* err);
+
+  uint8_t* base() const { return base_; }
+  size_t size() const { return size_; }
+  int fd() const { return fd_; }
+  // A validated private copy of the header, taken at attach time: the live
+  // header may be overwritten by a hostile peer later, so geometry is never
+  // re-read from shared memory.
+  const wh_region_hdr& geometry() const { return geo_; }
+  wh_region_hdr* live_header() const { return reinterpret_cast<wh_region_hdr*>(base_); }
+  wh_chan_hdr* channel(uint32_t i) const;
+  uint8_t* channel_base(uint32_t i) const;
+
+ private:
+  bool load_geometry(std::string* err);
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  int fd_ = -1;
+  bool owns_map_ = false;
+  wh_region_hdr geo_{};
+};
+
+// How a side waits for its peer: spin with pause, then yield, then sleep
+// (futex in the region when both sides share a kernel, a doorbell hook, or
+// timed polling with exponential backoff).
+class Doorbell {
+ public:
+  virtual ~Doorbell() = default;
+  // Wake whoever sleeps on `bell` (after it was incremented).
+  virtual void ring(uint32_t* bell) = 0;
+  // Sleep while *bell == seen, at most timeout.
+  virtual void wait(uint32_t* bell, uint32_t seen, std::chrono::microseconds timeout) = 0;
+};
+Doorbell* futex_doorbell();  // process-wide futex implementation
+
+struct WaitPolicy {
+  enum class Sleep { Futex, Doorbell, Poll };
+  uint32_t spin_iters = 4000;  // pause-loop iterations before yielding
+  uint32_t yield_iters = 64;   // sched_yield() rounds before sleeping
+  Sleep sleep = Sleep::Futex;
+  Doorbell* doorbell = nullptr;  // for Sleep::Doorbell
+  uint32_t poll_max_us = 200;    // Poll: backoff ceiling
+  // From environment WORMHOLE_WAIT=spin|futex|poll (default futex).
+  static WaitPolicy from_env();
+};
+
+// Detects a silent peer from its heartbeat word.
+class PeerMonitor {
+ public:
+  PeerMonitor() = default;
+  PeerMonitor(const uint64_t* word, uint32_t timeout_ms) : word_(word), timeout_ms_(timeout_ms) {}
+  // True once the peer's heartbeat has not moved for timeout_ms.
+  bool dead();
+  void reset();
+
+ private:
+  const uint64_t* word_ = nullptr;
+  uint32_t timeout_ms_ = 0;
+  uint64_t last_ = 0;
+  bool seen_ = false;
+  std::chrono::steady_clock::time_point last_change_{};
+};
+
+// A process-wide thread that bumps heartbeat words every period.
+class Heartbeat {
+ public:
+  static Heartbeat& instance();
+  void add(uint64_t* word, uint32_t period_ms);
+  void remove(uint64_t* word);
+  // Stop beating for every word (tests: simulate a hung peer).
+  void pause_for_test(bool paused);
+
+ private:
+  Heartbeat();
+  ~Heartbeat();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A received message: a private copy of the header and payload, so a peer
+// cannot change them after validation.
+struct Message {
+  wh_msg_hdr hdr{};
+  std::vector<uint8_t> payload;
+};
+
+// Low-level ring ends, one producer and one consumer, over a channel's ring.
+class RingWriter {
+ public:
+  RingWriter() = default;
+  RingWriter(uint8_t* ring, uint32_t size, uint64_t* tail_word, const uint64_t* head_word,
+             uint32_t max_msg);
+  // Writes one record (header fields + payload parts). Full if no room.
+  Status write(const wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts);
+  uint64_t tail() const { return tail_; }
+  void reset() { tail_ = head_ = 0; }
+  bool poisoned() const { return poisoned_; }
+
+ private:
+  uint8_t* ring_ = nullptr;
+  uint32_t size_ = 0;
+  uint64_t* tail_word_ = nullptr;
+  const uint64_t* head_word_ = nullptr;
+  uint32_t max_msg_ = 0;
+  uint64_t tail_ = 0;  // private: we own it
+  uint64_t head_ = 0;  // last validated peer head
+  bool poisoned_ = false;
+};
+
+class RingReader {
+ public:
+  RingReader() = default;
+  RingReader(const uint8_t* ring, uint32_t size, const uint64_t* tail_word, uint64_t* head_word,
+             uint32_t max_msg);
+  // Copies the next record out. Empty if none; Corrupt on garbage.
+  Status read(Message& out);
+  bool readable();  // a record may be waiting (cheap, unvalidated)
+  void reset() { head_ = tail_ = 0; }
+  std::string error() const { return error_; }
+
+ private:
+  Status fail(std::string why);
+  const uint8_t* ring_ = nullptr;
+  uint32_t size_ = 0;
+  const uint64_t* tail_word_ = nullptr;
+  uint64_t* head_word_ = nullptr;
+  uint32_t max_msg_ = 0;
+  uint64_t head_ = 0;  // private: we own it
+  uint64_t tail_ = 0;  // last validated peer tail
+  bool poisoned_ = false;
+  std::string error_;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// The client end of a channel. Thread-safe: any number of threads may
+// post() and call() concurrently.
+class ClientChannel {
+ public:
+  // Claims a free channel (index -1: the first free one) of the region.
+  static std::unique_ptr<ClientChannel> claim(Region& region, int index, std::string* err,
+                                              WaitPolicy policy = WaitPolicy::from_env());
+  ~ClientChannel();  // says goodbye (state CLOSED) unless the channel is dead
+
+  uint32_t index() const { return index_; }
+  uint64_t generation() const { return generation_; }
+
+  // Fire-and-forget request (flag WH_MSG_F_POSTED). Waits for ring space.
+  Status post(uint16_t opcode, uint32_t aux, std::span<const std::span<const uint8_t>> parts,
+              uint16_t version = 1);
+  // Request and wait for the response with the same call id.
+  Status call(uint16_t opcode, uint32_t aux, std::span<const std::span<const uint8_t>> parts,
+              Message& reply, uint16_t version = 1,
+              std::chrono::milliseconds timeout = std::chrono::milliseconds(0) /*0: none*/);
+
+  // Waits until the server attached (state ACTIVE) or timeout.
+  Status wait_attached(std::chrono::milliseconds timeout);
+
+  // The channel's data area (bulk payloads, pinned memory); offsets into it
+  // are what requests carry.
+  std::span<uint8_t> data() const { return data_; }
+  uint32_t max_msg() const { return max_msg_; }
+  Status status() const { return broken_.load(std::memory_order_acquire); }
+  std::string error() const;
+
+ private:
+  ClientChannel() = default;
+  struct Pending;
+  Status write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts);
+  Status wait_reply(Pending& p, Clock::time_point deadline);
+  Status drain_responses();
+  void set_broken(Status s, std::string why);
+  void notify_server();
+  bool server_dead();
+
+  Region* region_ = nullptr;
+  wh_chan_hdr* ch_ = nullptr;
+  uint32_t index_ = 0;
+  uint64_t generation_ = 0;
+  uint32_t max_msg_ = 0;
+  WaitPolicy policy_;
+  std::span<uint8_t> data_;
+
+  std::mutex write_mu_;  // process-local: serialises producers
+  RingWriter writer_;
+  std::atomic<uint64_t> next_call_id_{1};
+
+  std::mutex read_mu_;  // held by the thread currently draining responses
+  RingReader reader_;
+  std::mutex pending_mu_;
+  std::unordered_map<uint64_t, Pending*> pending_;
+
+  std::mutex monitor_mu_;
+  PeerMonitor monitor_;
+  std::atomic<Status> broken_{Status::Ok};
+  mutable std::mutex err_mu_;
+  std::string error_;
+};
+
+// The server end of one channel. Single-threaded: one server thread owns it.
+class ServerChannel {
+ public:
+  // Attaches to channel `index` once a client claimed it.
+  static std::unique_ptr<ServerChannel> attach(Region& region, uint32_t index, std::string* err,
+                                               WaitPolicy policy = WaitPolicy::from_env());
+  ~ServerChannel();
+
+  // Non-blocking: Ok with a message, Empty, or an error (Corrupt, Closed).
+  Status try_recv(Message& out);
+  // Waits up to timeout for a request. Returns PeerDead if the client's
+  // heartbeat stopped, Closed if it said goodbye.
+  Status recv(Message& out, std::chrono::microseconds timeout);
+  // Answers call_id. Waits for ring space up to timeout (client not
+  // draining), then gives up with Timeout.
+  Status reply(uint64_t call_id, uint16_t opcode, int32_t status, uint32_t aux,
+               std::span<const std::span<const uint8_t>> parts,
+               std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
+
+  // Resets the channel to FREE (indices zero, generation bumped) so a new
+  // client can claim it. Called after a client closed or died.
+  void reclaim();
+  bool peer_dead();
+
+  uint32_t index() const { return index_; }
+  uint64_t generation() const { return generation_; }
+  std::span<uint8_t> data() const { return data_; }
+  uint32_t client_pid() const;
+  Status status() const { return broken_; }
+  std::string error() const { return error_; }
+
+ private:
+  ServerChannel() = default;
+  Status fail(Status s, std::string why);
+  Region* region_ = nullptr;
+  wh_chan_hdr* ch_ = nullptr;
+  uint32_t index_ = 0;
+  uint64_t generation_ = 0;
+  WaitPolicy policy_;
+  std::span<uint8_t> data_;
+  RingReader reader_;
+  RingWriter writer_;
+  PeerMonitor monitor_;
+  Status broken_ = Status::Ok;
+  std::string error_;
+};
+
+// Spin/yield/sleep until ready() or the deadline; `bell`/`sleeping` are the
+// region words of the waiting side. Returns false on timeout.
+bool wait_until(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell,
+                const std::function<bool()>& ready, Clock::time_point deadline);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+
+}  // namespace wh::ring

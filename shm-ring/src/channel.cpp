@@ -1,0 +1,401 @@
+// Channel ends: claiming, calls with per-call-id replies, liveness.
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "atomics.hpp"
+#include "wormhole/ring.hpp"
+
+namespace wh::ring {
+
+namespace {
+constexpr uint64_t kPage = 4096;
+uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Ring and data offsets are computed from the validated geometry, never read
+// from the (peer-writable) channel header.
+struct ChanLayout {
+  uint8_t* req;
+  uint8_t* resp;
+  uint8_t* data;
+};
+ChanLayout layout(const Region& r, uint32_t i) {
+  const auto& g = r.geometry();
+  uint8_t* b = r.channel_base(i);
+  return {b + WH_CHAN_HDR_SIZE, b + WH_CHAN_HDR_SIZE + g.req_size,
+          b + round_up(WH_CHAN_HDR_SIZE + uint64_t(g.req_size) + g.resp_size, kPage)};
+}
+
+void ring_bell(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell) {
+  full_fence();  // order our tail store before reading the peer's flag
+  if (load_relaxed(sleeping)) {
+    fetch_add(bell, 1u);
+    Doorbell* db = pol.sleep == WaitPolicy::Sleep::Doorbell && pol.doorbell ? pol.doorbell
+                                                                            : futex_doorbell();
+    if (pol.sleep != WaitPolicy::Sleep::Poll || pol.doorbell) db->ring(bell);
+  }
+}
+}  // namespace
+
+// ---------------------------------------------------------------- client
+
+struct ClientChannel::Pending {
+  uint64_t call_id = 0;
+  Message* reply = nullptr;
+  // 0 waiting, 1 reply delivered, 2 asked to take over reading responses.
+  std::atomic<uint32_t> state{0};
+};
+
+std::unique_ptr<ClientChannel> ClientChannel::claim(Region& region, int index, std::string* err,
+                                                    WaitPolicy policy) {
+  const auto& g = region.geometry();
+  uint32_t lo = 0, hi = g.nchan;
+  if (index >= 0) {
+    if (uint32_t(index) >= g.nchan) {
+      if (err) *err = "channel index out of range";
+      return nullptr;
+    }
+    lo = uint32_t(index);
+    hi = lo + 1;
+  }
+  for (uint32_t i = lo; i < hi; i++) {
+    wh_chan_hdr* ch = region.channel(i);
+    if (!cas(&ch->state, uint32_t(WH_CHAN_FREE), uint32_t(WH_CHAN_CLAIMED))) continue;
+    auto c = std::unique_ptr<ClientChannel>(new ClientChannel());
+    c->region_ = &region;
+    c->ch_ = ch;
+    c->index_ = i;
+    c->generation_ = fetch_add(&ch->generation, uint64_t(1)) + 1;
+    c->max_msg_ = g.max_msg;
+    c->policy_ = policy;
+    auto l = layout(region, i);
+    c->data_ = {l.data, size_t(g.data_size)};
+    store_rel(&ch->req_tail, uint64_t(0));
+    store_rel(&ch->resp_head, uint64_t(0));
+    store_rel(&ch->client_pid, uint32_t(getpid()));
+    c->writer_ = RingWriter(l.req, g.req_size, &ch->req_tail, &ch->req_head, g.max_msg);
+    c->reader_ = RingReader(l.resp, g.resp_size, &ch->resp_tail, &ch->resp_head, g.max_msg);
+    c->monitor_ = PeerMonitor(&ch->server_heartbeat, g.hb_timeout_ms);
+    Heartbeat::instance().add(&ch->client_heartbeat, g.hb_period_ms);
+    return c;
+  }
+  if (err) *err = "no free channel in the region";
+  return nullptr;
+}
+
+ClientChannel::~ClientChannel() {
+  Heartbeat::instance().remove(&ch_->client_heartbeat);
+  uint32_t s = load_acq(&ch_->state);
+  if ((s == WH_CHAN_CLAIMED || s == WH_CHAN_ACTIVE) && cas(&ch_->state, s, uint32_t(WH_CHAN_CLOSED))) {
+    fetch_add(&ch_->req_bell, 1u);
+    futex_doorbell()->ring(&ch_->req_bell);
+  }
+}
+
+std::string ClientChannel::error() const {
+  std::lock_guard lk(err_mu_);
+  return error_;
+}
+
+void ClientChannel::set_broken(Status s, std::string why) {
+  Status expected = Status::Ok;
+  if (broken_.compare_exchange_strong(expected, s)) {
+    std::lock_guard lk(err_mu_);
+    error_ = std::move(why);
+  }
+  if (s == Status::Corrupt) cas(&ch_->state, uint32_t(WH_CHAN_ACTIVE), uint32_t(WH_CHAN_POISONED));
+  // Wake every waiter so it sees the failure.
+  std::lock_guard lk(pending_mu_);
+  for (auto& [id, p] : pending_) {
+    p->state.store(2, std::memory_order_release);
+    p->state.notify_all();
+  }
+}
+
+bool ClientChannel::server_dead() {
+  std::lock_guard lk(monitor_mu_);
+  return monitor_.dead();
+}
+
+Status ClientChannel::wait_attached(std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    uint32_t s = load_acq(&ch_->state);
+    if (s == WH_CHAN_ACTIVE) return Status::Ok;
+    if (s != WH_CHAN_CLAIMED) return Status::Closed;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return Status::Timeout;
+}
+
+void ClientChannel::notify_server() { ring_bell(policy_, &ch_->server_sleeping, &ch_->req_bell); }
+
+Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts) {
+  std::lock_guard lk(write_mu_);
+  for (;;) {
+    if (Status b = status(); b != Status::Ok) return b;
+    Status s = writer_.write(hdr, parts);
+    if (s == Status::Ok) {
+      notify_server();
+      return s;
+    }
+    if (s == Status::Corrupt) {
+      set_broken(s, "server moved the request ring's head out of range");
+      return s;
+    }
+    if (s != Status::Full) return s;
+    // The server drains requests continuously; poll for room, watching it.
+    WaitPolicy poll = policy_;
+    poll.sleep = WaitPolicy::Sleep::Poll;
+    uint64_t head = load_acq(&ch_->req_head);
+    wait_until(poll, nullptr, nullptr, [&] { return load_acq(&ch_->req_head) != head; },
+               Clock::now() + std::chrono::milliseconds(50));
+    if (server_dead()) {
+      set_broken(Status::PeerDead, "server heartbeat stopped");
+      return Status::PeerDead;
+    }
+  }
+}
+
+Status ClientChannel::post(uint16_t opcode, uint32_t aux,
+                           std::span<const std::span<const uint8_t>> parts, uint16_t version) {
+  wh_msg_hdr h{};
+  h.version = version;
+  h.opcode = opcode;
+  h.flags = WH_MSG_F_POSTED;
+  h.aux = aux;
+  h.call_id = next_call_id_.fetch_add(1, std::memory_order_relaxed);
+  return write_request(h, parts);
+}
+
+Status ClientChannel::drain_responses() {
+  Message m;
+  for (;;) {
+    Status s = reader_.read(m);
+    if (s == Status::Empty) return Status::Ok;
+    if (s != Status::Ok) {
+      set_broken(s, "response ring: " + reader_.error());
+      return s;
+    }
+    std::lock_guard lk(pending_mu_);
+    auto it = pending_.find(m.hdr.call_id);
+    if (it == pending_.end()) continue;  // not ours (a stale or forged id): dropped
+    Pending* p = it->second;
+    pending_.erase(it);
+    std::swap(*p->reply, m);
+    p->state.store(1, std::memory_order_release);
+    p->state.notify_one();
+  }
+}
+
+Status ClientChannel::wait_reply(Pending& p, Clock::time_point deadline) {
+  for (;;) {
+    if (p.state.load(std::memory_order_acquire) == 1) return Status::Ok;
+    if (Status b = status(); b != Status::Ok) return b;
+    if (read_mu_.try_lock()) {
+      Status result = Status::Ok;
+      for (;;) {
+        if (drain_responses() != Status::Ok) {
+          result = status();
+          break;
+        }
+        if (p.state.load(std::memory_order_acquire) == 1) break;
+        auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
+        bool got = wait_until(policy_, &ch_->client_sleeping, &ch_->resp_bell,
+                              [&] { return reader_.readable(); }, slice);
+        if (!got) {
+          if (server_dead()) {
+            set_broken(Status::PeerDead, "server heartbeat stopped");
+            result = Status::PeerDead;
+            break;
+          }
+          if (load_acq(&ch_->state) != WH_CHAN_ACTIVE && load_acq(&ch_->state) != WH_CHAN_CLAIMED) {
+            set_broken(Status::Closed, "channel no longer active");
+            result = Status::Closed;
+            break;
+          }
+          if (Clock::now() >= deadline) {
+            result = Status::Timeout;
+            break;
+          }
+        }
+      }
+      read_mu_.unlock();
+      // Hand the reader role to another waiter, if any.
+      {
+        std::lock_guard lk(pending_mu_);
+        for (auto& [id, other] : pending_) {
+          if (other == &p) continue;
+          uint32_t zero = 0;
+          if (other->state.compare_exchange_strong(zero, 2)) {
+            other->state.notify_one();
+            break;
+          }
+        }
+      }
+      if (result == Status::Ok && p.state.load(std::memory_order_acquire) == 1) return Status::Ok;
+      if (result != Status::Ok) {
+        std::lock_guard lk(pending_mu_);
+        pending_.erase(p.call_id);
+        return result;
+      }
+      continue;
+    }
+    // Someone else is reading: sleep until it delivers or hands over.
+    uint32_t zero = 0;
+    p.state.wait(zero, std::memory_order_acquire);
+    uint32_t two = 2;
+    p.state.compare_exchange_strong(two, 0);
+    if (Clock::now() >= deadline) {
+      std::lock_guard lk(pending_mu_);
+      if (p.state.load() != 1) {
+        pending_.erase(p.call_id);
+        return Status::Timeout;
+      }
+    }
+  }
+}
+
+Status ClientChannel::call(uint16_t opcode, uint32_t aux,
+                           std::span<const std::span<const uint8_t>> parts, Message& reply,
+                           uint16_t version, std::chrono::milliseconds timeout) {
+  wh_msg_hdr h{};
+  h.version = version;
+  h.opcode = opcode;
+  h.aux = aux;
+  Pending p;
+  p.call_id = h.call_id = next_call_id_.fetch_add(1, std::memory_order_relaxed);
+  p.reply = &reply;
+  {
+    std::lock_guard lk(pending_mu_);
+    pending_.emplace(p.call_id, &p);
+  }
+  Status s = write_request(h, parts);
+  if (s != Status::Ok) {
+    std::lock_guard lk(pending_mu_);
+    pending_.erase(p.call_id);
+    return s;
+  }
+  auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
+  return wait_reply(p, deadline);
+}
+
+// ---------------------------------------------------------------- server
+
+std::unique_ptr<ServerChannel> ServerChannel::attach(Region& region, uint32_t index,
+                                                     std::string* err, WaitPolicy policy) {
+  const auto& g = region.geometry();
+  if (index >= g.nchan) {
+    if (err) *err = "channel index out of range";
+    return nullptr;
+  }
+  wh_chan_hdr* ch = region.channel(index);
+  if (!cas(&ch->state, uint32_t(WH_CHAN_CLAIMED), uint32_t(WH_CHAN_ACTIVE))) {
+    if (err) *err = "channel is not claimed by a client";
+    return nullptr;
+  }
+  auto c = std::unique_ptr<ServerChannel>(new ServerChannel());
+  c->region_ = &region;
+  c->ch_ = ch;
+  c->index_ = index;
+  c->generation_ = load_acq(&ch->generation);
+  c->policy_ = policy;
+  auto l = layout(region, index);
+  c->data_ = {l.data, size_t(g.data_size)};
+  c->reader_ = RingReader(l.req, g.req_size, &ch->req_tail, &ch->req_head, g.max_msg);
+  c->writer_ = RingWriter(l.resp, g.resp_size, &ch->resp_tail, &ch->resp_head, g.max_msg);
+  c->monitor_ = PeerMonitor(&ch->client_heartbeat, g.hb_timeout_ms);
+  Heartbeat::instance().add(&ch->server_heartbeat, g.hb_period_ms);
+  return c;
+}
+
+ServerChannel::~ServerChannel() { Heartbeat::instance().remove(&ch_->server_heartbeat); }
+
+uint32_t ServerChannel::client_pid() const { return load_acq(&ch_->client_pid); }
+
+Status ServerChannel::fail(Status s, std::string why) {
+  if (broken_ == Status::Ok) {
+    broken_ = s;
+    error_ = std::move(why);
+  }
+  if (s == Status::Corrupt) cas(&ch_->state, uint32_t(WH_CHAN_ACTIVE), uint32_t(WH_CHAN_POISONED));
+  return s;
+}
+
+bool ServerChannel::peer_dead() { return monitor_.dead(); }
+
+Status ServerChannel::try_recv(Message& out) {
+  if (broken_ != Status::Ok) return broken_;
+  Status s = reader_.read(out);
+  if (s == Status::Corrupt) return fail(s, "request ring: " + reader_.error());
+  if (s == Status::Empty) {
+    uint32_t st = load_acq(&ch_->state);
+    if (st != WH_CHAN_ACTIVE) return fail(Status::Closed, "client closed the channel");
+  }
+  return s;
+}
+
+Status ServerChannel::recv(Message& out, std::chrono::microseconds timeout) {
+  Status s = try_recv(out);
+  if (s != Status::Empty) return s;
+  auto deadline = Clock::now() + timeout;
+  for (;;) {
+    auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
+    wait_until(policy_, &ch_->server_sleeping, &ch_->req_bell,
+               [&] { return reader_.readable() || load_acq(&ch_->state) != WH_CHAN_ACTIVE; }, slice);
+    s = try_recv(out);
+    if (s != Status::Empty) return s;
+    if (monitor_.dead()) return fail(Status::PeerDead, "client heartbeat stopped");
+    if (Clock::now() >= deadline) return Status::Timeout;
+  }
+}
+
+Status ServerChannel::reply(uint64_t call_id, uint16_t opcode, int32_t status, uint32_t aux,
+                            std::span<const std::span<const uint8_t>> parts,
+                            std::chrono::milliseconds timeout) {
+  if (broken_ != Status::Ok) return broken_;
+  wh_msg_hdr h{};
+  h.version = 1;
+  h.opcode = opcode;
+  h.flags = WH_MSG_F_RESPONSE;
+  h.call_id = call_id;
+  h.status = status;
+  h.aux = aux;
+  auto deadline = Clock::now() + timeout;
+  for (;;) {
+    Status s = writer_.write(h, parts);
+    if (s == Status::Ok) {
+      ring_bell(policy_, &ch_->client_sleeping, &ch_->resp_bell);
+      return s;
+    }
+    if (s == Status::Corrupt) return fail(s, "client moved the response ring's head out of range");
+    if (s != Status::Full) return s;
+    uint64_t head = load_acq(&ch_->resp_head);
+    WaitPolicy poll = policy_;
+    poll.sleep = WaitPolicy::Sleep::Poll;
+    bool moved = wait_until(poll, nullptr, nullptr, [&] { return load_acq(&ch_->resp_head) != head; },
+                            std::min(deadline, Clock::now() + std::chrono::milliseconds(50)));
+    if (!moved && monitor_.dead()) return fail(Status::PeerDead, "client heartbeat stopped");
+    if (!moved && Clock::now() >= deadline)
+      return fail(Status::Timeout, "client does not drain its responses");
+  }
+}
+
+void ServerChannel::reclaim() {
+  Heartbeat::instance().remove(&ch_->server_heartbeat);
+  store_rel(&ch_->req_head, uint64_t(0));
+  store_rel(&ch_->resp_tail, uint64_t(0));
+  store_rel(&ch_->req_tail, uint64_t(0));
+  store_rel(&ch_->resp_head, uint64_t(0));
+  store_rel(&ch_->server_sleeping, 0u);
+  store_rel(&ch_->client_sleeping, 0u);
+  store_rel(&ch_->client_pid, 0u);
+  fetch_add(&ch_->generation, uint64_t(1));
+  reader_.reset();
+  writer_.reset();
+  store_rel(&ch_->state, uint32_t(WH_CHAN_FREE));
+  broken_ = Status::Closed;
+}
+
+}  // namespace wh::ring

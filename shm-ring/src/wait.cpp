@@ -1,0 +1,165 @@
+// Waiting (spin, yield, sleep on a futex/doorbell or poll) and liveness.
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "atomics.hpp"
+#include "wormhole/ring.hpp"
+
+namespace wh::ring {
+
+namespace {
+// Shared (not PRIVATE) futexes: the word lives in memory another process maps.
+class FutexDoorbell final : public Doorbell {
+ public:
+  void ring(uint32_t* bell) override {
+    syscall(SYS_futex, bell, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+  }
+  void wait(uint32_t* bell, uint32_t seen, std::chrono::microseconds timeout) override {
+    timespec ts{};
+    ts.tv_sec = timeout.count() / 1000000;
+    ts.tv_nsec = (timeout.count() % 1000000) * 1000;
+    syscall(SYS_futex, bell, FUTEX_WAIT, seen, &ts, nullptr, 0);
+  }
+};
+}  // namespace
+
+Doorbell* futex_doorbell() {
+  static FutexDoorbell d;
+  return &d;
+}
+
+WaitPolicy WaitPolicy::from_env() {
+  WaitPolicy p;
+  if (const char* e = std::getenv("WORMHOLE_WAIT")) {
+    if (!std::strcmp(e, "spin")) {
+      p.sleep = Sleep::Poll;
+      p.spin_iters = UINT32_MAX;
+    } else if (!std::strcmp(e, "poll")) {
+      p.sleep = Sleep::Poll;
+    }
+  }
+  if (const char* e = std::getenv("WORMHOLE_SPIN")) p.spin_iters = uint32_t(std::strtoul(e, nullptr, 10));
+  return p;
+}
+
+bool wait_until(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell,
+                const std::function<bool()>& ready, Clock::time_point deadline) {
+  for (uint32_t i = 0; i < pol.spin_iters; i++) {
+    if (ready()) return true;
+    cpu_relax();
+    // Check the clock rarely: it costs more than a pause.
+    if ((i & 1023) == 1023 && Clock::now() >= deadline) return false;
+  }
+  for (uint32_t i = 0; i < pol.yield_iters; i++) {
+    if (ready()) return true;
+    sched_yield();
+  }
+  uint32_t backoff_us = 1;
+  for (;;) {
+    if (ready()) return true;
+    auto now = Clock::now();
+    if (now >= deadline) return false;
+    // Never sleep long: the caller re-checks liveness between waits.
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
+    auto slice = std::min<std::chrono::microseconds>(left, std::chrono::milliseconds(20));
+    if (pol.sleep == WaitPolicy::Sleep::Poll || !sleeping || !bell) {
+      std::this_thread::sleep_for(std::min<std::chrono::microseconds>(
+          slice, std::chrono::microseconds(backoff_us)));
+      backoff_us = std::min(backoff_us * 2, pol.poll_max_us);
+      continue;
+    }
+    Doorbell* db = pol.sleep == WaitPolicy::Sleep::Doorbell && pol.doorbell ? pol.doorbell
+                                                                            : futex_doorbell();
+    // Eventcount: announce, re-check, then sleep only if the bell has not
+    // moved. The producer publishes, fences, and rings if it sees us.
+    uint32_t seen = load_acq(bell);
+    store_relaxed(sleeping, 1u);
+    full_fence();
+    if (ready()) {
+      store_relaxed(sleeping, 0u);
+      return true;
+    }
+    db->wait(bell, seen, slice);
+    store_relaxed(sleeping, 0u);
+  }
+}
+
+void PeerMonitor::reset() {
+  seen_ = false;
+}
+
+bool PeerMonitor::dead() {
+  if (!word_) return false;
+  auto now = Clock::now();
+  uint64_t v = load_acq(word_);
+  if (!seen_ || v != last_) {
+    seen_ = true;
+    last_ = v;
+    last_change_ = now;
+    return false;
+  }
+  return now - last_change_ > std::chrono::milliseconds(timeout_ms_);
+}
+
+struct Heartbeat::Impl {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<uint64_t*, uint32_t>> words;
+  bool stop = false;
+  bool paused = false;
+  std::thread thr;
+  void run() {
+    std::unique_lock lk(mu);
+    while (!stop) {
+      uint32_t period = 100;
+      if (!paused)
+        for (auto& [w, p] : words) {
+          fetch_add(w, uint64_t(1));
+          period = std::min(period, p);
+        }
+      cv.wait_for(lk, std::chrono::milliseconds(std::max<uint32_t>(period / 2, 5)));
+    }
+  }
+};
+
+Heartbeat::Heartbeat() : impl_(std::make_unique<Impl>()) {}
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->thr.joinable()) impl_->thr.join();
+}
+
+Heartbeat& Heartbeat::instance() {
+  static Heartbeat hb;
+  return hb;
+}
+
+void Heartbeat::add(uint64_t* word, uint32_t period_ms) {
+  std::lock_guard lk(impl_->mu);
+  fetch_add(word, uint64_t(1));
+  impl_->words.emplace_back(word, period_ms);
+  if (!impl_->thr.joinable()) impl_->thr = std::thread([this] { impl_->run(); });
+}
+
+void Heartbeat::remove(uint64_t* word) {
+  std::lock_guard lk(impl_->mu);
+  std::erase_if(impl_->words, [&](auto& e) { return e.first == word; });
+}
+
+void Heartbeat::pause_for_test(bool paused) {
+  std::lock_guard lk(impl_->mu);
+  impl_->paused = paused;
+}
+
+}  // namespace wh::ring
