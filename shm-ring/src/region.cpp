@@ -114,7 +114,11 @@ bool Region::load_geometry(std::string* err) {
     return bad("alignment");
   uint64_t min_stride = round_up(WH_CHAN_HDR_SIZE + uint64_t(g.req_size) + g.resp_size, kPage) + g.data_size;
   if (g.chan_stride < min_stride || g.chan_stride > (1ull << 41)) return bad("channel stride");
-  if (g.chan_off + uint64_t(g.nchan) * g.chan_stride > g.region_size) return bad("channels exceed region");
+  // chan_off is a peer-written 64-bit word: bound it before adding, so the
+  // sum cannot wrap around (nchan * chan_stride <= 2^8 * 2^41 cannot).
+  if (g.chan_off > g.region_size ||
+      uint64_t(g.nchan) * g.chan_stride > g.region_size - g.chan_off)
+    return bad("channels exceed region");
   if (g.max_msg == 0 || g.max_msg > std::min(g.req_size, g.resp_size) / 2 - sizeof(wh_msg_hdr))
     return bad("max_msg");
   if (g.hb_period_ms == 0 || g.hb_timeout_ms <= g.hb_period_ms || g.hb_timeout_ms > 600000)
