@@ -24,6 +24,9 @@
 #   --bzimage             boot the compressed bzImage instead of the
 #                         uncompressed vmlinux (PVH entry, about 2x faster boot)
 #   --compress gzip|none  initramfs compression (default gzip)
+#   --allow-host-cuda     let ldd take libraries from a host CUDA install
+#                         (by default that is an error: the guest must get
+#                         guest-lib's drop-ins through --lib, not NVIDIA's)
 # Kernels are unpacked once into $WH_CACHE (default /var/cache/wormhole,
 # else ~/.cache/wormhole), keyed by the vmlinuz's hash.
 set -euo pipefail
@@ -31,7 +34,7 @@ set -euo pipefail
 die() { echo "build-image: $*" >&2; exit 1; }
 say() { [[ -n ${WH_QUIET:-} ]] || echo "build-image: $*" >&2; }
 
-OUT=""; KVER=""; BOOT=vmlinux; COMPRESS=gzip
+OUT=""; KVER=""; BOOT=vmlinux; COMPRESS=gzip; HOST_CUDA=0
 BINS=(); LIBS=(); FILES=(); JOBS=(); MODS=()
 SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -78,6 +81,7 @@ while (($#)); do
     --kernel-version) KVER=$2; shift 2 ;;
     --bzimage) BOOT=bzImage; shift ;;
     --compress) COMPRESS=$2; shift 2 ;;
+    --allow-host-cuda) HOST_CUDA=1; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
@@ -200,6 +204,10 @@ copy_deps() {  # the shared libraries that ldd resolves for $1, and the loader
     elif [[ $line =~ ^([^[:space:]]+)\ =\>\ ([^[:space:]]+)\ \( ]]; then
       name=${BASH_REMATCH[1]}; path=${BASH_REMATCH[2]}
       [[ -n ${PROVIDED[$name]:-} ]] && continue
+      if ((!HOST_CUDA)) && [[ $path == */cuda* || $name =~ ^lib(cudart|cuda|cublas|cublasLt|nvrtc)\.so ]]; then
+        HOSTCUDA+=("$name => $path (needed by $f)")
+        continue
+      fi
       # Keep the directory ldd found it in, /lib -> /usr/lib merged.
       copy_host_file "$path" "$(sed 's|^/lib/|/usr/lib/|' <<<"$path")"
     elif [[ $line =~ ^(/[^[:space:]]+)\ \( ]]; then
@@ -209,7 +217,7 @@ copy_deps() {  # the shared libraries that ldd resolves for $1, and the loader
   done <<<"$out"
 }
 
-MISSING=()
+MISSING=() HOSTCUDA=()
 LDDIRS=()
 # Libraries first, so that their sonames are known before programs resolve.
 for spec in "${LIBS[@]}"; do
@@ -252,6 +260,8 @@ for spec in "${JOBS[@]}"; do
   install -m 0755 "$src" "$ROOT/wh/jobs/$name.sh"
 done
 ((${#MISSING[@]} == 0)) || die "unresolved libraries: ${MISSING[*]}"
+((${#HOSTCUDA[@]} == 0)) || die "these would come from the host's CUDA install: ${HOSTCUDA[*]};
+  carry guest-lib's drop-in (--lib / manifest 'lib') or pass --allow-host-cuda"
 
 # Library search path: ld.so.cache inside the image, our directories first.
 { printf '%s\n' /usr/lib/wormhole "${LDDIRS[@]}" /usr/local/lib; } | awk '!s[$0]++' >"$ROOT/etc/ld.so.conf"
