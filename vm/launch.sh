@@ -131,6 +131,8 @@ for spec in "${SHMS[@]}"; do
   if [[ ! -e $file ]]; then
     mkdir -p "$(dirname "$file")"
     truncate -s "${mb}M" "$file"
+  elif (( $(stat -c %s "$file") > 0 && $(stat -c %s "$file") < (mb << 20) )); then
+    die "--shm $spec: $file is smaller than ${mb} MiB (QEMU refuses that)"
   fi
   DEV_ARGS+=(-object "memory-backend-file,id=wh$i,share=on,mem-path=$file,size=${mb}M"
              -device "ivshmem-plain,memdev=wh$i")
