@@ -1,6 +1,9 @@
 // Channel ends: claiming, calls with per-call-id replies, liveness.
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -31,9 +34,11 @@ void ring_bell(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell) {
   full_fence();  // order our tail store before reading the peer's flag
   if (load_relaxed(sleeping)) {
     fetch_add(bell, 1u);
-    Doorbell* db = pol.sleep == WaitPolicy::Sleep::Doorbell && pol.doorbell ? pol.doorbell
-                                                                            : futex_doorbell();
-    if (pol.sleep != WaitPolicy::Sleep::Poll || pol.doorbell) db->ring(bell);
+    // Wake whatever the sleeper waits on, whatever our own policy: the
+    // peer chose its policy, not us (a Poll waker must still wake a futex
+    // sleeper). A doorbell hook, if given, replaces the futex.
+    Doorbell* db = pol.doorbell ? pol.doorbell : futex_doorbell();
+    db->ring(bell);
   }
 }
 }  // namespace
@@ -44,8 +49,25 @@ struct ClientChannel::Pending {
   uint64_t call_id = 0;
   Message* reply = nullptr;
   // 0 waiting, 1 reply delivered, 2 asked to take over reading responses.
+  // Waited on with a private futex (timed, unlike std::atomic::wait).
   std::atomic<uint32_t> state{0};
 };
+
+namespace {
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
+              std::atomic<uint32_t>::is_always_lock_free);
+uint32_t* futex_word(std::atomic<uint32_t>& a) { return reinterpret_cast<uint32_t*>(&a); }
+void wake_pending(std::atomic<uint32_t>& a) {
+  syscall(SYS_futex, futex_word(a), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+void wait_pending(std::atomic<uint32_t>& a, uint32_t seen, std::chrono::nanoseconds t) {
+  if (t <= std::chrono::nanoseconds::zero()) return;
+  timespec ts{};
+  ts.tv_sec = time_t(t.count() / 1000000000);
+  ts.tv_nsec = long(t.count() % 1000000000);
+  syscall(SYS_futex, futex_word(a), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+}
+}  // namespace
 
 std::unique_ptr<ClientChannel> ClientChannel::claim(Region& region, int index, std::string* err,
                                                     WaitPolicy policy) {
@@ -77,6 +99,7 @@ std::unique_ptr<ClientChannel> ClientChannel::claim(Region& region, int index, s
     c->writer_ = RingWriter(l.req, g.req_size, &ch->req_tail, &ch->req_head, g.max_msg);
     c->reader_ = RingReader(l.resp, g.resp_size, &ch->resp_tail, &ch->resp_head, g.max_msg);
     c->monitor_ = PeerMonitor(&ch->server_heartbeat, g.hb_timeout_ms);
+    c->pending_.reserve(16);
     Heartbeat::instance().add(&ch->client_heartbeat, g.hb_period_ms);
     return c;
   }
@@ -86,10 +109,16 @@ std::unique_ptr<ClientChannel> ClientChannel::claim(Region& region, int index, s
 
 ClientChannel::~ClientChannel() {
   Heartbeat::instance().remove(&ch_->client_heartbeat);
+  // Say goodbye only while the channel is still ours: once the server has
+  // reclaimed it (generation bumped) it may already belong to a new client.
+  if (load_acq(&ch_->generation) != generation_) return;
   uint32_t s = load_acq(&ch_->state);
   if ((s == WH_CHAN_CLAIMED || s == WH_CHAN_ACTIVE) && cas(&ch_->state, s, uint32_t(WH_CHAN_CLOSED))) {
     fetch_add(&ch_->req_bell, 1u);
-    futex_doorbell()->ring(&ch_->req_bell);
+    if (policy_.sleep == WaitPolicy::Sleep::Doorbell && policy_.doorbell)
+      policy_.doorbell->ring(&ch_->req_bell);
+    else
+      futex_doorbell()->ring(&ch_->req_bell);
   }
 }
 
@@ -104,12 +133,14 @@ void ClientChannel::set_broken(Status s, std::string why) {
     std::lock_guard lk(err_mu_);
     error_ = std::move(why);
   }
-  if (s == Status::Corrupt) cas(&ch_->state, uint32_t(WH_CHAN_ACTIVE), uint32_t(WH_CHAN_POISONED));
+  if (s == Status::Corrupt && load_acq(&ch_->generation) == generation_)
+    cas(&ch_->state, uint32_t(WH_CHAN_ACTIVE), uint32_t(WH_CHAN_POISONED));
   // Wake every waiter so it sees the failure.
   std::lock_guard lk(pending_mu_);
-  for (auto& [id, p] : pending_) {
-    p->state.store(2, std::memory_order_release);
-    p->state.notify_all();
+  for (Pending* p : pending_) {
+    uint32_t zero = 0;
+    p->state.compare_exchange_strong(zero, 2, std::memory_order_acq_rel);
+    wake_pending(p->state);
   }
 }
 
@@ -151,6 +182,12 @@ Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<c
     uint64_t head = load_acq(&ch_->req_head);
     wait_until(poll, nullptr, nullptr, [&] { return load_acq(&ch_->req_head) != head; },
                Clock::now() + std::chrono::milliseconds(50));
+    if (load_acq(&ch_->req_head) != head) continue;
+    uint32_t st = load_acq(&ch_->state);
+    if (st != WH_CHAN_ACTIVE && st != WH_CHAN_CLAIMED) {
+      set_broken(Status::Closed, "channel no longer active");
+      return Status::Closed;
+    }
     if (server_dead()) {
       set_broken(Status::PeerDead, "server heartbeat stopped");
       return Status::PeerDead;
@@ -169,8 +206,9 @@ Status ClientChannel::post(uint16_t opcode, uint32_t aux,
   return write_request(h, parts);
 }
 
+// Under read_mu_. Delivers every response in the ring to its waiter.
 Status ClientChannel::drain_responses() {
-  Message m;
+  Message& m = scratch_;
   for (;;) {
     Status s = reader_.read(m);
     if (s == Status::Empty) return Status::Ok;
@@ -179,20 +217,52 @@ Status ClientChannel::drain_responses() {
       return s;
     }
     std::lock_guard lk(pending_mu_);
-    auto it = pending_.find(m.hdr.call_id);
+    auto it = std::find_if(pending_.begin(), pending_.end(),
+                           [&](Pending* p) { return p->call_id == m.hdr.call_id; });
     if (it == pending_.end()) continue;  // not ours (a stale or forged id): dropped
-    Pending* p = it->second;
-    pending_.erase(it);
+    Pending* p = *it;
+    *it = pending_.back();
+    pending_.pop_back();
+    // The reply's old buffer comes back as scratch: no allocation when
+    // callers reuse their Message.
     std::swap(*p->reply, m);
+    // Store and wake under pending_mu_: a waiter that sees 1 takes the lock
+    // before returning, so its Pending outlives our wake.
     p->state.store(1, std::memory_order_release);
-    p->state.notify_one();
+    wake_pending(p->state);
   }
+}
+
+// pending_mu_ held: pass the reader role to one other waiter, if any.
+void ClientChannel::hand_off_locked(const Pending* self) {
+  for (Pending* other : pending_) {
+    if (other == self) continue;
+    uint32_t zero = 0;
+    if (other->state.compare_exchange_strong(zero, 2, std::memory_order_acq_rel)) {
+      wake_pending(other->state);
+      return;
+    }
+  }
+}
+
+// Leaves the pending table with status s, unless the reply arrived meanwhile.
+Status ClientChannel::leave(Pending& p, Status s) {
+  std::lock_guard lk(pending_mu_);
+  uint32_t st = p.state.load(std::memory_order_acquire);
+  if (st == 1) return Status::Ok;  // delivered (and already removed)
+  std::erase(pending_, &p);
+  if (st == 2) hand_off_locked(&p);  // do not lose a reader role given to us
+  return s;
 }
 
 Status ClientChannel::wait_reply(Pending& p, Clock::time_point deadline) {
   for (;;) {
-    if (p.state.load(std::memory_order_acquire) == 1) return Status::Ok;
-    if (Status b = status(); b != Status::Ok) return b;
+    if (p.state.load(std::memory_order_acquire) == 1) {
+      // Delivered by another thread: sync with its wake before p dies.
+      std::lock_guard lk(pending_mu_);
+      return Status::Ok;
+    }
+    if (Status b = status(); b != Status::Ok) return leave(p, b);
     if (read_mu_.try_lock()) {
       Status result = Status::Ok;
       for (;;) {
@@ -210,7 +280,8 @@ Status ClientChannel::wait_reply(Pending& p, Clock::time_point deadline) {
             result = Status::PeerDead;
             break;
           }
-          if (load_acq(&ch_->state) != WH_CHAN_ACTIVE && load_acq(&ch_->state) != WH_CHAN_CLAIMED) {
+          uint32_t st = load_acq(&ch_->state);
+          if (st != WH_CHAN_ACTIVE && st != WH_CHAN_CLAIMED) {
             set_broken(Status::Closed, "channel no longer active");
             result = Status::Closed;
             break;
@@ -222,38 +293,23 @@ Status ClientChannel::wait_reply(Pending& p, Clock::time_point deadline) {
         }
       }
       read_mu_.unlock();
-      // Hand the reader role to another waiter, if any.
-      {
-        std::lock_guard lk(pending_mu_);
-        for (auto& [id, other] : pending_) {
-          if (other == &p) continue;
-          uint32_t zero = 0;
-          if (other->state.compare_exchange_strong(zero, 2)) {
-            other->state.notify_one();
-            break;
-          }
-        }
-      }
-      if (result == Status::Ok && p.state.load(std::memory_order_acquire) == 1) return Status::Ok;
+      std::lock_guard lk(pending_mu_);
+      hand_off_locked(&p);
+      if (p.state.load(std::memory_order_acquire) == 1) return Status::Ok;
       if (result != Status::Ok) {
-        std::lock_guard lk(pending_mu_);
-        pending_.erase(p.call_id);
+        std::erase(pending_, &p);
         return result;
       }
       continue;
     }
-    // Someone else is reading: sleep until it delivers or hands over.
-    uint32_t zero = 0;
-    p.state.wait(zero, std::memory_order_acquire);
+    // Someone else is reading: sleep until it delivers, hands over, the
+    // channel breaks, or our deadline passes. Wake up now and then to take
+    // over reading if the reader left without handing over.
+    auto now = Clock::now();
+    if (now >= deadline) return leave(p, Status::Timeout);
+    wait_pending(p.state, 0, std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(50)));
     uint32_t two = 2;
-    p.state.compare_exchange_strong(two, 0);
-    if (Clock::now() >= deadline) {
-      std::lock_guard lk(pending_mu_);
-      if (p.state.load() != 1) {
-        pending_.erase(p.call_id);
-        return Status::Timeout;
-      }
-    }
+    p.state.compare_exchange_strong(two, 0, std::memory_order_acq_rel);
   }
 }
 
@@ -269,14 +325,10 @@ Status ClientChannel::call(uint16_t opcode, uint32_t aux,
   p.reply = &reply;
   {
     std::lock_guard lk(pending_mu_);
-    pending_.emplace(p.call_id, &p);
+    pending_.push_back(&p);
   }
   Status s = write_request(h, parts);
-  if (s != Status::Ok) {
-    std::lock_guard lk(pending_mu_);
-    pending_.erase(p.call_id);
-    return s;
-  }
+  if (s != Status::Ok) return leave(p, s);
   auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
   return wait_reply(p, deadline);
 }

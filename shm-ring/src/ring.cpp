@@ -17,6 +17,9 @@ RingWriter::RingWriter(uint8_t* ring, uint32_t size, uint64_t* tail_word,
 
 Status RingWriter::write(const wh_msg_hdr& hdr_in, std::span<const std::span<const uint8_t>> parts) {
   if (poisoned_) return Status::Corrupt;
+  // Opcode 0 frames padding: a message carrying it would be read as padding
+  // (and poison the peer's reader), so it is refused here.
+  if (hdr_in.opcode == WH_OP_PAD) return Status::Invalid;
   uint64_t len = 0;
   for (auto& p : parts) len += p.size();
   if (len > max_msg_) return Status::TooBig;
@@ -81,7 +84,7 @@ Status RingReader::read(Message& out) {
       // The producer's tail moves forward, by whole 8-byte-aligned records,
       // and never more than a ring ahead of our head.
       if (t < tail_ || t - head_ > size_ || (t & 7))
-        return fail("request tail out of range: head=" + std::to_string(head_) +
+        return fail("tail index out of range: head=" + std::to_string(head_) +
                     " tail=" + std::to_string(t));
       tail_ = t;
     }

@@ -1,5 +1,6 @@
 // Waiting (spin, yield, sleep on a futex/doorbell or poll) and liveness.
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -130,8 +131,28 @@ struct Heartbeat::Impl {
   }
 };
 
-Heartbeat::Heartbeat() : impl_(std::make_unique<Impl>()) {}
+namespace {
+Heartbeat* g_heartbeat = nullptr;
+}  // namespace
+
+// fork() copies only the calling thread: in the child the beating thread is
+// gone, its std::thread handle still looks joinable (so add() would never
+// start a new one) and its mutex may be held. The parent's words are the
+// parent's to beat, not the child's. So: hold the mutex across fork, and in
+// the child start over with a fresh Impl (the old one is leaked on purpose:
+// destroying a joinable std::thread terminates).
+Heartbeat::Heartbeat() : impl_(std::make_unique<Impl>()) {
+  g_heartbeat = this;
+  pthread_atfork([] { if (g_heartbeat) g_heartbeat->impl_->mu.lock(); },
+                 [] { if (g_heartbeat) g_heartbeat->impl_->mu.unlock(); },
+                 [] {
+                   if (!g_heartbeat) return;
+                   (void)g_heartbeat->impl_.release();
+                   g_heartbeat->impl_ = std::make_unique<Impl>();
+                 });
+}
 Heartbeat::~Heartbeat() {
+  g_heartbeat = nullptr;
   {
     std::lock_guard lk(impl_->mu);
     impl_->stop = true;

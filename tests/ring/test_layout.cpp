@@ -283,6 +283,16 @@ TEST(RawRing, MaxMessageSize) {
   }
 }
 
+TEST(RawRing, PaddingOpcodeIsRefused) {
+  RawRing rr;
+  wh_msg_hdr h{};
+  h.opcode = WH_OP_PAD;
+  EXPECT_EQ(rr.w.write(h, {}), Status::Invalid);
+  EXPECT_EQ(rr.tail, 0u);
+  EXPECT_FALSE(rr.w.poisoned());
+  EXPECT_EQ(rr.put(0, 1), Status::Ok);
+}
+
 TEST(RawRing, MaxMsgNotMultipleOf8) {
   RawRing rr(4096, 1001);
   EXPECT_EQ(rr.put(1002, 1), Status::TooBig);

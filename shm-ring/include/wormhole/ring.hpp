@@ -170,7 +170,8 @@ class RingWriter {
   RingWriter() = default;
   RingWriter(uint8_t* ring, uint32_t size, uint64_t* tail_word, const uint64_t* head_word,
              uint32_t max_msg);
-  // Writes one record (header fields + payload parts). Full if no room.
+  // Writes one record (header fields + payload parts). Full if no room,
+  // TooBig above max_msg, Invalid for opcode WH_OP_PAD (0, reserved).
   Status write(const wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts);
   uint64_t tail() const { return tail_; }
   void reset() { tail_ = head_ = 0; }
@@ -267,8 +268,13 @@ class ClientChannel {
 
   std::mutex read_mu_;  // held by the thread currently draining responses
   RingReader reader_;
+  Message scratch_;     // under read_mu_: reused so replies need no allocation
   std::mutex pending_mu_;
-  std::unordered_map<uint64_t, Pending*> pending_;
+  // Calls waiting for a reply. A flat vector: there are as many entries as
+  // threads blocked in call(), and no allocation per call once it has grown.
+  std::vector<Pending*> pending_;
+  void hand_off_locked(const Pending* self);  // pending_mu_ held
+  Status leave(Pending& p, Status s);
 
   std::mutex monitor_mu_;
   PeerMonitor monitor_;
@@ -305,6 +311,7 @@ class ServerChannel {
   uint64_t generation() const { return generation_; }
   std::span<uint8_t> data() const { return data_; }
   uint32_t client_pid() const;
+  uint32_t max_msg() const { return region_->geometry().max_msg; }
   Status status() const { return broken_; }
   std::string error() const { return error_; }
 
