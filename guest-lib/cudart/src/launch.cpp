@@ -1,0 +1,371 @@
+// The compiler-emitted ABI (fatbin, kernel and variable registration,
+// <<<>>> launches) and the kernel-related runtime API.
+//
+// Fatbins are taken from the registration calls (nvcc 13 also embeds a
+// kernel-less fatbin that is never registered) and shipped to the server
+// once, on first use. Kernel parameter layouts come from the cubin's
+// .nv.info (or the PTX when the fatbin has no cubin): launches carry no
+// sizes, so the guest packs `void** args` into one buffer with them.
+#include <cstring>
+
+#include "state.hpp"
+#include "wormhole/ptx/fatbin.hpp"
+
+namespace wh::guest {
+
+using namespace wh::proto;
+
+namespace {
+
+struct CallConfig {
+  dim3 grid, block;
+  size_t shared = 0;
+  cudaStream_t stream = nullptr;
+};
+thread_local std::vector<CallConfig> t_configs;
+
+void parse_params(Fatbin& fb) {
+  if (fb.params_parsed) return;
+  fb.params_parsed = true;
+  std::vector<fatbin::Entry> entries;
+  std::string err;
+  if (!fatbin::parse(fb.wrapper, SIZE_MAX, entries, &err)) {
+    log_once("cannot parse a registered fatbin: " + err);
+    return;
+  }
+  std::map<std::string, std::vector<fatbin::ParamInfo>> found;
+  for (auto& e : entries) {
+    if (e.kind == fatbin::Entry::ELF && fatbin::cubin_kernel_params(e.bytes, found, &err)) break;
+  }
+  if (found.empty())
+    for (auto& e : entries)
+      if (e.kind == fatbin::Entry::PTX &&
+          fatbin::ptx_kernel_params(std::string_view(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size()),
+                                    found, &err))
+        break;
+  for (auto& [name, ps] : found) {
+    auto& v = fb.params[name];
+    for (auto& p : ps) v.push_back({p.offset, p.size});
+  }
+}
+
+// Ships the fatbin (once) through the data area's pinned heap.
+cudaError_t ensure_module(Connection* c, Fatbin& fb) {
+  if (fb.module) return cudaSuccess;
+  void* buf = nullptr;
+  if (cudaError_t e = cudaMallocHost(&buf, fb.size); e != cudaSuccess) return e;
+  std::memcpy(buf, fb.image, fb.size);
+  uint64_t off = 0;
+  in_data_area(buf, fb.size, &off);
+  ModuleLoadResp rs{};
+  cudaError_t e = c->call<Op::ModuleLoad>({off, fb.size}, &rs);
+  cudaFreeHost(buf);
+  if (e != cudaSuccess) return e;
+  fb.module = rs.module;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+// Serialises lazy module shipping (rt().mu is taken inside, so not that one).
+std::mutex g_load_mu;
+
+cudaError_t ensure_kernel(KernelRec* k) {
+  if (k->handle.load(std::memory_order_acquire)) return cudaSuccess;
+  std::lock_guard lk(g_load_mu);
+  if (k->handle.load()) return cudaSuccess;
+  WH_CONN(c);
+  if (cudaError_t e = ensure_module(c, *k->fb); e != cudaSuccess) return e;
+  parse_params(*k->fb);
+  ModuleGetKernelResp rs{};
+  std::vector<uint8_t> tail;
+  cudaError_t e = c->call<Op::ModuleGetKernel>({k->fb->module}, &rs,
+                                               {reinterpret_cast<const uint8_t*>(k->name.data()), k->name.size()}, &tail);
+  if (e != cudaSuccess) return e;
+  std::vector<ParamInfo> server(rs.nparams);
+  if (tail.size() == rs.nparams * sizeof(ParamInfo)) std::memcpy(server.data(), tail.data(), tail.size());
+  auto it = k->fb->params.find(k->name);
+  if (it != k->fb->params.end()) {
+    k->params = it->second;
+    if (k->params.size() != server.size())
+      log_once("kernel " + k->name + ": .nv.info and server disagree on the parameter count");
+  } else {
+    k->params = server;
+  }
+  k->param_bytes = rs.param_bytes;
+  for (auto& p : k->params) k->param_bytes = std::max(k->param_bytes, p.offset + p.size);
+  k->handle.store(rs.kernel, std::memory_order_release);
+  return cudaSuccess;
+}
+
+cudaError_t ensure_var(VarRec* v) {
+  std::lock_guard lk(g_load_mu);
+  if (v->dptr) return cudaSuccess;
+  WH_CONN(c);
+  if (cudaError_t e = ensure_module(c, *v->fb); e != cudaSuccess) return e;
+  ModuleGetGlobalResp rs{};
+  cudaError_t e = c->call<Op::ModuleGetGlobal>({v->fb->module}, &rs,
+                                               {reinterpret_cast<const uint8_t*>(v->name.data()), v->name.size()});
+  if (e != cudaSuccess) return e;
+  v->dptr = rs.dptr;
+  v->size = rs.size;
+  return cudaSuccess;
+}
+
+static cudaError_t launch(KernelRec* k, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t s) {
+  if (!k) return cudaErrorInvalidDeviceFunction;
+  if (cudaError_t e = ensure_kernel(k); e != cudaSuccess) return e;
+  // Configuration errors are reported by the launch itself, as CUDA does.
+  if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
+      uint64_t(block.x) * block.y * block.z > 1024 || block.z > 64 || grid.y > 65535 || grid.z > 65535)
+    return cudaErrorInvalidConfiguration;
+  uint8_t buf[kMaxParamBytes];
+  if (k->param_bytes > sizeof buf) return cudaErrorInvalidValue;
+  std::memset(buf, 0, k->param_bytes);
+  if (!k->params.empty() && !args) return cudaErrorInvalidValue;
+  for (size_t i = 0; i < k->params.size(); i++) std::memcpy(buf + k->params[i].offset, args[i], k->params[i].size);
+  WH_CONN(c);
+  LaunchReq rq{};
+  rq.kernel = k->handle;
+  rq.stream = stream_handle(s);
+  rq.grid[0] = grid.x, rq.grid[1] = grid.y, rq.grid[2] = grid.z;
+  rq.block[0] = block.x, rq.block[1] = block.y, rq.block[2] = block.z;
+  rq.shared_bytes = uint32_t(shared);
+  return c->post<Op::Launch>(rq, {buf, k->param_bytes});
+}
+
+static KernelRec* kernel_of(const void* host_fun) {
+  std::lock_guard lk(rt().mu);
+  auto it = rt().kernels.find(host_fun);
+  return it == rt().kernels.end() ? nullptr : it->second;
+}
+
+}  // namespace wh::guest
+
+using namespace wh::guest;
+using namespace wh::proto;
+
+extern "C" {
+
+void** __cudaRegisterFatBinary(void* wrapper) {
+  auto* fb = new Fatbin();
+  fb->wrapper = wrapper;
+  struct Wrapper {
+    int magic, version;
+    const void* data;
+    void* filename;
+  };
+  auto* w = static_cast<const Wrapper*>(wrapper);
+  if (w && uint32_t(w->magic) == wh::fatbin::kWrapperMagic) {
+    fb->image = static_cast<const uint8_t*>(w->data);
+    fb->size = wh::fatbin::fatbin_size(w->data);
+  }
+  std::lock_guard lk(rt().mu);
+  rt().fatbins.push_back(fb);
+  return reinterpret_cast<void**>(fb);
+}
+
+void __cudaRegisterFatBinaryEnd(void**) {}
+
+void __cudaUnregisterFatBinary(void**) {
+  // Process exit: the session's end frees everything on the server.
+}
+
+char __cudaInitModule(void**) { return 1; }
+
+void __cudaRegisterFunction(void** handle, const char* host_fun, char*, const char* device_name, int, uint3*, uint3*,
+                            dim3*, dim3*, int*) {
+  auto* k = new KernelRec();
+  k->fb = reinterpret_cast<Fatbin*>(handle);
+  k->name = device_name ? device_name : "";
+  std::lock_guard lk(rt().mu);
+  rt().kernels[host_fun] = k;
+}
+
+void __cudaRegisterVar(void** handle, char* host_var, char*, const char* device_name, int, size_t size, int, int) {
+  auto* v = new VarRec();
+  v->fb = reinterpret_cast<Fatbin*>(handle);
+  v->name = device_name ? device_name : "";
+  v->size = size;
+  std::lock_guard lk(rt().mu);
+  rt().vars[host_var] = v;
+}
+
+unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared, struct CUstream_st* stream) {
+  t_configs.push_back({grid, block, shared, stream});
+  return 0;
+}
+
+cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* shared, void* stream) {
+  if (t_configs.empty()) return cudaErrorMissingConfiguration;
+  CallConfig c = t_configs.back();
+  t_configs.pop_back();
+  *grid = c.grid;
+  *block = c.block;
+  *shared = c.shared;
+  *static_cast<cudaStream_t*>(stream) = c.stream;
+  return cudaSuccess;
+}
+
+cudaError_t __cudaGetKernel(cudaKernel_t* out, const void* host_fun) {
+  KernelRec* k = kernel_of(host_fun);
+  if (!out || !k) return set_error(cudaErrorInvalidDeviceFunction);
+  *out = reinterpret_cast<cudaKernel_t>(k);
+  return cudaSuccess;
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared,
+                               cudaStream_t s) {
+  return set_error(launch(reinterpret_cast<KernelRec*>(kernel), grid, block, args, shared, s));
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared,
+                                    cudaStream_t s) {
+  return __cudaLaunchKernel(kernel, grid, block, args, shared, s);
+}
+
+cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t s) {
+  return set_error(launch(kernel_of(func), grid, block, args, shared, s));
+}
+cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shared,
+                                  cudaStream_t s) {
+  return cudaLaunchKernel(func, grid, block, args, shared, s);
+}
+
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* cfg, const void* func, void** args) {
+  if (!cfg) return set_error(cudaErrorInvalidValue);
+  for (unsigned i = 0; i < cfg->numAttrs; i++)
+    if (cfg->attrs[i].id != cudaLaunchAttributeIgnore)
+      log_once("cudaLaunchKernelExC: launch attribute " + std::to_string(int(cfg->attrs[i].id)) + " ignored");
+  return set_error(launch(kernel_of(func), cfg->gridDim, cfg->blockDim, args, cfg->dynamicSmemBytes, cfg->stream));
+}
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* cfg, const void* func, void** args) {
+  return cudaLaunchKernelExC(cfg, func, args);
+}
+
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
+  KernelRec* k = kernel_of(func);
+  if (!attr || !k) return set_error(cudaErrorInvalidDeviceFunction);
+  if (cudaError_t e = ensure_kernel(k); e != cudaSuccess) return set_error(e);
+  WH_CONN(c);
+  FuncGetAttributesResp rs{};
+  if (cudaError_t e = c->call<Op::FuncGetAttributes>({k->handle}, &rs); e != cudaSuccess) return set_error(e);
+  std::memset(attr, 0, sizeof *attr);
+  attr->maxThreadsPerBlock = rs.max_threads;
+  attr->numRegs = rs.num_regs;
+  attr->sharedSizeBytes = rs.shared_bytes;
+  attr->localSizeBytes = rs.local_bytes;
+  attr->constSizeBytes = rs.const_bytes;
+  attr->ptxVersion = rs.ptx_version;
+  attr->binaryVersion = rs.binary_version;
+  attr->maxDynamicSharedSizeBytes = k->max_dynamic_shared ? k->max_dynamic_shared : 48 << 10;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  KernelRec* k = kernel_of(func);
+  if (!k) return set_error(cudaErrorInvalidDeviceFunction);
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (value < 0 || value > (99 << 10)) return set_error(cudaErrorInvalidValue);
+    k->max_dynamic_shared = value;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetCacheConfig(const void*, cudaFuncCache) { return cudaSuccess; }
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void* func, int block_size,
+                                                                   size_t dyn_shared, unsigned int) {
+  if (!blocks || block_size <= 0) return set_error(cudaErrorInvalidValue);
+  cudaFuncAttributes fa;
+  if (cudaError_t e = cudaFuncGetAttributes(&fa, func); e != cudaSuccess) return e;
+  cudaDeviceProp p;
+  if (cudaError_t e = cudaGetDeviceProperties(&p, 0); e != cudaSuccess) return e;
+  if (block_size > fa.maxThreadsPerBlock) {
+    *blocks = 0;
+    return cudaSuccess;
+  }
+  int warps = (block_size + p.warpSize - 1) / p.warpSize;
+  int by_threads = p.maxThreadsPerMultiProcessor / (warps * p.warpSize);
+  int by_regs = fa.numRegs ? p.regsPerMultiprocessor / std::max(1, fa.numRegs * warps * p.warpSize) : by_threads;
+  size_t smem = fa.sharedSizeBytes + dyn_shared;
+  int by_smem = smem ? int(p.sharedMemPerMultiprocessor / smem) : by_threads;
+  *blocks = std::max(0, std::min({by_threads, by_regs, by_smem, p.maxBlocksPerMultiProcessor}));
+  return cudaSuccess;
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size,
+                                                          size_t dyn_shared) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, block_size, dyn_shared, 0);
+}
+
+// ---- symbols
+static VarRec* var_of(const void* symbol) {
+  std::lock_guard lk(rt().mu);
+  auto it = rt().vars.find(symbol);
+  return it == rt().vars.end() ? nullptr : it->second;
+}
+
+static cudaError_t symbol_range(const void* symbol, size_t count, size_t offset, uint8_t** dptr) {
+  VarRec* v = var_of(symbol);
+  if (!v) return cudaErrorInvalidSymbol;
+  if (cudaError_t e = ensure_var(v); e != cudaSuccess) return e;
+  if (offset > v->size || count > v->size - offset) return cudaErrorInvalidValue;
+  *dptr = reinterpret_cast<uint8_t*>(v->dptr) + offset;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset, cudaMemcpyKind kind) {
+  uint8_t* d;
+  if (cudaError_t e = symbol_range(symbol, count, offset, &d); e != cudaSuccess) return set_error(e);
+  if (kind == cudaMemcpyDefault) kind = is_device_ptr(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
+  return set_error(do_memcpy(d, src, count, kind, nullptr, false));
+}
+
+cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset, cudaMemcpyKind kind) {
+  uint8_t* s;
+  if (cudaError_t e = symbol_range(symbol, count, offset, &s); e != cudaSuccess) return set_error(e);
+  if (kind == cudaMemcpyDefault) kind = is_device_ptr(dst) ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost;
+  return set_error(do_memcpy(dst, s, count, kind, nullptr, false));
+}
+
+cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count, size_t offset,
+                                    cudaMemcpyKind kind, cudaStream_t st) {
+  uint8_t* d;
+  if (cudaError_t e = symbol_range(symbol, count, offset, &d); e != cudaSuccess) return set_error(e);
+  if (kind == cudaMemcpyDefault) kind = is_device_ptr(src) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
+  return set_error(do_memcpy(d, src, count, kind, st, true));
+}
+
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
+                                      cudaMemcpyKind kind, cudaStream_t st) {
+  uint8_t* s;
+  if (cudaError_t e = symbol_range(symbol, count, offset, &s); e != cudaSuccess) return set_error(e);
+  if (kind == cudaMemcpyDefault) kind = is_device_ptr(dst) ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost;
+  return set_error(do_memcpy(dst, s, count, kind, st, true));
+}
+
+cudaError_t cudaGetSymbolAddress(void** dptr, const void* symbol) {
+  if (!dptr) return set_error(cudaErrorInvalidValue);
+  uint8_t* d;
+  if (cudaError_t e = symbol_range(symbol, 0, 0, &d); e != cudaSuccess) return set_error(e);
+  *dptr = d;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetSymbolSize(size_t* size, const void* symbol) {
+  VarRec* v = var_of(symbol);
+  if (!size || !v) return set_error(cudaErrorInvalidSymbol);
+  if (cudaError_t e = ensure_var(v); e != cudaSuccess) return set_error(e);
+  *size = v->size;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyToSymbol_ptds(const void* sym, const void* src, size_t n, size_t off, cudaMemcpyKind k) {
+  return cudaMemcpyToSymbol(sym, src, n, off, k);
+}
+cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* sym, size_t n, size_t off, cudaMemcpyKind k) {
+  return cudaMemcpyFromSymbol(dst, sym, n, off, k);
+}
+
+}  // extern "C"

@@ -1,0 +1,408 @@
+// Device memory, pinned host memory and copies.
+//
+// Pinned memory (cudaMallocHost, cudaHostAlloc) is carved out of the
+// channel's shared data area, so copies from or to it are zero-copy for the
+// server (it reads the same pages), and mapped memory is addressable by
+// kernels. Pageable memory moves through staging slots in the data area,
+// pipelined: the guest fills slot k+1 while the server empties slot k; the
+// server publishes each finished chunk in the data area's status page.
+#include <sched.h>
+
+#include <cstring>
+#include <thread>
+
+#include "state.hpp"
+
+namespace wh::guest {
+
+using namespace wh::proto;
+
+namespace {
+
+constexpr size_t kInlineMax = 64 << 10;  // small H2D copies travel inside the request
+
+std::mutex g_staging_mu;  // one staged copy at a time per process
+uint64_t g_copy_seq = 0;  // guarded by g_staging_mu
+
+DataAreaStatus* status_page(Connection* c) { return reinterpret_cast<DataAreaStatus*>(c->data().data()); }
+
+// Waits until the server finished the staged chunk `seq`.
+cudaError_t wait_copy_done(Connection* c, uint64_t seq) {
+  auto* st = status_page(c);
+  for (uint64_t spins = 0;; spins++) {
+    if (__atomic_load_n(&st->copy_done_seq, __ATOMIC_ACQUIRE) >= seq) return cudaSuccess;
+    if (spins < 20000) {
+      ring::cpu_relax();
+    } else {
+      if (!c->alive()) return cudaErrorDevicesUnavailable;
+      if (spins % 1024 == 0) {
+        // A round trip proves the server alive (and lets it catch up).
+        MemGetInfoResp r{};
+        if (c->call<Op::MemGetInfo>({}, &r) == cudaErrorDevicesUnavailable) return cudaErrorDevicesUnavailable;
+      }
+      sched_yield();
+    }
+  }
+}
+
+void heap_init(Connection* c) {
+  Runtime& r = rt();
+  if (r.heap_ready) return;
+  uint64_t size = c->data().size();
+  if (size > kPinnedHeapOffset) r.heap_free[kPinnedHeapOffset] = size - kPinnedHeapOffset;
+  r.heap_ready = true;
+}
+
+// First fit, 256-byte aligned blocks; freed blocks merge with neighbours.
+bool heap_alloc(Connection* c, size_t n, uint64_t* off) {
+  Runtime& r = rt();
+  std::lock_guard lk(r.mu);
+  heap_init(c);
+  uint64_t need = (std::max<size_t>(n, 1) + 255) & ~uint64_t(255);
+  for (auto it = r.heap_free.begin(); it != r.heap_free.end(); ++it) {
+    if (it->second < need) continue;
+    *off = it->first;
+    uint64_t rest = it->second - need;
+    r.heap_free.erase(it);
+    if (rest) r.heap_free[*off + need] = rest;
+    r.heap_used[*off] = need;
+    return true;
+  }
+  return false;
+}
+
+bool heap_free(uint64_t off) {
+  Runtime& r = rt();
+  std::lock_guard lk(r.mu);
+  auto u = r.heap_used.find(off);
+  if (u == r.heap_used.end()) return false;
+  uint64_t size = u->second;
+  r.heap_used.erase(u);
+  auto next = r.heap_free.lower_bound(off);
+  if (next != r.heap_free.end() && off + size == next->first) {
+    size += next->second;
+    next = r.heap_free.erase(next);
+  }
+  if (next != r.heap_free.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == off) {
+      prev->second += size;
+      return true;
+    }
+  }
+  r.heap_free[off] = size;
+  return true;
+}
+
+cudaError_t staged_htod(Connection* c, uint64_t dst, const uint8_t* src, size_t n, uint64_t stream) {
+  std::lock_guard lk(g_staging_mu);
+  uint8_t* base = c->data().data();
+  auto* st = status_page(c);
+  const uint64_t first = g_copy_seq + 1;
+  for (size_t off = 0; off < n; off += kStagingSlotBytes) {
+    size_t len = std::min<size_t>(kStagingSlotBytes, n - off);
+    uint64_t seq = ++g_copy_seq;
+    uint64_t slot = seq % kStagingSlots;
+    if (seq > kStagingSlots)
+      if (cudaError_t e = wait_copy_done(c, seq - kStagingSlots); e != cudaSuccess) return e;
+    uint64_t slot_off = kStagingOffset + slot * kStagingSlotBytes;
+    std::memcpy(base + slot_off, src + off, len);
+    MemcpyHtoDReq rq{dst + off, slot_off, len, stream, seq};
+    bool last = off + len >= n;
+    if (cudaError_t e = last ? c->call<Op::MemcpyHtoD>(rq) : c->post<Op::MemcpyHtoD>(rq); e != cudaSuccess) return e;
+  }
+  if (__atomic_load_n(&st->copy_error_seq, __ATOMIC_ACQUIRE) >= first) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+cudaError_t staged_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uint64_t stream) {
+  std::lock_guard lk(g_staging_mu);
+  uint8_t* base = c->data().data();
+  auto* st = status_page(c);
+  const size_t chunks = (n + kStagingSlotBytes - 1) / kStagingSlotBytes;
+  const uint64_t first = g_copy_seq + 1;
+  auto issue = [&](size_t i) {
+    uint64_t seq = first + i;
+    size_t off = i * kStagingSlotBytes;
+    size_t len = std::min<size_t>(kStagingSlotBytes, n - off);
+    uint64_t slot_off = kStagingOffset + (seq % kStagingSlots) * kStagingSlotBytes;
+    return c->post<Op::MemcpyDtoH>({slot_off, src + off, len, stream, seq});
+  };
+  for (size_t i = 0; i < std::min<size_t>(chunks, kStagingSlots); i++)
+    if (cudaError_t e = issue(i); e != cudaSuccess) return e;
+  for (size_t i = 0; i < chunks; i++) {
+    uint64_t seq = first + i;
+    if (cudaError_t e = wait_copy_done(c, seq); e != cudaSuccess) return e;
+    if (__atomic_load_n(&st->copy_error_seq, __ATOMIC_ACQUIRE) >= first) {
+      g_copy_seq = first + chunks - 1;
+      // Drain what is still in flight so the slots are quiet again.
+      wait_copy_done(c, std::min<uint64_t>(first + chunks - 1, seq + kStagingSlots - 1));
+      return cudaErrorInvalidValue;
+    }
+    size_t off = i * kStagingSlotBytes;
+    size_t len = std::min<size_t>(kStagingSlotBytes, n - off);
+    std::memcpy(dst + off, base + kStagingOffset + (seq % kStagingSlots) * kStagingSlotBytes, len);
+    if (i + kStagingSlots < chunks)
+      if (cudaError_t e = issue(i + kStagingSlots); e != cudaSuccess) return e;
+  }
+  g_copy_seq = first + chunks - 1;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+bool in_data_area(const void* p, size_t n, uint64_t* off) {
+  Connection* c = Connection::get();
+  if (!c) return false;
+  auto d = c->data();
+  auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(d.data());
+  if (a < b || a - b > d.size() || n > d.size() - (a - b)) return false;
+  *off = a - b;
+  return true;
+}
+
+bool is_device_ptr(const void* p) {
+  Runtime& r = rt();
+  auto a = reinterpret_cast<uint64_t>(p);
+  std::lock_guard lk(r.mu);
+  auto it = r.allocs.upper_bound(a);
+  if (it != r.allocs.begin() && a - std::prev(it)->first < std::prev(it)->second) return true;
+  for (auto& [h, v] : r.vars)
+    if (v->dptr && a >= v->dptr && a - v->dptr < v->size) return true;
+  return false;
+}
+
+cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool async) {
+  if (n == 0) return cudaSuccess;
+  if (!dst || !src) return cudaErrorInvalidValue;
+  WH_CONN(c);
+  if (kind == cudaMemcpyDefault) {
+    bool sd = is_device_ptr(src), dd = is_device_ptr(dst);
+    kind = sd ? (dd ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+              : (dd ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+  }
+  const uint64_t sh = stream_handle(s);
+  uint64_t off = 0;
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+      if (!async) c->call<Op::StreamSynchronize>({sh});
+      std::memmove(dst, src, n);
+      return cudaSuccess;
+    case cudaMemcpyHostToDevice: {
+      const uint64_t d = reinterpret_cast<uint64_t>(dst);
+      if (in_data_area(src, n, &off)) return c->send<Op::MemcpyHtoD>(async, {d, off, n, sh, 0});
+      if (n <= kInlineMax && n + sizeof(MemcpyHtoDInlineReq) <= c->max_msg())
+        return c->send<Op::MemcpyHtoDInline>(async, {d, sh}, {static_cast<const uint8_t*>(src), n});
+      return staged_htod(c, d, static_cast<const uint8_t*>(src), n, sh);
+    }
+    case cudaMemcpyDeviceToHost: {
+      const uint64_t sp = reinterpret_cast<uint64_t>(src);
+      if (in_data_area(dst, n, &off)) return c->send<Op::MemcpyDtoH>(async, {off, sp, n, sh, 0});
+      return staged_dtoh(c, static_cast<uint8_t*>(dst), sp, n, sh);
+    }
+    case cudaMemcpyDeviceToDevice:
+      return c->send<Op::MemcpyDtoD>(async, {reinterpret_cast<uint64_t>(dst), reinterpret_cast<uint64_t>(src), n, sh});
+    default:
+      return cudaErrorInvalidMemcpyDirection;
+  }
+}
+
+}  // namespace wh::guest
+
+using namespace wh::guest;
+using namespace wh::proto;
+
+extern "C" {
+
+cudaError_t cudaMalloc(void** p, size_t size) {
+  if (!p) return set_error(cudaErrorInvalidValue);
+  WH_CONN(c);
+  MallocResp rs{};
+  cudaError_t e = c->call<Op::Malloc>({size}, &rs);
+  if (e != cudaSuccess) return set_error(e);
+  *p = reinterpret_cast<void*>(rs.dptr);
+  if (rs.dptr) {
+    std::lock_guard lk(rt().mu);
+    rt().allocs[rs.dptr] = size;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocPitch(void** p, size_t* pitch, size_t width, size_t height) {
+  if (!pitch) return set_error(cudaErrorInvalidValue);
+  size_t align = 512;  // cudaDeviceProp::texturePitchAlignment-style rounding
+  *pitch = (width + align - 1) / align * align;
+  if (height && *pitch > SIZE_MAX / height) return set_error(cudaErrorInvalidValue);
+  return cudaMalloc(p, *pitch * height);
+}
+
+cudaError_t cudaFree(void* p) {
+  if (!p) return cudaSuccess;
+  WH_CONN(c);
+  cudaError_t e = c->call<Op::Free>({reinterpret_cast<uint64_t>(p)});
+  if (e == cudaSuccess) {
+    std::lock_guard lk(rt().mu);
+    rt().allocs.erase(reinterpret_cast<uint64_t>(p));
+  }
+  return set_error(e);
+}
+
+cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
+  if (!p) return set_error(cudaErrorInvalidValue);
+  WH_CONN(c);
+  uint64_t off;
+  if (!heap_alloc(c, size, &off)) {
+    log_once("pinned heap exhausted (wormhole-server --pinned-mb sets its size)");
+    return set_error(cudaErrorMemoryAllocation);
+  }
+  *p = c->data().data() + off;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** p, size_t size) { return cudaHostAlloc(p, size, cudaHostAllocDefault); }
+
+cudaError_t cudaFreeHost(void* p) {
+  if (!p) return cudaSuccess;
+  uint64_t off;
+  if (!in_data_area(p, 1, &off) || !heap_free(off)) return set_error(cudaErrorInvalidValue);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostGetDevicePointer(void** dptr, void* host, unsigned int flags) {
+  if (!dptr || flags != 0) return set_error(cudaErrorInvalidValue);
+  WH_CONN(c);
+  uint64_t off;
+  if (!in_data_area(host, 1, &off)) return set_error(cudaErrorInvalidValue);
+  Runtime& r = rt();
+  uint64_t base;
+  {
+    std::lock_guard lk(r.mu);
+    base = r.mapped_dptr;
+  }
+  if (!base) {
+    MapDataAreaResp rs{};
+    if (cudaError_t e = c->call<Op::MapDataArea>({}, &rs); e != cudaSuccess) return set_error(e);
+    std::lock_guard lk(r.mu);
+    r.mapped_dptr = base = rs.dptr;
+  }
+  *dptr = reinterpret_cast<void*>(base + off);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
+  uint64_t off;
+  if (!flags || !in_data_area(host, 1, &off)) return set_error(cudaErrorInvalidValue);
+  *flags = cudaHostAllocMapped;
+  return cudaSuccess;
+}
+
+// Registered pageable memory keeps copy semantics (it is staged), which is
+// what CUDA guarantees; it is not made device-addressable.
+cudaError_t cudaHostRegister(void* p, size_t size, unsigned int flags) {
+  if (!p || !size) return set_error(cudaErrorInvalidValue);
+  if (flags & cudaHostRegisterMapped) log_once("cudaHostRegister: mapped registration is not device-addressable");
+  std::lock_guard lk(rt().mu);
+  auto [it, fresh] = rt().host_registered.emplace(reinterpret_cast<uintptr_t>(p), size);
+  return fresh ? cudaSuccess : set_error(cudaErrorHostMemoryAlreadyRegistered);
+}
+
+cudaError_t cudaHostUnregister(void* p) {
+  std::lock_guard lk(rt().mu);
+  return rt().host_registered.erase(reinterpret_cast<uintptr_t>(p)) ? cudaSuccess
+                                                                    : set_error(cudaErrorHostMemoryNotRegistered);
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  return set_error(do_memcpy(dst, src, n, kind, nullptr, false));
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
+  return set_error(do_memcpy(dst, src, n, kind, s, true));
+}
+
+static cudaError_t memcpy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                            cudaMemcpyKind kind, cudaStream_t s, bool async) {
+  if (!height || !width) return cudaSuccess;
+  if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
+  WH_CONN(c);
+  if (kind == cudaMemcpyDefault) {
+    bool sd = is_device_ptr(src), dd = is_device_ptr(dst);
+    kind = sd ? (dd ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+              : (dd ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+  }
+  const uint64_t sext = (height - 1) * spitch + width, dext = (height - 1) * dpitch + width;
+  uint64_t so = reinterpret_cast<uint64_t>(src), dO = reinterpret_cast<uint64_t>(dst), off;
+  bool whole = true;  // can the server do it in one request?
+  if (kind == cudaMemcpyHostToDevice) whole = in_data_area(src, sext, &off) && ((so = off), true);
+  if (kind == cudaMemcpyDeviceToHost) whole = in_data_area(dst, dext, &off) && ((dO = off), true);
+  if (kind == cudaMemcpyHostToHost) whole = false;
+  if (whole)
+    return c->send<Op::Memcpy2D>(async, {dO, dpitch, so, spitch, width, height, uint32_t(kind), 0, stream_handle(s)});
+  // Pageable host side: row by row through the ordinary copy path.
+  for (size_t r = 0; r < height; r++) {
+    cudaError_t e = do_memcpy(static_cast<uint8_t*>(dst) + r * dpitch, static_cast<const uint8_t*>(src) + r * spitch,
+                              width, kind, s, false);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         cudaMemcpyKind kind) {
+  return set_error(memcpy2d(dst, dpitch, src, spitch, width, height, kind, nullptr, false));
+}
+
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t s) {
+  return set_error(memcpy2d(dst, dpitch, src, spitch, width, height, kind, s, true));
+}
+
+cudaError_t cudaMemset(void* p, int value, size_t n) {
+  WH_CONN(c);
+  return set_error(c->call<Op::Memset>({reinterpret_cast<uint64_t>(p), n, 0, value, 0}));
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
+  WH_CONN(c);
+  return set_error(c->post<Op::Memset>({reinterpret_cast<uint64_t>(p), n, stream_handle(s), value, 0}));
+}
+
+cudaError_t cudaMemset2D(void* p, size_t pitch, int value, size_t width, size_t height) {
+  for (size_t r = 0; r < height; r++)
+    if (cudaError_t e = cudaMemset(static_cast<uint8_t*>(p) + r * pitch, value, width); e != cudaSuccess) return e;
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
+  if (!a) return set_error(cudaErrorInvalidValue);
+  std::memset(a, 0, sizeof *a);
+  uint64_t off;
+  if (is_device_ptr(p)) {
+    a->type = cudaMemoryTypeDevice;
+    a->devicePointer = const_cast<void*>(p);
+  } else if (in_data_area(p, 1, &off)) {
+    a->type = cudaMemoryTypeHost;
+    a->hostPointer = const_cast<void*>(p);
+  } else {
+    a->type = cudaMemoryTypeUnregistered;
+    a->hostPointer = const_cast<void*>(p);
+  }
+  return cudaSuccess;
+}
+
+// ---- per-thread-default-stream variants
+cudaError_t cudaMemcpy_ptds(void* d, const void* s, size_t n, cudaMemcpyKind k) { return cudaMemcpy(d, s, n, k); }
+cudaError_t cudaMemcpyAsync_ptsz(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t st) {
+  return cudaMemcpyAsync(d, s, n, k, st);
+}
+cudaError_t cudaMemset_ptds(void* p, int v, size_t n) { return cudaMemset(p, v, n); }
+cudaError_t cudaMemsetAsync_ptsz(void* p, int v, size_t n, cudaStream_t s) { return cudaMemsetAsync(p, v, n, s); }
+cudaError_t cudaMemcpy2D_ptds(void* d, size_t dp, const void* s, size_t sp, size_t w, size_t h, cudaMemcpyKind k) {
+  return cudaMemcpy2D(d, dp, s, sp, w, h, k);
+}
+cudaError_t cudaMemcpy2DAsync_ptsz(void* d, size_t dp, const void* s, size_t sp, size_t w, size_t h, cudaMemcpyKind k,
+                                   cudaStream_t st) {
+  return cudaMemcpy2DAsync(d, dp, s, sp, w, h, k, st);
+}
+
+}  // extern "C"

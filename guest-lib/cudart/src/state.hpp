@@ -1,0 +1,90 @@
+// The guest runtime's own state: what it can answer without the server
+// (device properties, last error, current device) and what it must
+// remember to translate CUDA's API onto the wire (registered fatbins,
+// kernels and variables, device allocations, the pinned-memory heap).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "connection.hpp"
+#include "wormhole/proto/wire.hpp"
+
+namespace wh::guest {
+
+struct Fatbin {
+  const void* wrapper = nullptr;  // as passed to __cudaRegisterFatBinary
+  const uint8_t* image = nullptr;  // the fatbin it points at
+  size_t size = 0;
+  uint64_t module = 0;  // server handle once shipped (lazily, once)
+  std::map<std::string, std::vector<proto::ParamInfo>> params;  // from .nv.info / PTX
+  bool params_parsed = false;
+};
+
+struct KernelRec {
+  Fatbin* fb = nullptr;
+  std::string name;
+  std::atomic<uint64_t> handle{0};  // server kernel handle, set once
+  std::vector<proto::ParamInfo> params;
+  uint32_t param_bytes = 0;
+  int max_dynamic_shared = 0;
+};
+
+struct VarRec {
+  Fatbin* fb = nullptr;
+  std::string name;
+  size_t size = 0;
+  uint64_t dptr = 0;
+};
+
+struct Runtime {
+  std::mutex mu;  // guards everything below
+  bool props_loaded = false;
+  int device_count = 0;
+  int driver_version = 0;
+  cudaDeviceProp props{};
+  unsigned device_flags = 0;
+  std::vector<Fatbin*> fatbins;
+  std::unordered_map<const void*, KernelRec*> kernels;  // host stub -> kernel
+  std::unordered_map<const void*, VarRec*> vars;        // host shadow -> variable
+  std::map<uint64_t, uint64_t> allocs;                  // device allocations: dptr -> bytes
+  std::map<uintptr_t, size_t> host_registered;          // cudaHostRegister'ed ranges
+  // Pinned heap inside the data area: free blocks offset -> size, and live ones.
+  std::map<uint64_t, uint64_t> heap_free, heap_used;
+  bool heap_ready = false;
+  uint64_t mapped_dptr = 0;  // device address of the data area (mapped memory)
+  cudaError_t sticky = cudaSuccess;
+};
+
+Runtime& rt();
+// Sets this thread's last error (cudaGetLastError) and returns e.
+cudaError_t set_error(cudaError_t e);
+// The connection, or nullptr with the last error set to `e`.
+Connection* conn_or(cudaError_t* e);
+// Loads device properties once (device count, props, driver version).
+cudaError_t ensure_props();
+// Ships a fatbin's module and resolves the kernel handle, once.
+cudaError_t ensure_kernel(KernelRec* k);
+cudaError_t ensure_var(VarRec* v);
+// Host pointer -> data-area offset, if it lies inside the shared data area.
+bool in_data_area(const void* p, size_t n, uint64_t* off);
+// Device pointer inside a known allocation (or the mapped data area)?
+bool is_device_ptr(const void* p);
+// The core copy engine (all cudaMemcpy* variants end here).
+cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool async);
+
+inline uint64_t stream_handle(cudaStream_t s) { return reinterpret_cast<uint64_t>(s); }
+
+// Every exported function starts with this: the server connection or an error.
+#define WH_CONN(c)                      \
+  cudaError_t wh_err_ = cudaSuccess;    \
+  Connection* c = conn_or(&wh_err_);    \
+  if (!c) return set_error(wh_err_)
+
+}  // namespace wh::guest

@@ -1,0 +1,114 @@
+// wormhole/server/backend.hpp - what a device backend gives the server.
+//
+// A Backend is one kind of device (the real GPU through the CUDA Driver
+// API, or the sim CPU device). Each client session gets its own Context:
+// on a GPU a separate CUDA context (a separate GPU address space), on the
+// sim device a separate heap. The session validates every guest-supplied
+// handle, range and offset before calling in here, so a Context may trust
+// its arguments except device addresses inside kernel parameters, which
+// only the device itself can police (and does: GPU page faults, or the sim
+// device's bounds-checked address translation).
+//
+// Execution order: a session calls its Context from one thread, in the
+// order the client issued the calls. The sim device executes every call
+// before returning (a valid CUDA schedule; the client still never waits for
+// posted work). The GPU backend enqueues on real CUDA streams.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace wh::server {
+
+using Err = int32_t;  // a cudaError_t value
+
+struct KernelAttrs {
+  uint32_t param_bytes = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> params;  // (offset, size) each
+  int32_t max_threads = 1024;
+  int32_t num_regs = 0;
+  uint32_t shared_bytes = 0, local_bytes = 0, const_bytes = 0;
+  int32_t ptx_version = 0, binary_version = 0;
+};
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+// Opaque backend objects; the session owns their lifetime via handles.
+struct Stream { virtual ~Stream() = default; };
+struct Event { virtual ~Event() = default; };
+struct Module { virtual ~Module() = default; };
+struct Kernel { virtual ~Kernel() = default; };
+
+class Context {
+ public:
+  virtual ~Context() = default;
+
+  virtual Err mem_alloc(uint64_t bytes, uint64_t* dptr) = 0;
+  virtual Err mem_free(uint64_t dptr) = 0;
+  virtual Err mem_info(uint64_t* free_bytes, uint64_t* total_bytes) = 0;
+  // Makes host memory (a channel's data area) addressable by kernels.
+  virtual Err map_host(void* host, uint64_t bytes, uint64_t* dptr) = 0;
+
+  // `s` may be nullptr: the legacy default stream.
+  virtual Err copy_htod(uint64_t dst, const void* src, uint64_t n, Stream* s) = 0;
+  virtual Err copy_dtoh(void* dst, uint64_t src, uint64_t n, Stream* s) = 0;
+  virtual Err copy_dtod(uint64_t dst, uint64_t src, uint64_t n, Stream* s) = 0;
+  virtual Err memset8(uint64_t dst, uint8_t value, uint64_t n, Stream* s) = 0;
+
+  virtual Err module_load(std::span<const uint8_t> fatbin, std::unique_ptr<Module>* out,
+                          std::string* log) = 0;
+  virtual void module_unload(Module& m) = 0;  // frees its globals; handles die with it
+  virtual Err module_kernel(Module& m, const std::string& name, std::unique_ptr<Kernel>* out,
+                            KernelAttrs* attrs) = 0;
+  virtual Err module_global(Module& m, const std::string& name, uint64_t* dptr,
+                            uint64_t* bytes) = 0;
+  virtual Err launch(Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
+                     std::span<const uint8_t> params, std::string* log) = 0;
+
+  virtual Err stream_create(uint32_t flags, int priority, std::unique_ptr<Stream>* out) = 0;
+  virtual Err stream_synchronize(Stream* s) = 0;
+  virtual Err stream_query(Stream* s) = 0;
+  virtual Err stream_wait_event(Stream* s, Event& e) = 0;
+  virtual Err event_create(uint32_t flags, std::unique_ptr<Event>* out) = 0;
+  virtual Err event_record(Event& e, Stream* s) = 0;
+  virtual Err event_synchronize(Event& e) = 0;
+  virtual Err event_query(Event& e) = 0;
+  virtual Err event_elapsed(Event& start, Event& end, float* ms) = 0;
+  virtual Err synchronize() = 0;
+
+  // The sim device's host memory behind [dptr, dptr+bytes) when the whole
+  // range is inside one allocation (nullptr otherwise, and always on a
+  // GPU). Library backends on the sim device (OpenBLAS for cuBLAS) use it.
+  virtual uint8_t* host_view(uint64_t dptr, uint64_t bytes) { return nullptr; }
+};
+
+struct ContextLimits {
+  uint64_t memory_quota = 0;  // bytes of device memory a session may hold (0: device size)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual int device_count() const = 0;
+  virtual Err device_props(int device, cudaDeviceProp* props) = 0;
+  virtual Err device_attribute(int device, int attr, int* value) = 0;
+  virtual int driver_version() const = 0;
+  virtual std::unique_ptr<Context> create_context(int device, const ContextLimits& limits,
+                                                  std::string* err) = 0;
+};
+
+// The sim device: CPU execution through the PTX interpreter and OpenBLAS.
+std::unique_ptr<Backend> make_sim_backend(unsigned worker_threads, uint64_t memory_bytes);
+// The real GPU through libcuda.so.1 (dlopen). nullptr (and *err) when no
+// driver or no device is present.
+std::unique_ptr<Backend> make_cuda_backend(std::string* err);
+
+}  // namespace wh::server

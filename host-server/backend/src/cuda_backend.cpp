@@ -1,0 +1,402 @@
+// The GPU backend: the CUDA Driver API from libcuda.so.1, loaded with dlopen
+// so the server builds and runs (with the sim backend) where no driver
+// exists. One CUDA context per session: separate GPU address spaces.
+//
+// NOTE: no GPU was available where this was written; see docs/hardware.md
+// for what has and has not run on real hardware.
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "wormhole/server/backend.hpp"
+
+namespace wh::server {
+
+namespace {
+
+// Driver entry points, resolved by their versioned symbol names.
+#define WH_CU_FUNCS(X)                                   \
+  X(cuInit, "cuInit")                                    \
+  X(cuDriverGetVersion, "cuDriverGetVersion")            \
+  X(cuDeviceGetCount, "cuDeviceGetCount")                \
+  X(cuDeviceGet, "cuDeviceGet")                          \
+  X(cuDeviceGetName, "cuDeviceGetName")                  \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute")        \
+  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2")             \
+  X(cuCtxCreate, "cuCtxCreate_v4")                       \
+  X(cuCtxDestroy, "cuCtxDestroy_v2")                     \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent")                  \
+  X(cuCtxSynchronize, "cuCtxSynchronize")                \
+  X(cuMemAlloc, "cuMemAlloc_v2")                         \
+  X(cuMemFree, "cuMemFree_v2")                           \
+  X(cuMemGetInfo, "cuMemGetInfo_v2")                     \
+  X(cuMemHostRegister, "cuMemHostRegister_v2")           \
+  X(cuMemHostUnregister, "cuMemHostUnregister")          \
+  X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2") \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")           \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")           \
+  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")           \
+  X(cuMemsetD8Async, "cuMemsetD8Async")                  \
+  X(cuLibraryLoadData, "cuLibraryLoadData")              \
+  X(cuLibraryUnload, "cuLibraryUnload")                  \
+  X(cuLibraryGetKernel, "cuLibraryGetKernel")            \
+  X(cuLibraryGetGlobal, "cuLibraryGetGlobal")            \
+  X(cuKernelGetFunction, "cuKernelGetFunction")          \
+  X(cuFuncGetAttribute, "cuFuncGetAttribute")            \
+  X(cuFuncGetParamInfo, "cuFuncGetParamInfo")            \
+  X(cuLaunchKernel, "cuLaunchKernel")                    \
+  X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority") \
+  X(cuStreamDestroy, "cuStreamDestroy_v2")               \
+  X(cuStreamSynchronize, "cuStreamSynchronize")          \
+  X(cuStreamQuery, "cuStreamQuery")                      \
+  X(cuStreamWaitEvent, "cuStreamWaitEvent")              \
+  X(cuEventCreate, "cuEventCreate")                      \
+  X(cuEventDestroy, "cuEventDestroy_v2")                 \
+  X(cuEventRecord, "cuEventRecord")                      \
+  X(cuEventSynchronize, "cuEventSynchronize")            \
+  X(cuEventQuery, "cuEventQuery")                        \
+  X(cuEventElapsedTime, "cuEventElapsedTime_v2")
+
+struct Driver {
+#define WH_CU_PTR(fn, sym) decltype(&::fn) fn = nullptr;
+  WH_CU_FUNCS(WH_CU_PTR)
+#undef WH_CU_PTR
+  void* lib = nullptr;
+  bool load(std::string* err) {
+    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      if (err) *err = std::string("no CUDA driver: ") + dlerror();
+      return false;
+    }
+#define WH_CU_LOAD(fn, sym)                                            \
+  fn = reinterpret_cast<decltype(fn)>(dlsym(lib, sym));                \
+  if (!fn) {                                                           \
+    if (err) *err = std::string("libcuda.so.1 lacks ") + sym;          \
+    return false;                                                      \
+  }
+    WH_CU_FUNCS(WH_CU_LOAD)
+#undef WH_CU_LOAD
+    return true;
+  }
+};
+
+// Driver and runtime error codes share values for everything we return.
+Err map(CUresult r) { return Err(r); }
+
+struct CuStream : Stream {
+  CUstream s = nullptr;
+};
+struct CuEvent : Event {
+  CUevent e = nullptr;
+};
+struct CuModule : Module {
+  CUlibrary lib = nullptr;
+};
+struct CuKernel : Kernel {
+  CUfunction fn = nullptr;
+};
+
+class CudaContext final : public Context {
+ public:
+  CudaContext(Driver& d, CUcontext ctx, uint64_t quota) : d_(d), ctx_(ctx), quota_(quota) {}
+  ~CudaContext() override {
+    d_.cuCtxSetCurrent(ctx_);
+    if (mapped_) d_.cuMemHostUnregister(mapped_);
+    d_.cuCtxDestroy(ctx_);  // frees every allocation, module, stream, event
+  }
+  void cur() { d_.cuCtxSetCurrent(ctx_); }
+  static CUstream st(Stream* s) { return s ? static_cast<CuStream*>(s)->s : nullptr; }
+
+  Err mem_alloc(uint64_t bytes, uint64_t* dptr) override {
+    cur();
+    if (quota_ && (bytes > quota_ || used_ > quota_ - bytes)) return cudaErrorMemoryAllocation;
+    CUdeviceptr p = 0;
+    if (CUresult r = d_.cuMemAlloc(&p, bytes); r != CUDA_SUCCESS) return map(r);
+    *dptr = p;
+    sizes_[p] = bytes;
+    used_ += bytes;
+    return cudaSuccess;
+  }
+  Err mem_free(uint64_t dptr) override {
+    cur();
+    auto it = sizes_.find(dptr);
+    if (it == sizes_.end()) return cudaErrorInvalidValue;
+    used_ -= it->second;
+    sizes_.erase(it);
+    return map(d_.cuMemFree(dptr));
+  }
+  Err mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
+    cur();
+    size_t f = 0, t = 0;
+    if (CUresult r = d_.cuMemGetInfo(&f, &t); r != CUDA_SUCCESS) return map(r);
+    if (quota_) {
+      t = std::min<uint64_t>(t, quota_);
+      f = std::min<uint64_t>(f, quota_ - used_);
+    }
+    *free_bytes = f;
+    *total_bytes = t;
+    return cudaSuccess;
+  }
+  Err map_host(void* host, uint64_t bytes, uint64_t* dptr) override {
+    cur();
+    if (CUresult r = d_.cuMemHostRegister(host, bytes, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+        r != CUDA_SUCCESS)
+      return map(r);
+    mapped_ = host;
+    CUdeviceptr p = 0;
+    if (CUresult r = d_.cuMemHostGetDevicePointer(&p, host, 0); r != CUDA_SUCCESS) return map(r);
+    *dptr = p;
+    return cudaSuccess;
+  }
+  Err copy_htod(uint64_t dst, const void* src, uint64_t n, Stream* s) override {
+    cur();
+    return map(d_.cuMemcpyHtoDAsync(dst, src, n, st(s)));
+  }
+  Err copy_dtoh(void* dst, uint64_t src, uint64_t n, Stream* s) override {
+    cur();
+    return map(d_.cuMemcpyDtoHAsync(dst, src, n, st(s)));
+  }
+  Err copy_dtod(uint64_t dst, uint64_t src, uint64_t n, Stream* s) override {
+    cur();
+    return map(d_.cuMemcpyDtoDAsync(dst, src, n, st(s)));
+  }
+  Err memset8(uint64_t dst, uint8_t value, uint64_t n, Stream* s) override {
+    cur();
+    return map(d_.cuMemsetD8Async(dst, value, n, st(s)));
+  }
+  Err module_load(std::span<const uint8_t> fatbin, std::unique_ptr<Module>* out,
+                  std::string* log) override {
+    cur();
+    auto m = std::make_unique<CuModule>();
+    CUresult r = d_.cuLibraryLoadData(&m->lib, fatbin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+    if (r != CUDA_SUCCESS) {
+      if (log) *log = "cuLibraryLoadData failed: " + std::to_string(int(r));
+      return map(r);
+    }
+    *out = std::move(m);
+    return cudaSuccess;
+  }
+  void module_unload(Module& mb) override {
+    cur();
+    auto& m = static_cast<CuModule&>(mb);
+    if (m.lib) d_.cuLibraryUnload(m.lib);
+    m.lib = nullptr;
+  }
+  Err module_kernel(Module& mb, const std::string& name, std::unique_ptr<Kernel>* out,
+                    KernelAttrs* a) override {
+    cur();
+    auto& m = static_cast<CuModule&>(mb);
+    CUkernel k = nullptr;
+    if (CUresult r = d_.cuLibraryGetKernel(&k, m.lib, name.c_str()); r != CUDA_SUCCESS) return map(r);
+    auto kk = std::make_unique<CuKernel>();
+    if (CUresult r = d_.cuKernelGetFunction(&kk->fn, k); r != CUDA_SUCCESS) return map(r);
+    auto attr = [&](CUfunction_attribute at) {
+      int v = 0;
+      d_.cuFuncGetAttribute(&v, at, kk->fn);
+      return v;
+    };
+    a->max_threads = attr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    a->num_regs = attr(CU_FUNC_ATTRIBUTE_NUM_REGS);
+    a->shared_bytes = uint32_t(attr(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES));
+    a->local_bytes = uint32_t(attr(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES));
+    a->const_bytes = uint32_t(attr(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES));
+    a->ptx_version = attr(CU_FUNC_ATTRIBUTE_PTX_VERSION);
+    a->binary_version = attr(CU_FUNC_ATTRIBUTE_BINARY_VERSION);
+    a->params.clear();
+    a->param_bytes = 0;
+    for (size_t i = 0;; i++) {
+      size_t off = 0, sz = 0;
+      if (d_.cuFuncGetParamInfo(kk->fn, i, &off, &sz) != CUDA_SUCCESS) break;
+      a->params.emplace_back(uint32_t(off), uint32_t(sz));
+      a->param_bytes = std::max<uint32_t>(a->param_bytes, uint32_t(off + sz));
+    }
+    *out = std::move(kk);
+    return cudaSuccess;
+  }
+  Err module_global(Module& mb, const std::string& name, uint64_t* dptr, uint64_t* bytes) override {
+    cur();
+    auto& m = static_cast<CuModule&>(mb);
+    CUdeviceptr p = 0;
+    size_t n = 0;
+    if (CUresult r = d_.cuLibraryGetGlobal(&p, &n, m.lib, name.c_str()); r != CUDA_SUCCESS)
+      return r == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidSymbol : map(r);
+    *dptr = p;
+    *bytes = n;
+    return cudaSuccess;
+  }
+  Err launch(Kernel& kb, Dim3 g, Dim3 b, uint32_t shared, Stream* s,
+             std::span<const uint8_t> params, std::string* log) override {
+    cur();
+    auto& k = static_cast<CuKernel&>(kb);
+    size_t size = params.size();
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<uint8_t*>(params.data()),
+                     CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    return map(d_.cuLaunchKernel(k.fn, g.x, g.y, g.z, b.x, b.y, b.z, shared, st(s), nullptr,
+                                 size ? extra : nullptr));
+  }
+  Err stream_create(uint32_t flags, int prio, std::unique_ptr<Stream>* out) override {
+    cur();
+    auto s = std::make_unique<CuStream>();
+    if (CUresult r = d_.cuStreamCreateWithPriority(&s->s, flags, prio); r != CUDA_SUCCESS) return map(r);
+    *out = std::move(s);
+    return cudaSuccess;
+  }
+  Err stream_synchronize(Stream* s) override {
+    cur();
+    return map(d_.cuStreamSynchronize(st(s)));
+  }
+  Err stream_query(Stream* s) override {
+    cur();
+    return map(d_.cuStreamQuery(st(s)));
+  }
+  Err stream_wait_event(Stream* s, Event& e) override {
+    cur();
+    return map(d_.cuStreamWaitEvent(st(s), static_cast<CuEvent&>(e).e, 0));
+  }
+  Err event_create(uint32_t flags, std::unique_ptr<Event>* out) override {
+    cur();
+    auto e = std::make_unique<CuEvent>();
+    if (CUresult r = d_.cuEventCreate(&e->e, flags); r != CUDA_SUCCESS) return map(r);
+    *out = std::move(e);
+    return cudaSuccess;
+  }
+  Err event_record(Event& e, Stream* s) override {
+    cur();
+    return map(d_.cuEventRecord(static_cast<CuEvent&>(e).e, st(s)));
+  }
+  Err event_synchronize(Event& e) override {
+    cur();
+    return map(d_.cuEventSynchronize(static_cast<CuEvent&>(e).e));
+  }
+  Err event_query(Event& e) override {
+    cur();
+    return map(d_.cuEventQuery(static_cast<CuEvent&>(e).e));
+  }
+  Err event_elapsed(Event& a, Event& b, float* ms) override {
+    cur();
+    return map(d_.cuEventElapsedTime(ms, static_cast<CuEvent&>(a).e, static_cast<CuEvent&>(b).e));
+  }
+  Err synchronize() override {
+    cur();
+    return map(d_.cuCtxSynchronize());
+  }
+
+ private:
+  Driver& d_;
+  CUcontext ctx_;
+  uint64_t quota_;
+  uint64_t used_ = 0;
+  std::unordered_map<uint64_t, uint64_t> sizes_;
+  void* mapped_ = nullptr;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  bool init(std::string* err) {
+    if (!d_.load(err)) return false;
+    if (CUresult r = d_.cuInit(0); r != CUDA_SUCCESS) {
+      if (err) *err = "cuInit failed: " + std::to_string(int(r));
+      return false;
+    }
+    d_.cuDeviceGetCount(&count_);
+    d_.cuDriverGetVersion(&version_);
+    if (count_ <= 0) {
+      if (err) *err = "no CUDA device";
+      return false;
+    }
+    return true;
+  }
+  const char* name() const override { return "cuda"; }
+  int device_count() const override { return count_; }
+  int driver_version() const override { return version_; }
+  Err device_attribute(int device, int attr, int* value) override {
+    CUdevice dev;
+    if (CUresult r = d_.cuDeviceGet(&dev, device); r != CUDA_SUCCESS) return cudaErrorInvalidDevice;
+    // cudaDeviceAttr and CUdevice_attribute share their numbering.
+    return map(d_.cuDeviceGetAttribute(value, CUdevice_attribute(attr), dev));
+  }
+  Err device_props(int device, cudaDeviceProp* p) override {
+    CUdevice dev;
+    if (d_.cuDeviceGet(&dev, device) != CUDA_SUCCESS) return cudaErrorInvalidDevice;
+    std::memset(p, 0, sizeof(*p));
+    d_.cuDeviceGetName(p->name, sizeof(p->name), dev);
+    size_t total = 0;
+    d_.cuDeviceTotalMem(&total, dev);
+    p->totalGlobalMem = total;
+    auto a = [&](CUdevice_attribute at) {
+      int v = 0;
+      d_.cuDeviceGetAttribute(&v, at, dev);
+      return v;
+    };
+    p->sharedMemPerBlock = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    p->sharedMemPerBlockOptin = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    p->sharedMemPerMultiprocessor = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    p->regsPerBlock = a(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+    p->regsPerMultiprocessor = a(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+    p->warpSize = a(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+    p->memPitch = a(CU_DEVICE_ATTRIBUTE_MAX_PITCH);
+    p->maxThreadsPerBlock = a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    p->maxThreadsDim[0] = a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
+    p->maxThreadsDim[1] = a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
+    p->maxThreadsDim[2] = a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
+    p->maxGridSize[0] = a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+    p->maxGridSize[1] = a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+    p->maxGridSize[2] = a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+    p->totalConstMem = a(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY);
+    p->major = a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    p->minor = a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    p->textureAlignment = a(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT);
+    p->multiProcessorCount = a(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    p->integrated = a(CU_DEVICE_ATTRIBUTE_INTEGRATED);
+    p->canMapHostMemory = a(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);
+    p->concurrentKernels = a(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS);
+    p->ECCEnabled = a(CU_DEVICE_ATTRIBUTE_ECC_ENABLED);
+    p->pciBusID = a(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID);
+    p->pciDeviceID = a(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID);
+    p->pciDomainID = a(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID);
+    p->asyncEngineCount = a(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT);
+    p->unifiedAddressing = a(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
+    p->memoryBusWidth = a(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+    p->l2CacheSize = a(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+    p->maxThreadsPerMultiProcessor = a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+    p->maxBlocksPerMultiProcessor = a(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+    p->streamPrioritiesSupported = a(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED);
+    p->managedMemory = a(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
+    p->cooperativeLaunch = a(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH);
+    return cudaSuccess;
+  }
+  std::unique_ptr<Context> create_context(int device, const ContextLimits& limits,
+                                          std::string* err) override {
+    std::lock_guard lk(mu_);
+    CUdevice dev;
+    if (d_.cuDeviceGet(&dev, device) != CUDA_SUCCESS) {
+      if (err) *err = "no such device";
+      return nullptr;
+    }
+    CUcontext ctx = nullptr;
+    if (CUresult r = d_.cuCtxCreate(&ctx, nullptr, CU_CTX_SCHED_SPIN, dev); r != CUDA_SUCCESS) {
+      if (err) *err = "cuCtxCreate failed: " + std::to_string(int(r));
+      return nullptr;
+    }
+    return std::make_unique<CudaContext>(d_, ctx, limits.memory_quota);
+  }
+
+ private:
+  Driver d_;
+  int count_ = 0;
+  int version_ = 0;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(std::string* err) {
+  auto b = std::make_unique<CudaBackend>();
+  if (!b->init(err)) return nullptr;
+  return b;
+}
+
+}  // namespace wh::server

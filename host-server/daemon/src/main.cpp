@@ -1,0 +1,102 @@
+// wormhole-server: serves forwarded CUDA calls from client processes and VMs.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <thread>
+#include <toml++/toml.h>
+
+#include "server.hpp"
+
+namespace {
+wh::server::Server* g_server = nullptr;
+void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"wormhole-server: runs CUDA calls forwarded from guests on a GPU (or the sim device)"};
+  std::string backend_name = "auto", config_path, log_level = "info";
+  std::vector<std::string> vm_args;
+  uint64_t quota_mb = 0, sim_memory_mb = 8192, pinned_mb = 256;
+  unsigned sim_threads = 0;
+  bool stats_on_exit = true;
+  wh::server::ServerConfig cfg;
+  cfg.socket_path = wh::server::default_socket_path();
+
+  app.add_option("--config", config_path, "TOML config file (keys as the long options, '-' as '_')");
+  app.add_option("--backend", backend_name, "cuda | sim | auto (cuda if a GPU is present)")
+      ->check(CLI::IsMember({"auto", "cuda", "sim"}));
+  app.add_option("--socket", cfg.socket_path, "unix socket clients rendezvous on");
+  app.add_option("--quota-mb", quota_mb, "device memory per client session (0: the device's)");
+  app.add_option("--pinned-mb", pinned_mb, "pinned host memory per client (in its shared data area)");
+  app.add_option("--sim-memory-mb", sim_memory_mb, "device memory of the sim device");
+  app.add_option("--sim-threads", sim_threads, "host threads running sim kernels (0: all cores)");
+  app.add_option("--vm", vm_args, "serve a VM's ivshmem region: NAME=PATH[:CHANNELS]");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  app.add_flag("!--no-stats", stats_on_exit, "do not print forwarding statistics at exit");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!config_path.empty()) {
+    try {
+      auto t = toml::parse_file(config_path);
+      backend_name = t["backend"].value_or(backend_name);
+      cfg.socket_path = t["socket"].value_or(cfg.socket_path);
+      quota_mb = t["quota_mb"].value_or(quota_mb);
+      pinned_mb = t["pinned_mb"].value_or(pinned_mb);
+      sim_memory_mb = t["sim_memory_mb"].value_or(sim_memory_mb);
+      sim_threads = t["sim_threads"].value_or(sim_threads);
+      log_level = t["log_level"].value_or(log_level);
+      if (auto* vms = t["vm"].as_array())
+        for (auto& v : *vms)
+          if (auto s = v.value<std::string>()) vm_args.push_back(*s);
+    } catch (const toml::parse_error& e) {
+      std::fprintf(stderr, "wormhole-server: %s: %s\n", config_path.c_str(), e.what());
+      return 2;
+    }
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  cfg.quota_bytes = quota_mb << 20;
+  cfg.pinned_bytes = pinned_mb << 20;
+  for (auto& a : vm_args) {
+    auto eq = a.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr, "wormhole-server: --vm wants NAME=PATH[:CHANNELS], got '%s'\n", a.c_str());
+      return 2;
+    }
+    wh::server::VmSpec vm;
+    vm.name = a.substr(0, eq);
+    vm.path = a.substr(eq + 1);
+    if (auto c = vm.path.rfind(':'); c != std::string::npos) {
+      vm.channels = uint32_t(std::stoul(vm.path.substr(c + 1)));
+      vm.path.resize(c);
+    }
+    cfg.vms.push_back(vm);
+  }
+
+  std::unique_ptr<wh::server::Backend> backend;
+  std::string err;
+  if (backend_name != "sim") {
+    backend = wh::server::make_cuda_backend(&err);
+    if (!backend && backend_name == "cuda") {
+      spdlog::error("cuda backend unavailable: {}", err);
+      return 1;
+    }
+    if (!backend) spdlog::info("no GPU ({}); using the sim backend", err);
+  }
+  if (!backend) backend = wh::server::make_sim_backend(sim_threads, sim_memory_mb << 20);
+
+  wh::server::Server server(cfg, *backend);
+  g_server = &server;
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  int rc = server.run();
+  if (stats_on_exit) std::printf("wormhole-server statistics:\n%s", server.stats().render().c_str());
+  g_server = nullptr;
+  return rc;
+}

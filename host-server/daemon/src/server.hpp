@@ -1,0 +1,60 @@
+// The wormhole-server daemon: rendezvous on a unix socket, one shared
+// region (memfd) and one session thread per client process; plus one
+// shared region per VM (a QEMU ivshmem memory-backend-file) whose channels
+// are served as guest processes claim them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wormhole/server/backend.hpp"
+#include "wormhole/server/session.hpp"
+
+namespace wh::server {
+
+struct VmSpec {
+  std::string name;
+  std::string path;        // the file QEMU maps as the ivshmem BAR
+  uint32_t channels = 16;  // client processes the VM may run at once
+};
+
+struct ServerConfig {
+  std::string socket_path;
+  uint64_t quota_bytes = 0;         // per-session device memory (0: device size)
+  uint64_t pinned_bytes = 256ull << 20;  // per-client pinned heap in the data area
+  uint32_t max_violations = 64;     // malformed requests before a client is dropped
+  std::vector<VmSpec> vms;
+};
+
+class Server {
+ public:
+  Server(ServerConfig cfg, Backend& backend);
+  ~Server();
+  // Serves until stop() (or a signal handler calling it). Returns 0 on a clean stop.
+  int run();
+  void stop();
+  const Stats& stats() const { return stats_; }
+
+ private:
+  void serve_socket_client(int fd);
+  void serve_vm(const VmSpec& vm);
+  void track(std::thread t);
+
+  ServerConfig cfg_;
+  Backend& backend_;
+  Stats stats_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> next_session_{1};
+  std::atomic<int> live_sessions_{0};
+  int listen_fd_ = -1;
+  std::mutex threads_mu_;
+  std::vector<std::thread> threads_;
+};
+
+std::string default_socket_path();
+
+}  // namespace wh::server

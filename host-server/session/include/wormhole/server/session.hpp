@@ -1,0 +1,96 @@
+// wormhole/server/session.hpp - one client process's state on the server:
+// its device context, handle tables, allocations, quota and deferred
+// errors, and the bodies of the API table's operations (on_Name).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "wormhole/proto/dispatch.hpp"
+#include "wormhole/server/backend.hpp"
+#include "wormhole/server/handles.hpp"
+
+namespace wh::server {
+
+// Server-wide counters, shown by `make demo` and GetStats.
+struct Stats {
+  std::array<std::atomic<uint64_t>, proto::kOpCount> calls{};
+  std::array<std::atomic<uint64_t>, proto::kOpCount> nanos{};
+  std::atomic<uint64_t> bytes_htod{0}, bytes_dtoh{0}, bytes_dtod{0};
+  std::atomic<uint64_t> rejected{0};  // malformed or invalid requests
+  std::atomic<uint64_t> sessions{0};
+  std::string render() const;
+};
+
+class Session {
+ public:
+  // `data` is this client's data area (shared memory the guest also writes).
+  Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx, std::span<uint8_t> data,
+          Stats& stats);
+  ~Session();
+
+  // Runs one request. Returns true if a response must be sent (the request
+  // was not posted); `out` holds it. Never throws on guest input.
+  bool handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> payload, uint32_t max_msg,
+              proto::DispatchResult& out);
+  uint64_t id() const { return id_; }
+  uint64_t violations() const { return violations_; }
+  uint64_t device_bytes() const;
+
+  // ---- the API table's bodies (see proto/cudart_api.def)
+#define WH_X_DECL(Name, K, RQ, RS)                                                   \
+  int32_t on_##Name(const proto::Name##Req& rq, std::span<const uint8_t> tail, \
+                    proto::Name##Resp& rs, std::vector<uint8_t>& rtail);
+  WH_ALL_OPS(WH_X_DECL)
+#undef WH_X_DECL
+
+ private:
+  struct ModuleEntry {
+    std::unique_ptr<Module> mod;
+  };
+  struct KernelEntry {
+    std::unique_ptr<Kernel> k;
+    uint64_t module;
+    KernelAttrs attrs;
+  };
+  struct StreamEntry {
+    std::unique_ptr<Stream> s;
+  };
+  struct EventEntry {
+    std::unique_ptr<Event> e;
+    bool recorded = false;
+  };
+
+  Err resolve_stream(uint64_t h, Stream** out);
+  bool device_range(uint64_t addr, uint64_t n) const;  // inside one of our allocations
+  uint8_t* host_range(uint64_t off, uint64_t n) const;  // inside our data area
+  void publish_copy_done(uint64_t seq, Err e);
+  Err note_async(Err e);  // remembers an error of posted work
+  Err take_deferred();
+
+  uint64_t id_;
+  Backend& backend_;
+  std::unique_ptr<Context> ctx_;
+  std::span<uint8_t> data_;
+  Stats& stats_;
+  uint64_t mapped_dptr_ = 0;
+  int device_ = 0;
+  std::map<uint64_t, uint64_t> allocs_;   // cudaMalloc'd: dptr -> bytes
+  std::map<uint64_t, uint64_t> globals_;  // module variables looked up by the guest
+  HandleTable<ModuleEntry> modules_{0x4d, 4096};
+  HandleTable<KernelEntry> kernels_{0x4b, 1 << 16};
+  HandleTable<StreamEntry> streams_{0x53, 4096};
+  HandleTable<EventEntry> events_{0x45, 1 << 16};
+  Err deferred_ = cudaSuccess;  // first error of posted work, not yet reported
+  Err sticky_ = cudaSuccess;    // a kernel fault: the context is unusable
+  uint64_t violations_ = 0;
+  std::string last_log_;
+};
+
+bool is_sticky(Err e);
+
+}  // namespace wh::server

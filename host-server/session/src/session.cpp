@@ -1,0 +1,545 @@
+// Session: the bodies of the API table, with every guest-supplied handle,
+// length, offset and count checked before the backend sees it.
+#include "wormhole/server/session.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+#include <sstream>
+
+#include "wormhole/proto/dispatch.hpp"
+
+namespace wh::server {
+
+using namespace wh::proto;
+
+namespace {
+constexpr uint32_t kMaxBlockThreads = 1024;
+bool add_overflows(uint64_t a, uint64_t b) { return a + b < a; }
+}  // namespace
+
+bool is_sticky(Err e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorAssert:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorHardwareStackError:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string Stats::render() const {
+  std::ostringstream o;
+  uint64_t total = 0, total_ns = 0;
+  for (size_t i = 1; i < kOpCount; i++) {
+    uint64_t c = calls[i].load();
+    if (!c) continue;
+    total += c;
+    total_ns += nanos[i].load();
+    char line[128];
+    std::snprintf(line, sizeof line, "  %-20s %10llu calls  %9.2f us mean service\n", op_name(uint16_t(i)),
+                  (unsigned long long)c, nanos[i].load() / 1e3 / double(c));
+    o << line;
+  }
+  char tail[256];
+  std::snprintf(tail, sizeof tail,
+                "  total %llu calls, mean service %.2f us; moved H2D %.1f MiB, D2H %.1f MiB, D2D %.1f MiB; "
+                "rejected %llu; sessions %llu\n",
+                (unsigned long long)total, total ? total_ns / 1e3 / double(total) : 0.0,
+                bytes_htod.load() / 1048576.0, bytes_dtoh.load() / 1048576.0, bytes_dtod.load() / 1048576.0,
+                (unsigned long long)rejected.load(), (unsigned long long)sessions.load());
+  o << tail;
+  return o.str();
+}
+
+Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
+                 std::span<uint8_t> data, Stats& stats)
+    : id_(id), backend_(backend), ctx_(std::move(ctx)), data_(data), stats_(stats) {
+  stats_.sessions++;
+}
+
+Session::~Session() {
+  // Objects before the context that owns them on the device.
+  kernels_.clear();
+  modules_.for_each([&](uint64_t, ModuleEntry& m) { ctx_->module_unload(*m.mod); });
+  modules_.clear();
+  streams_.clear();
+  events_.clear();
+  for (auto& [d, n] : allocs_) ctx_->mem_free(d);
+  ctx_.reset();
+}
+
+uint64_t Session::device_bytes() const {
+  uint64_t n = 0;
+  for (auto& [d, b] : allocs_) n += b;
+  return n;
+}
+
+bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> payload,
+                     uint32_t max_msg, DispatchResult& out) {
+  auto t0 = std::chrono::steady_clock::now();
+  const bool posted = flags & WH_MSG_F_POSTED;
+  if (sticky_ != cudaSuccess && Op(opcode) != Op::GetDeviceProps && Op(opcode) != Op::GetDeviceCount &&
+      Op(opcode) != Op::GetStats) {
+    // After a kernel fault the context is unusable, as on a GPU.
+    out.status = sticky_;
+    out.fixed.clear();
+    out.tail.clear();
+  } else {
+    dispatch(*this, opcode, payload, max_msg, out);
+  }
+  if (out.status == kBadRequest || out.status == kUnknownOp) {
+    violations_++;
+    stats_.rejected++;
+  }
+  if (opcode < kOpCount) {
+    stats_.calls[opcode]++;
+    stats_.nanos[opcode] += uint64_t(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if (posted) {
+    if (out.status != cudaSuccess && out.status > 0) note_async(out.status);
+    return false;
+  }
+  return true;
+}
+
+Err Session::note_async(Err e) {
+  if (is_sticky(e)) {
+    sticky_ = e;
+    spdlog::warn("session {}: device fault, cudaError {}: {}", id_, int(e), last_log_);
+  } else if (deferred_ == cudaSuccess) {
+    deferred_ = e;
+  }
+  return e;
+}
+
+Err Session::take_deferred() {
+  Err e = deferred_;
+  deferred_ = cudaSuccess;
+  return e;
+}
+
+Err Session::resolve_stream(uint64_t h, Stream** out) {
+  // 0: legacy default stream; 1: cudaStreamLegacy; 2: cudaStreamPerThread.
+  if (h <= 2) {
+    *out = nullptr;
+    return cudaSuccess;
+  }
+  StreamEntry* s = streams_.get(h);
+  if (!s) return cudaErrorInvalidResourceHandle;
+  *out = s->s.get();
+  return cudaSuccess;
+}
+
+bool Session::device_range(uint64_t addr, uint64_t n) const {
+  if (n == 0) return true;
+  if (add_overflows(addr, n)) return false;
+  if (mapped_dptr_ && addr >= mapped_dptr_ && addr - mapped_dptr_ <= data_.size() &&
+      n <= data_.size() - (addr - mapped_dptr_))
+    return true;
+  auto inside = [&](const std::map<uint64_t, uint64_t>& m) {
+    auto it = m.upper_bound(addr);
+    if (it == m.begin()) return false;
+    --it;
+    return addr - it->first < it->second && n <= it->second - (addr - it->first);
+  };
+  return inside(allocs_) || inside(globals_);
+}
+
+uint8_t* Session::host_range(uint64_t off, uint64_t n) const {
+  if (off > data_.size() || n > data_.size() - off) return nullptr;
+  return data_.data() + off;
+}
+
+void Session::publish_copy_done(uint64_t seq, Err e) {
+  if (!seq) return;
+  auto* st = reinterpret_cast<DataAreaStatus*>(data_.data());
+  if (e != cudaSuccess) __atomic_store_n(&st->copy_error_seq, seq, __ATOMIC_RELEASE);
+  __atomic_store_n(&st->copy_done_seq, seq, __ATOMIC_RELEASE);
+}
+
+// ------------------------------------------------------------ device
+
+int32_t Session::on_GetDeviceCount(const GetDeviceCountReq&, std::span<const uint8_t>, GetDeviceCountResp& rs,
+                                   std::vector<uint8_t>&) {
+  rs.count = backend_.device_count();
+  return cudaSuccess;
+}
+
+int32_t Session::on_GetDeviceProps(const GetDevicePropsReq& rq, std::span<const uint8_t>, GetDevicePropsResp& rs,
+                                   std::vector<uint8_t>& rtail) {
+  cudaDeviceProp p;
+  if (Err e = backend_.device_props(rq.device, &p); e != cudaSuccess) return e;
+  rs.driver_version = backend_.driver_version();
+  rtail.resize(sizeof p);
+  std::memcpy(rtail.data(), &p, sizeof p);
+  return cudaSuccess;
+}
+
+int32_t Session::on_DeviceGetAttribute(const DeviceGetAttributeReq& rq, std::span<const uint8_t>,
+                                       DeviceGetAttributeResp& rs, std::vector<uint8_t>&) {
+  int v = 0;
+  Err e = backend_.device_attribute(rq.device, rq.attr, &v);
+  rs.value = v;
+  return e;
+}
+
+int32_t Session::on_SetDevice(const SetDeviceReq& rq, std::span<const uint8_t>, SetDeviceResp&,
+                              std::vector<uint8_t>&) {
+  // One context per session, on the device chosen at connect (device 0);
+  // other devices are refused rather than silently aliased.
+  if (rq.device < 0 || rq.device >= backend_.device_count()) return cudaErrorInvalidDevice;
+  if (rq.device != device_) return cudaErrorNotSupported;
+  return cudaSuccess;
+}
+
+int32_t Session::on_DeviceSynchronize(const DeviceSynchronizeReq&, std::span<const uint8_t>, DeviceSynchronizeResp&,
+                                      std::vector<uint8_t>&) {
+  if (Err e = ctx_->synchronize(); e != cudaSuccess) return note_async(e);
+  return take_deferred();
+}
+
+int32_t Session::on_DeviceReset(const DeviceResetReq&, std::span<const uint8_t>, DeviceResetResp&,
+                                std::vector<uint8_t>&) {
+  ctx_->synchronize();
+  kernels_.clear();
+  modules_.for_each([&](uint64_t, ModuleEntry& m) { ctx_->module_unload(*m.mod); });
+  modules_.clear();
+  streams_.clear();
+  events_.clear();
+  for (auto& [d, n] : allocs_) ctx_->mem_free(d);
+  allocs_.clear();
+  deferred_ = sticky_ = cudaSuccess;
+  return cudaSuccess;
+}
+
+// ------------------------------------------------------------ memory
+
+int32_t Session::on_MemGetInfo(const MemGetInfoReq&, std::span<const uint8_t>, MemGetInfoResp& rs,
+                               std::vector<uint8_t>&) {
+  return ctx_->mem_info(&rs.free, &rs.total);
+}
+
+int32_t Session::on_Malloc(const MallocReq& rq, std::span<const uint8_t>, MallocResp& rs, std::vector<uint8_t>&) {
+  if (allocs_.size() >= (1u << 20)) return cudaErrorMemoryAllocation;
+  uint64_t d = 0;
+  if (Err e = ctx_->mem_alloc(rq.size, &d); e != cudaSuccess) return e;
+  if (d) allocs_[d] = rq.size;
+  rs.dptr = d;
+  return cudaSuccess;
+}
+
+int32_t Session::on_Free(const FreeReq& rq, std::span<const uint8_t>, FreeResp&, std::vector<uint8_t>&) {
+  if (rq.dptr == 0) return cudaSuccess;
+  auto it = allocs_.find(rq.dptr);
+  if (it == allocs_.end()) return cudaErrorInvalidValue;
+  ctx_->synchronize();  // cudaFree waits for work that may use the memory
+  Err e = ctx_->mem_free(rq.dptr);
+  allocs_.erase(it);
+  return e;
+}
+
+int32_t Session::on_MapDataArea(const MapDataAreaReq&, std::span<const uint8_t>, MapDataAreaResp& rs,
+                                std::vector<uint8_t>&) {
+  if (!mapped_dptr_) {
+    if (Err e = ctx_->map_host(data_.data(), data_.size(), &mapped_dptr_); e != cudaSuccess) return e;
+  }
+  rs.dptr = mapped_dptr_;
+  rs.size = data_.size();
+  return cudaSuccess;
+}
+
+int32_t Session::on_MemcpyHtoD(const MemcpyHtoDReq& rq, std::span<const uint8_t>, MemcpyHtoDResp&,
+                               std::vector<uint8_t>&) {
+  Stream* s;
+  Err e = resolve_stream(rq.stream, &s);
+  const uint8_t* src = host_range(rq.src_off, rq.bytes);
+  if (e == cudaSuccess && (!src || !device_range(rq.dst, rq.bytes))) e = cudaErrorInvalidValue;
+  if (e == cudaSuccess) e = ctx_->copy_htod(rq.dst, src, rq.bytes, s);
+  if (e == cudaSuccess && rq.done_seq) e = ctx_->stream_synchronize(s);  // staging slot reusable
+  if (e == cudaSuccess) stats_.bytes_htod += rq.bytes;
+  publish_copy_done(rq.done_seq, e);
+  return e;
+}
+
+int32_t Session::on_MemcpyHtoDInline(const MemcpyHtoDInlineReq& rq, std::span<const uint8_t> tail,
+                                     MemcpyHtoDInlineResp&, std::vector<uint8_t>&) {
+  Stream* s;
+  if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
+  if (!device_range(rq.dst, tail.size())) return cudaErrorInvalidValue;
+  // The tail is a private copy (the ring reader copied it out), but the GPU
+  // copies asynchronously: make it synchronous for this small case.
+  Err e = ctx_->copy_htod(rq.dst, tail.data(), tail.size(), s);
+  if (e == cudaSuccess) e = ctx_->stream_synchronize(s);
+  if (e == cudaSuccess) stats_.bytes_htod += tail.size();
+  return e;
+}
+
+int32_t Session::on_MemcpyDtoH(const MemcpyDtoHReq& rq, std::span<const uint8_t>, MemcpyDtoHResp&,
+                               std::vector<uint8_t>&) {
+  Stream* s;
+  Err e = resolve_stream(rq.stream, &s);
+  uint8_t* dst = host_range(rq.dst_off, rq.bytes);
+  if (e == cudaSuccess && (!dst || !device_range(rq.src, rq.bytes))) e = cudaErrorInvalidValue;
+  if (e == cudaSuccess) e = ctx_->copy_dtoh(dst, rq.src, rq.bytes, s);
+  if (e == cudaSuccess && rq.done_seq) e = ctx_->stream_synchronize(s);
+  if (e == cudaSuccess) stats_.bytes_dtoh += rq.bytes;
+  publish_copy_done(rq.done_seq, e);
+  return e;
+}
+
+int32_t Session::on_MemcpyDtoD(const MemcpyDtoDReq& rq, std::span<const uint8_t>, MemcpyDtoDResp&,
+                               std::vector<uint8_t>&) {
+  Stream* s;
+  if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
+  if (!device_range(rq.dst, rq.bytes) || !device_range(rq.src, rq.bytes)) return cudaErrorInvalidValue;
+  Err e = ctx_->copy_dtod(rq.dst, rq.src, rq.bytes, s);
+  if (e == cudaSuccess) stats_.bytes_dtod += rq.bytes;
+  return e;
+}
+
+int32_t Session::on_Memcpy2D(const Memcpy2DReq& rq, std::span<const uint8_t>, Memcpy2DResp&,
+                             std::vector<uint8_t>&) {
+  Stream* s;
+  if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
+  if (rq.height == 0 || rq.width == 0) return cudaSuccess;
+  if (rq.width > rq.dpitch || rq.width > rq.spitch) return cudaErrorInvalidPitchValue;
+  // Extent of each side: (height-1)*pitch + width, overflow-checked.
+  auto extent = [&](uint64_t pitch, uint64_t* out) {
+    if (rq.height - 1 > UINT64_MAX / std::max<uint64_t>(pitch, 1)) return false;
+    uint64_t v = (rq.height - 1) * pitch;
+    if (add_overflows(v, rq.width)) return false;
+    *out = v + rq.width;
+    return true;
+  };
+  uint64_t dext, sext;
+  if (!extent(rq.dpitch, &dext) || !extent(rq.spitch, &sext)) return cudaErrorInvalidValue;
+  const bool src_dev = rq.kind == cudaMemcpyDeviceToHost || rq.kind == cudaMemcpyDeviceToDevice;
+  const bool dst_dev = rq.kind == cudaMemcpyHostToDevice || rq.kind == cudaMemcpyDeviceToDevice;
+  if (rq.kind != cudaMemcpyHostToDevice && rq.kind != cudaMemcpyDeviceToHost && rq.kind != cudaMemcpyDeviceToDevice)
+    return cudaErrorInvalidMemcpyDirection;
+  if (src_dev ? !device_range(rq.src, sext) : !host_range(rq.src, sext)) return cudaErrorInvalidValue;
+  if (dst_dev ? !device_range(rq.dst, dext) : !host_range(rq.dst, dext)) return cudaErrorInvalidValue;
+  for (uint64_t r = 0; r < rq.height; r++) {
+    uint64_t so = rq.src + r * rq.spitch, dO = rq.dst + r * rq.dpitch;
+    Err e;
+    if (src_dev && dst_dev) e = ctx_->copy_dtod(dO, so, rq.width, s);
+    else if (dst_dev) e = ctx_->copy_htod(dO, host_range(so, rq.width), rq.width, s);
+    else e = ctx_->copy_dtoh(host_range(dO, rq.width), so, rq.width, s);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+int32_t Session::on_Memset(const MemsetReq& rq, std::span<const uint8_t>, MemsetResp&, std::vector<uint8_t>&) {
+  Stream* s;
+  if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
+  if (!device_range(rq.dst, rq.bytes)) return cudaErrorInvalidValue;
+  return ctx_->memset8(rq.dst, uint8_t(rq.value), rq.bytes, s);
+}
+
+// ------------------------------------------------------------ modules
+
+int32_t Session::on_ModuleLoad(const ModuleLoadReq& rq, std::span<const uint8_t>, ModuleLoadResp& rs,
+                               std::vector<uint8_t>&) {
+  const uint8_t* img = host_range(rq.src_off, rq.bytes);
+  if (!img || rq.bytes < 16) return cudaErrorInvalidValue;
+  // Private copy: the guest can rewrite its data area while we parse.
+  std::vector<uint8_t> copy(img, img + rq.bytes);
+  std::unique_ptr<Module> m;
+  if (Err e = ctx_->module_load(copy, &m, &last_log_); e != cudaSuccess) {
+    spdlog::warn("session {}: module load failed: {}", id_, last_log_);
+    return e;
+  }
+  uint64_t h = modules_.add(std::make_unique<ModuleEntry>(ModuleEntry{std::move(m)}));
+  if (!h) return cudaErrorMemoryAllocation;
+  rs.module = h;
+  return cudaSuccess;
+}
+
+int32_t Session::on_ModuleUnload(const ModuleUnloadReq& rq, std::span<const uint8_t>, ModuleUnloadResp&,
+                                 std::vector<uint8_t>&) {
+  auto m = modules_.take(rq.module);
+  if (!m) return cudaErrorInvalidResourceHandle;
+  std::vector<uint64_t> dead;
+  kernels_.for_each([&](uint64_t h, KernelEntry& k) {
+    if (k.module == rq.module) dead.push_back(h);
+  });
+  for (uint64_t h : dead) kernels_.take(h);
+  ctx_->synchronize();
+  ctx_->module_unload(*m->mod);
+  return cudaSuccess;
+}
+
+int32_t Session::on_ModuleGetKernel(const ModuleGetKernelReq& rq, std::span<const uint8_t> tail,
+                                    ModuleGetKernelResp& rs, std::vector<uint8_t>& rtail) {
+  ModuleEntry* m = modules_.get(rq.module);
+  if (!m) return cudaErrorInvalidResourceHandle;
+  std::string name(reinterpret_cast<const char*>(tail.data()), tail.size());
+  KernelEntry k;
+  k.module = rq.module;
+  if (Err e = ctx_->module_kernel(*m->mod, name, &k.k, &k.attrs); e != cudaSuccess) return e;
+  rs.param_bytes = k.attrs.param_bytes;
+  rs.nparams = uint32_t(k.attrs.params.size());
+  for (auto [off, size] : k.attrs.params) {
+    ParamInfo pi{off, size};
+    auto* b = reinterpret_cast<const uint8_t*>(&pi);
+    rtail.insert(rtail.end(), b, b + sizeof pi);
+  }
+  rs.kernel = kernels_.add(std::make_unique<KernelEntry>(std::move(k)));
+  return rs.kernel ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+int32_t Session::on_ModuleGetGlobal(const ModuleGetGlobalReq& rq, std::span<const uint8_t> tail,
+                                    ModuleGetGlobalResp& rs, std::vector<uint8_t>&) {
+  ModuleEntry* m = modules_.get(rq.module);
+  if (!m) return cudaErrorInvalidResourceHandle;
+  std::string name(reinterpret_cast<const char*>(tail.data()), tail.size());
+  if (Err e = ctx_->module_global(*m->mod, name, &rs.dptr, &rs.size); e != cudaSuccess) return e;
+  // Module globals become valid targets of copies (cudaMemcpyToSymbol).
+  if (rs.dptr && !device_range(rs.dptr, rs.size)) globals_[rs.dptr] = rs.size;
+  return cudaSuccess;
+}
+
+int32_t Session::on_FuncGetAttributes(const FuncGetAttributesReq& rq, std::span<const uint8_t>,
+                                      FuncGetAttributesResp& rs, std::vector<uint8_t>&) {
+  KernelEntry* k = kernels_.get(rq.kernel);
+  if (!k) return cudaErrorInvalidDeviceFunction;
+  rs.max_threads = k->attrs.max_threads;
+  rs.num_regs = k->attrs.num_regs;
+  rs.shared_bytes = k->attrs.shared_bytes;
+  rs.local_bytes = k->attrs.local_bytes;
+  rs.const_bytes = k->attrs.const_bytes;
+  rs.param_bytes = k->attrs.param_bytes;
+  rs.ptx_version = k->attrs.ptx_version;
+  rs.binary_version = k->attrs.binary_version;
+  return cudaSuccess;
+}
+
+int32_t Session::on_Launch(const LaunchReq& rq, std::span<const uint8_t> tail, LaunchResp&, std::vector<uint8_t>&) {
+  KernelEntry* k = kernels_.get(rq.kernel);
+  if (!k || !modules_.get(k->module)) return cudaErrorInvalidResourceHandle;
+  Stream* s;
+  if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
+  const uint64_t threads = uint64_t(rq.block[0]) * rq.block[1] * rq.block[2];
+  if (!rq.grid[0] || !rq.grid[1] || !rq.grid[2] || !threads || threads > kMaxBlockThreads ||
+      rq.block[0] > 1024 || rq.block[1] > 1024 || rq.block[2] > 64 || rq.grid[1] > 65535 || rq.grid[2] > 65535 ||
+      rq.grid[0] > uint32_t(INT32_MAX))
+    return cudaErrorInvalidConfiguration;
+  if (rq.shared_bytes > (99u << 10)) return cudaErrorInvalidValue;
+  if (tail.size() != k->attrs.param_bytes) return cudaErrorInvalidValue;
+  Err e = ctx_->launch(*k->k, {rq.grid[0], rq.grid[1], rq.grid[2]}, {rq.block[0], rq.block[1], rq.block[2]},
+                       rq.shared_bytes, s, tail, &last_log_);
+  if (e != cudaSuccess) spdlog::info("session {}: launch failed: {}", id_, last_log_);
+  return e;
+}
+
+// ------------------------------------------------------------ streams, events
+
+int32_t Session::on_StreamCreate(const StreamCreateReq& rq, std::span<const uint8_t>, StreamCreateResp& rs,
+                                 std::vector<uint8_t>&) {
+  if (rq.flags & ~uint32_t(cudaStreamNonBlocking)) return cudaErrorInvalidValue;
+  StreamEntry se;
+  if (Err e = ctx_->stream_create(rq.flags, rq.priority, &se.s); e != cudaSuccess) return e;
+  rs.stream = streams_.add(std::make_unique<StreamEntry>(std::move(se)));
+  return rs.stream ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+int32_t Session::on_StreamDestroy(const StreamDestroyReq& rq, std::span<const uint8_t>, StreamDestroyResp&,
+                                  std::vector<uint8_t>&) {
+  StreamEntry* se = streams_.get(rq.stream);
+  if (!se) return cudaErrorInvalidResourceHandle;
+  ctx_->stream_synchronize(se->s.get());
+  streams_.take(rq.stream);
+  return cudaSuccess;
+}
+
+int32_t Session::on_StreamSynchronize(const StreamSynchronizeReq& rq, std::span<const uint8_t>,
+                                      StreamSynchronizeResp&, std::vector<uint8_t>&) {
+  Stream* s;
+  if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
+  if (Err e = ctx_->stream_synchronize(s); e != cudaSuccess) return note_async(e);
+  return take_deferred();
+}
+
+int32_t Session::on_StreamQuery(const StreamQueryReq& rq, std::span<const uint8_t>, StreamQueryResp&,
+                                std::vector<uint8_t>&) {
+  Stream* s;
+  if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
+  return ctx_->stream_query(s);
+}
+
+int32_t Session::on_StreamWaitEvent(const StreamWaitEventReq& rq, std::span<const uint8_t>, StreamWaitEventResp&,
+                                    std::vector<uint8_t>&) {
+  Stream* s;
+  if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
+  EventEntry* ev = events_.get(rq.event);
+  if (!ev) return cudaErrorInvalidResourceHandle;
+  if (!ev->recorded) return cudaSuccess;  // waiting on a never-recorded event is a no-op
+  return ctx_->stream_wait_event(s, *ev->e);
+}
+
+int32_t Session::on_EventCreate(const EventCreateReq& rq, std::span<const uint8_t>, EventCreateResp& rs,
+                                std::vector<uint8_t>&) {
+  constexpr uint32_t kKnown = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+  if (rq.flags & ~kKnown) return cudaErrorInvalidValue;
+  EventEntry ee;
+  if (Err e = ctx_->event_create(rq.flags & ~uint32_t(cudaEventInterprocess), &ee.e); e != cudaSuccess) return e;
+  rs.event = events_.add(std::make_unique<EventEntry>(std::move(ee)));
+  return rs.event ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+int32_t Session::on_EventRecord(const EventRecordReq& rq, std::span<const uint8_t>, EventRecordResp&,
+                                std::vector<uint8_t>&) {
+  EventEntry* ev = events_.get(rq.event);
+  if (!ev) return cudaErrorInvalidResourceHandle;
+  Stream* s;
+  if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
+  ev->recorded = true;
+  return ctx_->event_record(*ev->e, s);
+}
+
+int32_t Session::on_EventSynchronize(const EventSynchronizeReq& rq, std::span<const uint8_t>,
+                                     EventSynchronizeResp&, std::vector<uint8_t>&) {
+  EventEntry* ev = events_.get(rq.event);
+  if (!ev) return cudaErrorInvalidResourceHandle;
+  if (!ev->recorded) return cudaSuccess;
+  if (Err e = ctx_->event_synchronize(*ev->e); e != cudaSuccess) return note_async(e);
+  return take_deferred();
+}
+
+int32_t Session::on_EventQuery(const EventQueryReq& rq, std::span<const uint8_t>, EventQueryResp&,
+                               std::vector<uint8_t>&) {
+  EventEntry* ev = events_.get(rq.event);
+  if (!ev) return cudaErrorInvalidResourceHandle;
+  return ev->recorded ? ctx_->event_query(*ev->e) : cudaSuccess;
+}
+
+int32_t Session::on_EventElapsedTime(const EventElapsedTimeReq& rq, std::span<const uint8_t>,
+                                     EventElapsedTimeResp& rs, std::vector<uint8_t>&) {
+  EventEntry* a = events_.get(rq.start);
+  EventEntry* b = events_.get(rq.end);
+  if (!a || !b) return cudaErrorInvalidResourceHandle;
+  if (!a->recorded || !b->recorded) return cudaErrorInvalidResourceHandle;
+  return ctx_->event_elapsed(*a->e, *b->e, &rs.ms);
+}
+
+int32_t Session::on_EventDestroy(const EventDestroyReq& rq, std::span<const uint8_t>, EventDestroyResp&,
+                                 std::vector<uint8_t>&) {
+  return events_.take(rq.event) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+
+int32_t Session::on_GetStats(const GetStatsReq&, std::span<const uint8_t>, GetStatsResp&,
+                             std::vector<uint8_t>& rtail) {
+  std::string s = stats_.render();
+  rtail.assign(s.begin(), s.end());
+  return cudaSuccess;
+}
+
+}  // namespace wh::server
