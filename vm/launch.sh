@@ -22,6 +22,10 @@
 #                      vmx/svm and the KVM is not PVM)
 #   --append ARGS      extra kernel command line
 #   --qemu-arg ARG     extra QEMU argument; repeatable
+#   --kill-on REGEX    SIGKILL QEMU once a console line matches REGEX (grep -E):
+#                      the VM is destroyed mid-run, as a crash or `virsh
+#                      destroy` would; then only WH-DONE is not required
+#   --kill-after S     SIGKILL QEMU S seconds after the guest printed WH-BOOT
 #   --interactive      console on stdin/stdout (Ctrl-A X quits); no judging
 #   --quiet            no summary line
 # Exit status: 0 all expected PASS, no FAIL, WH-DONE seen; 1 a FAIL or a
@@ -32,7 +36,7 @@ set -euo pipefail
 die() { echo "launch: $*" >&2; exit 2; }
 
 IMAGE="" NAME=guest JOB="" JOBNAME="" LOG="" TIMEOUT=300 SMP=2 MEM=512
-ACCEL=${WORMHOLE_ACCEL:-tcg} APPEND="" INTERACTIVE=0 QUIET=0
+ACCEL=${WORMHOLE_ACCEL:-tcg} APPEND="" INTERACTIVE=0 QUIET=0 KILL_ON="" KILL_AFTER=""
 SHMS=() ENVS=() XFILES=() EXPECT=() QARGS=()
 while (($#)); do
   case $1 in
@@ -51,6 +55,8 @@ while (($#)); do
     --accel) ACCEL=$2; shift 2 ;;
     --append) APPEND+=" $2"; shift 2 ;;
     --qemu-arg) QARGS+=("$2"); shift 2 ;;
+    --kill-on) KILL_ON=$2; shift 2 ;;
+    --kill-after) KILL_AFTER=$2; shift 2 ;;
     --interactive) INTERACTIVE=1; shift ;;
     --quiet) QUIET=1; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d'; exit 0 ;;
@@ -159,7 +165,26 @@ mkdir -p "$(dirname "$LOG")"
 t0=$(date +%s.%N)
 set +e
 timeout -k 5 "$TIMEOUT" "$QEMU" "${QEMU_ARGS[@]}" -serial "file:$LOG" -monitor none \
-  </dev/null >"$RUN/qemu.out" 2>&1
+  -pidfile "$RUN/qemu.pid" </dev/null >"$RUN/qemu.out" 2>&1 &
+tpid=$!
+KILLED=0
+if [[ -n $KILL_ON || -n $KILL_AFTER ]]; then
+  # Watch the console; destroy the VM when told to.
+  booted=""
+  while kill -0 "$tpid" 2>/dev/null; do
+    if [[ -n $KILL_ON ]] && tr -d '\r' <"$LOG" | grep -aEq -- "$KILL_ON"; then break; fi
+    if [[ -n $KILL_AFTER ]]; then
+      if [[ -z $booted ]] && grep -aq 'WH-BOOT' "$LOG"; then booted=$(date +%s.%N); fi
+      if [[ -n $booted ]] && awk "BEGIN{exit !($(date +%s.%N) - $booted >= $KILL_AFTER)}"; then break; fi
+    fi
+    sleep 0.1
+  done
+  if kill -0 "$tpid" 2>/dev/null && [[ -s $RUN/qemu.pid ]]; then
+    kill -KILL "$(cat "$RUN/qemu.pid")" 2>/dev/null && KILLED=1
+    echo "WH-KILLED by the launcher" >>"$LOG"
+  fi
+fi
+{ wait "$tpid"; } 2>/dev/null
 qrc=$?
 set -e
 t1=$(date +%s.%N)
@@ -175,7 +200,11 @@ missing=()
 for e in "${EXPECT[@]}"; do
   grep -q "^WH-RESULT $e PASS" "$RUN/log" || missing+=("$e")
 done
-if ((qrc == 124 || qrc == 137)); then
+if ((KILLED)); then
+  if ((fails > 0 || ${#missing[@]} > 0)); then
+    status=1 why="killed as asked, but $fails failed${missing[*]:+, missing: ${missing[*]}}"
+  fi
+elif ((qrc == 124 || qrc == 137)); then
   status=124 why="timed out after ${TIMEOUT}s"
 elif ! grep -q '^WH-DONE' "$RUN/log"; then
   status=3 why="no WH-DONE (qemu exit $qrc; guest crashed or hung?)"
@@ -184,7 +213,7 @@ elif ((fails > 0 || ${#missing[@]} > 0)); then
 fi
 if ((!QUIET)); then
   if ((status == 0)); then
-    echo "launch: $NAME PASS ($passes results, ${secs}s, $ACCEL) log $LOG"
+    echo "launch: $NAME PASS ($passes results$( ((KILLED)) && echo ", killed as asked"), ${secs}s, $ACCEL) log $LOG"
   else
     echo "launch: $NAME FAIL: $why (${secs}s, $ACCEL) log $LOG" >&2
     grep -E '^WH-RESULT [^ ]* FAIL' "$RUN/log" | sed 's/^/  /' >&2 || true

@@ -28,6 +28,8 @@
 #   --expect A,B        WH-RESULT names that must PASS
 #   --env K=V  --file SRC:DEST  --smp N  --mem MB  --shm-size MB  --append ARGS
 #   --qemu-arg ARG
+#   --kill-on REGEX | --kill-after S   destroy this VM mid-run (vm/launch.sh):
+#                       for "a VM that dies mid-call; the others go on" tests
 # Every CMD sees, besides the caller's environment:
 #   WH_VMS="a b"                    the VM names
 #   WH_SHM_<name>=/dev/shm/…/<name> each VM's region file
@@ -71,7 +73,8 @@ while (($#)); do
       elif [[ $1 == --shm-size ]]; then V_SHM[$cur]=$2
       else add_vm_arg "$1" "$2"; fi
       shift 2 ;;
-    --job|--job-name|--expect|--env|--file|--append|--qemu-arg) add_vm_arg "$1" "$2"; shift 2 ;;
+    --job|--job-name|--expect|--env|--file|--append|--qemu-arg|--kill-on|--kill-after)
+      add_vm_arg "$1" "$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
