@@ -21,6 +21,8 @@
 #                         relative paths are relative to the manifest)
 #   --kernel-version V    default: the newest installed 6.1 kernel, else the
 #                         one linux-image-amd64 depends on (apt-get download)
+#   --from-package        take the kernel from the .deb (apt-get download) even
+#                         when one is installed in /boot
 #   --bzimage             boot the compressed bzImage instead of the
 #                         uncompressed vmlinux (PVH entry, about 2x faster boot)
 #   --compress gzip|none  initramfs compression (default gzip)
@@ -34,7 +36,7 @@ set -euo pipefail
 die() { echo "build-image: $*" >&2; exit 1; }
 say() { [[ -n ${WH_QUIET:-} ]] || echo "build-image: $*" >&2; }
 
-OUT=""; KVER=""; BOOT=vmlinux; COMPRESS=gzip; HOST_CUDA=0
+OUT=""; KVER=""; BOOT=vmlinux; COMPRESS=gzip; HOST_CUDA=0; FROM_PKG=0
 BINS=(); LIBS=(); FILES=(); JOBS=(); MODS=()
 SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -80,6 +82,7 @@ while (($#)); do
     --manifest) read_manifest "$2"; shift 2 ;;
     --kernel-version) KVER=$2; shift 2 ;;
     --bzimage) BOOT=bzImage; shift ;;
+    --from-package) FROM_PKG=1; shift ;;
     --compress) COMPRESS=$2; shift 2 ;;
     --allow-host-cuda) HOST_CUDA=1; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d'; exit 0 ;;
@@ -102,7 +105,7 @@ KROOT=/   # where boot/vmlinuz-V and lib/modules/V are
 if [[ -z $KVER ]]; then
   KVER=$(ls /boot/vmlinuz-6.1* 2>/dev/null | sed 's|/boot/vmlinuz-||' | sort -V | tail -1 || true)
 fi
-if [[ -z $KVER || ! -r /boot/vmlinuz-$KVER || ! -d /lib/modules/$KVER ]]; then
+if ((FROM_PKG)) || [[ -z $KVER || ! -r /boot/vmlinuz-$KVER || ! -d /lib/modules/$KVER ]]; then
   # No installed kernel: fetch the Debian package into the cache and unpack it.
   if [[ -z $KVER ]]; then
     KVER=$(apt-cache depends linux-image-amd64 2>/dev/null |
@@ -113,10 +116,12 @@ if [[ -z $KVER || ! -r /boot/vmlinuz-$KVER || ! -d /lib/modules/$KVER ]]; then
   if [[ ! -r $KROOT/boot/vmlinuz-$KVER ]]; then
     say "fetching linux-image-$KVER (apt-get download)"
     mkdir -p "$CACHE/pkg"
-    (cd "$CACHE/pkg" && apt-get download -q "linux-image-$KVER" >/dev/null) ||
-      die "apt-get download linux-image-$KVER failed"
+    (cd "$CACHE/pkg" && apt-get download -q "linux-image-$KVER" >"$CACHE/pkg/download.log" 2>&1) ||
+      { cat "$CACHE/pkg/download.log" >&2; die "apt-get download linux-image-$KVER failed"; }
     rm -rf "$KROOT.tmp"
-    dpkg-deb -x "$(ls "$CACHE"/pkg/linux-image-"${KVER}"_*.deb | head -1)" "$KROOT.tmp"
+    deb=$(ls "$CACHE"/pkg/linux-image-"${KVER}"_*.deb | head -1)
+    dpkg-deb -x "$deb" "$KROOT.tmp"
+    rm -f "$deb"
     mv "$KROOT.tmp" "$KROOT"
   fi
 fi
