@@ -1,0 +1,121 @@
+// Wormhole sim device: a PTX interpreter that runs nvcc-compiled kernels on the CPU.
+// See docs/ptx.md for the design, coverage and limits.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wormhole/ptx/fatbin.hpp"
+
+namespace wh::ptx {
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+// Generic-address windows used by the engine for shared, local and kernel-param
+// memory (cvta.shared etc.). Device allocations handed out by the backend must not
+// fall into [kWindowLow, 2^64).
+constexpr uint64_t kSharedWindow = 0xFFFF'FF00'0000'0000ull;
+constexpr uint64_t kLocalWindow = 0xFFFF'FE00'0000'0000ull;
+constexpr uint64_t kParamWindow = 0xFFFF'FD00'0000'0000ull;
+constexpr uint64_t kWindowLow = 0xFFFF'FD00'0000'0000ull;
+
+// Device memory as the backend provides it.
+struct DeviceMemory {
+  virtual ~DeviceMemory() = default;
+  // Host memory for [addr, addr+len) only if the whole range lies inside memory this
+  // kernel may access (one allocation), else nullptr. Thread-safe.
+  virtual uint8_t* translate(uint64_t addr, uint64_t len, bool write) = 0;
+  // Optional fast path: the whole allocation containing addr (so the engine can cache
+  // it and skip a virtual call per access). Return false if not provided/not found.
+  // Must stay valid for the duration of a launch.
+  struct Region {
+    uint64_t base = 0, size = 0;
+    uint8_t* host = nullptr;
+    bool writable = false;
+  };
+  virtual bool region(uint64_t addr, Region& out) { return false; }
+};
+
+struct GlobalVar {
+  std::string name;
+  uint64_t size;
+  uint32_t align;
+  bool is_const;              // .const space (else .global)
+  std::vector<uint8_t> init;  // zero-filled to size
+};
+
+struct KernelInfo {
+  std::string name;
+  std::vector<fatbin::ParamInfo> params;
+  uint32_t param_bytes;
+  uint32_t static_shared_bytes;
+  uint32_t local_bytes_per_thread;
+  int max_threads_per_block;
+  int num_regs;  // estimate (registers declared by the entry, capped at 255)
+};
+
+struct LaunchConfig {
+  Dim3 grid, block;
+  uint32_t dynamic_shared_bytes = 0;
+};
+
+struct LaunchError {
+  enum Kind { None, Unsupported, BadAccess, Misaligned, Assert, Trap, InvalidConfig, Internal } kind = None;
+  std::string message;  // names kernel, PTX line, instruction; for a bad access: address, size, space
+  explicit operator bool() const { return kind != None; }
+};
+const char* to_string(LaunchError::Kind);
+
+namespace detail {
+struct ModuleImpl;
+struct EngineImpl;
+}  // namespace detail
+
+class Module {
+ public:
+  static std::unique_ptr<Module> from_ptx(std::string_view ptx_text, std::string* err);
+  // Picks the best PTX entry (highest arch); SASS-only fatbins are an error.
+  static std::unique_ptr<Module> from_fatbin(const void* data, size_t avail, std::string* err);
+  ~Module();
+
+  const std::vector<KernelInfo>& kernels() const;
+  const KernelInfo* kernel(std::string_view name) const;  // mangled names as nvcc emits them
+  // __device__ / __constant__ variables (with initializers). The backend allocates each
+  // in device memory, copies init there, and binds the address before any launch.
+  const std::vector<GlobalVar>& globals() const;
+  // Returns false if no such variable.
+  bool bind_global(std::string_view name, uint64_t device_addr);
+
+  const detail::ModuleImpl& impl() const { return *impl_; }
+
+ private:
+  Module();
+  std::unique_ptr<detail::ModuleImpl> impl_;
+};
+
+// Owns a worker pool; blocks of a grid run in parallel on it. launch() is
+// synchronous and may be called from several threads (launches are serialized).
+class Engine {
+ public:
+  explicit Engine(unsigned threads = 0 /*0 = hardware_concurrency*/);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  LaunchError launch(const Module&, std::string_view kernel, const LaunchConfig&, const void* params,
+                     size_t params_size, DeviceMemory& mem);
+  // Thread-instructions (per-lane count of executed, non-predicated-off instructions) since construction.
+  uint64_t instructions_executed() const;
+  unsigned threads() const;
+
+ private:
+  std::unique_ptr<detail::EngineImpl> impl_;
+};
+
+}  // namespace wh::ptx

@@ -1,0 +1,905 @@
+// Module construction and the SIMT executor: warps of 32 lanes execute each
+// decoded instruction in one handler call; divergence is handled per call frame
+// by running the group of lanes with the lowest PC first (lanes reconverge when
+// their PCs meet); barriers switch warps inside a block; blocks run in parallel.
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "internal.hpp"
+
+namespace wh::ptx {
+
+const char* to_string(LaunchError::Kind k) {
+  switch (k) {
+    case LaunchError::None: return "none";
+    case LaunchError::Unsupported: return "unsupported";
+    case LaunchError::BadAccess: return "bad access";
+    case LaunchError::Misaligned: return "misaligned address";
+    case LaunchError::Assert: return "device assert";
+    case LaunchError::Trap: return "trap";
+    case LaunchError::InvalidConfig: return "invalid configuration";
+    case LaunchError::Internal: return "internal error";
+  }
+  return "?";
+}
+
+namespace detail {
+
+namespace {
+std::string hex(uint64_t v) {
+  char b[32];
+  snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);
+  return b;
+}
+std::mutex g_print_mu;
+}  // namespace
+
+void Ctx::set_fault(LaunchError::Kind k, const Inst& I, std::string what) {
+  if (fault) return;
+  fault = true;
+  err.kind = k;
+  std::string m = "kernel " + (kd ? mod->funcs[kd->func].name : std::string("?")) + ": " + what;
+  m += " at PTX line " + std::to_string(I.line);
+  std::string lt = mod->line_text(I.line);
+  if (!lt.empty()) m += " `" + lt + "`";
+  if (func && kd && func != &mod->funcs[kd->func]) m += " in function " + func->name;
+  m += " (block " + std::to_string(ctaid[0]) + "," + std::to_string(ctaid[1]) + "," + std::to_string(ctaid[2]) +
+       ", warp " + std::to_string(warp_id) + ")";
+  err.message = std::move(m);
+}
+
+void Ctx::bad_access(const Inst& I, uint64_t addr, uint32_t size, Sp sp, bool write, const char* why) {
+  set_fault(LaunchError::BadAccess, I,
+            std::string("invalid ") + sp_name(sp) + " " + (write ? "write" : "read") + " of " + std::to_string(size) +
+                " bytes at address " + hex(addr) + " (" + why + ")");
+}
+
+uint8_t* Ctx::gptr_slow(const Inst& I, uint64_t addr, uint32_t size, bool write, Sp sp) {
+  DeviceMemory::Region r;
+  if (mem->region(addr, r) && r.host && addr >= r.base && addr - r.base < r.size && size <= r.size - (addr - r.base) &&
+      (!write || r.writable)) {
+    rc = r;
+    return r.host + (addr - r.base);
+  }
+  uint8_t* p = mem->translate(addr, size, write);
+  if (!p) bad_access(I, addr, size, sp, write, "not inside an allocation this kernel may access");
+  return p;
+}
+
+// ----------------------------------------------------------------------------
+// Module
+
+namespace {
+
+void build_kernels(ModuleImpl& M, std::string* err) {
+  for (uint32_t fi = 0; fi < M.funcs.size(); ++fi) {
+    const Function& f = M.funcs[fi];
+    if (!f.is_entry || !f.defined) continue;
+    KernelData kd;
+    kd.func = fi;
+    // closure over calls, with recursion detection
+    std::vector<int> color(M.funcs.size(), 0);
+    std::vector<uint32_t> order;
+    bool recursive = false;
+    std::function<void(uint32_t)> dfs = [&](uint32_t u) {
+      color[u] = 1;
+      order.push_back(u);
+      for (uint32_t v : M.funcs[u].callees) {
+        if (color[v] == 1) recursive = true;
+        else if (color[v] == 0) dfs(v);
+      }
+      color[u] = 2;
+    };
+    dfs(fi);
+    kd.recursive = recursive;
+    auto frame = [&](uint32_t u) { return (M.funcs[u].frame_bytes + 15u) & ~15u; };
+    if (!recursive) {
+      std::vector<uint64_t> lmemo(M.funcs.size(), UINT64_MAX), rmemo(M.funcs.size(), UINT64_MAX);
+      std::function<void(uint32_t)> depth = [&](uint32_t u) {
+        if (lmemo[u] != UINT64_MAX) return;
+        uint64_t l = 0, r = 0;
+        for (uint32_t v : M.funcs[u].callees) {
+          depth(v);
+          l = std::max(l, lmemo[v]);
+          r = std::max(r, rmemo[v]);
+        }
+        lmemo[u] = l + frame(u);
+        rmemo[u] = r + M.funcs[u].nregs;
+      };
+      depth(fi);
+      kd.local_stack = uint32_t(std::min<uint64_t>(lmemo[fi], 1u << 30));
+      kd.reg_stack = uint32_t(std::min<uint64_t>(rmemo[fi], 1u << 30));
+    } else {
+      uint64_t l = 0, r = 0;
+      for (uint32_t u : order) { l = std::max<uint64_t>(l, frame(u)); r = std::max<uint64_t>(r, M.funcs[u].nregs); }
+      kd.local_stack = uint32_t(std::min<uint64_t>(l * 24, 1u << 30));
+      kd.reg_stack = uint32_t(std::min<uint64_t>(r * 24, 1u << 30));
+    }
+    if (kd.local_stack == 0) kd.local_stack = 16;
+    if (kd.reg_stack == 0) kd.reg_stack = 1;
+    // shared layout for the variables this kernel (and its callees) use
+    std::vector<uint8_t> used(M.shared.size(), 0);
+    for (uint32_t u : order)
+      for (uint32_t s : M.funcs[u].shared_used) used[s] = 1;
+    kd.shared_off.assign(M.shared.size(), 0);
+    uint64_t off = 0;
+    for (size_t s = 0; s < M.shared.size(); ++s) {
+      if (!used[s] || M.shared[s].is_extern) continue;
+      uint64_t a = std::max<uint32_t>(M.shared[s].align, 1);
+      off = (off + a - 1) & ~(a - 1);
+      kd.shared_off[s] = off;
+      off += M.shared[s].size;
+    }
+    uint32_t dal = 16;
+    for (size_t s = 0; s < M.shared.size(); ++s)
+      if (used[s] && M.shared[s].is_extern) dal = std::max(dal, M.shared[s].align);
+    kd.dyn_align = dal;
+    kd.static_shared = uint32_t(std::min<uint64_t>(off, 1u << 30));
+    uint64_t dyn_base = (off + dal - 1) & ~uint64_t(dal - 1);
+    for (size_t s = 0; s < M.shared.size(); ++s)
+      if (used[s] && M.shared[s].is_extern) kd.shared_off[s] = dyn_base;
+    for (uint32_t u : order)
+      for (uint32_t g : M.funcs[u].globals_used)
+        if (std::find(kd.globals_used.begin(), kd.globals_used.end(), g) == kd.globals_used.end()) kd.globals_used.push_back(g);
+    KernelInfo ki;
+    ki.name = f.name;
+    for (auto& p : f.params) ki.params.push_back({p.offset, p.size});
+    ki.param_bytes = f.param_bytes;
+    ki.static_shared_bytes = kd.static_shared;
+    ki.local_bytes_per_thread = kd.local_stack;
+    ki.max_threads_per_block = f.maxntid ? f.maxntid : 1024;
+    ki.num_regs = int(std::min<uint32_t>(f.nregs, 255));
+    M.kernels.push_back(std::move(ki));
+    M.kdata.push_back(std::move(kd));
+  }
+  (void)err;
+}
+
+}  // namespace
+}  // namespace detail
+
+Module::Module() : impl_(std::make_unique<detail::ModuleImpl>()) {}
+Module::~Module() = default;
+
+std::unique_ptr<Module> Module::from_ptx(std::string_view text, std::string* err) {
+  std::unique_ptr<Module> m(new Module());
+  if (!detail::parse_module(text, *m->impl_, err)) return nullptr;
+  auto& M = *m->impl_;
+  M.gaddr.assign(M.globals.size(), 0);
+  M.gbound.assign(M.globals.size(), 0);
+  detail::build_kernels(M, err);
+  return m;
+}
+
+std::unique_ptr<Module> Module::from_fatbin(const void* data, size_t avail, std::string* err) {
+  std::vector<fatbin::Entry> entries;
+  if (!fatbin::parse(data, avail, entries, err)) return nullptr;
+  const fatbin::Entry* best = nullptr;
+  for (auto& e : entries)
+    if (e.kind == fatbin::Entry::PTX && (!best || e.sm_arch > best->sm_arch)) best = &e;
+  if (!best) {
+    if (err) *err = "fatbin carries no PTX (SASS only): the sim device cannot run it; rebuild with a compute_XX PTX target";
+    return nullptr;
+  }
+  std::string_view text(reinterpret_cast<const char*>(best->bytes.data()), best->bytes.size());
+  return from_ptx(text, err);
+}
+
+const std::vector<KernelInfo>& Module::kernels() const { return impl_->kernels; }
+const KernelInfo* Module::kernel(std::string_view name) const {
+  for (auto& k : impl_->kernels)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+const std::vector<GlobalVar>& Module::globals() const { return impl_->globals; }
+bool Module::bind_global(std::string_view name, uint64_t addr) {
+  for (size_t i = 0; i < impl_->globals.size(); ++i)
+    if (impl_->globals[i].name == name) {
+      impl_->gaddr[i] = addr;
+      impl_->gbound[i] = 1;
+      return true;
+    }
+  return false;
+}
+
+// ----------------------------------------------------------------------------
+// Engine
+
+namespace detail {
+
+struct Frame {
+  uint32_t func, pc, active, waiting, min_wait, returned, regbase, localbase, callsite;
+  uint32_t lane_pc[32];
+};
+
+struct Warp {
+  std::vector<Frame> frames;
+  uint32_t alive = 0, exited = 0;
+  enum St { Ready, AtBar, Done } st = Ready;
+  uint32_t bar_id = 0;
+  uint32_t red_dst = NOREG, red_mask = 0;
+  uint32_t index = 0;
+  uint32_t tid[3][32];
+};
+
+struct Job {
+  const ModuleImpl* mod;
+  const KernelData* kd;
+  LaunchConfig cfg;
+  std::vector<uint8_t> params;
+  DeviceMemory* mem;
+  uint64_t nblocks;
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> abort{false};
+  std::mutex err_mu;
+  LaunchError err;
+};
+
+struct Worker {
+  std::vector<uint64_t> regs;
+  std::vector<uint8_t> local, shared;
+  std::vector<Warp> warps;
+  Ctx ctx;
+  uint64_t icount = 0;
+};
+
+struct BarState {
+  uint32_t waiting = 0, arrived = 0, count = 0;
+  uint32_t red_popc = 0;
+  bool red_and = true, red_or = false;
+  uint8_t red_op = 0;
+};
+
+namespace {
+
+inline void park(Frame& f, uint32_t mask, uint32_t at) {
+  for_lanes(mask, [&](int l) { f.lane_pc[l] = at; });
+  f.waiting |= mask;
+  if (at < f.min_wait) f.min_wait = at;
+}
+inline void recompute_min(Frame& f) {
+  uint32_t mn = UINT32_MAX;
+  for_lanes(f.waiting, [&](int l) { mn = std::min(mn, f.lane_pc[l]); });
+  f.min_wait = mn;
+}
+inline void take_min(Frame& f, uint32_t& pc, uint32_t& active) {
+  pc = f.min_wait;
+  uint32_t g = 0;
+  for_lanes(f.waiting, [&](int l) { if (f.lane_pc[l] == pc) g |= 1u << l; });
+  active = g;
+  f.waiting &= ~g;
+  recompute_min(f);
+}
+inline void merge(Frame& f, uint32_t pc, uint32_t& active) {
+  uint32_t g = 0;
+  for_lanes(f.waiting, [&](int l) { if (f.lane_pc[l] == pc) g |= 1u << l; });
+  active |= g;
+  f.waiting &= ~g;
+  recompute_min(f);
+}
+inline void jump(Frame& f, uint32_t tgt, uint32_t& pc, uint32_t& active) {
+  pc = tgt;
+  if (f.waiting && f.min_wait <= pc) {
+    if (f.min_wait < pc) {
+      park(f, active, pc);
+      take_min(f, pc, active);
+    } else {
+      merge(f, pc, active);
+    }
+  }
+}
+
+// Resolve a generic address for the engine's own reads (printf, assert): no fault.
+const uint8_t* peek_generic(Ctx& c, int lane, uint64_t a, uint64_t n) {
+  uint64_t hi = a & 0xFFFFFFFF00000000ull;
+  if (hi == kSharedWindow) {
+    a -= kSharedWindow;
+    return a < c.shared_size && n <= c.shared_size - a ? c.shared + a : nullptr;
+  }
+  if (hi == kLocalWindow) {
+    a -= kLocalWindow;
+    return a < c.local_stride && n <= c.local_stride - a ? c.local + size_t(lane) * c.local_stride + a : nullptr;
+  }
+  if (hi == kParamWindow) {
+    a -= kParamWindow;
+    return a < c.kparam_size && n <= c.kparam_size - a ? c.kparam + a : nullptr;
+  }
+  return c.mem->translate(a, n, false);
+}
+std::string read_cstr(Ctx& c, int lane, uint64_t a, size_t maxn = 4096) {
+  std::string s;
+  if (!a) return "(null)";
+  for (size_t i = 0; i < maxn; ++i) {
+    const uint8_t* p = peek_generic(c, lane, a + i, 1);
+    if (!p || !*p) break;
+    s.push_back(char(*p));
+  }
+  return s;
+}
+
+// Device printf: format string and a packed argument buffer (each argument aligned to its size).
+std::string format_printf(Ctx& c, int lane, const std::string& fmt, uint64_t args) {
+  std::string out;
+  uint64_t off = 0;
+  auto arg = [&](size_t sz) -> uint64_t {
+    off = (off + sz - 1) & ~uint64_t(sz - 1);
+    const uint8_t* p = args ? peek_generic(c, lane, args + off, sz) : nullptr;
+    off += sz;
+    uint64_t v = 0;
+    if (p) std::memcpy(&v, p, sz);
+    return v;
+  };
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%') { out.push_back(fmt[i]); continue; }
+    if (i + 1 < fmt.size() && fmt[i + 1] == '%') { out.push_back('%'); ++i; continue; }
+    size_t j = i + 1;
+    std::string spec = "%";
+    while (j < fmt.size() && std::strchr("-+ #0123456789.", fmt[j])) spec.push_back(fmt[j++]);
+    int lmod = 0;  // 0 none, 1 l, 2 ll, 3 h
+    while (j < fmt.size() && std::strchr("hlLzjt", fmt[j])) {
+      if (fmt[j] == 'l' || fmt[j] == 'L' || fmt[j] == 'z' || fmt[j] == 'j' || fmt[j] == 't') lmod = lmod ? 2 : 1;
+      ++j;
+    }
+    if (j >= fmt.size()) { out += fmt.substr(i); break; }
+    char conv = fmt[j];
+    char buf[512];
+    if (std::strchr("diouxXc", conv)) {
+      bool wide = lmod >= 1;
+      uint64_t v = arg(wide ? 8 : 4);
+      std::string s2 = spec + "ll" + conv;
+      if (conv == 'c') snprintf(buf, sizeof buf, (spec + "c").c_str(), int(v));
+      else if (conv == 'd' || conv == 'i') snprintf(buf, sizeof buf, s2.c_str(), wide ? (long long)v : (long long)int32_t(v));
+      else snprintf(buf, sizeof buf, s2.c_str(), wide ? (unsigned long long)v : (unsigned long long)uint32_t(v));
+      out += buf;
+    } else if (std::strchr("fFeEgGaA", conv)) {
+      double d = std::bit_cast<double>(arg(8));
+      snprintf(buf, sizeof buf, (spec + conv).c_str(), d);
+      out += buf;
+    } else if (conv == 'p') {
+      snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)arg(8));
+      out += buf;
+    } else if (conv == 's') {
+      std::string s = read_cstr(c, lane, arg(8));
+      snprintf(buf, sizeof buf, (spec + "s").c_str(), s.c_str());
+      out += buf;
+    } else {
+      out += fmt.substr(i, j - i + 1);
+    }
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+struct EngineImpl {
+  unsigned nthreads = 1;
+  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::mutex mu;
+  std::condition_variable cv, done_cv;
+  Job* job = nullptr;
+  uint64_t gen = 0;
+  unsigned running = 0;
+  bool stop = false;
+  std::mutex launch_mu;
+  std::atomic<uint64_t> icount{0};
+
+  void worker_main(unsigned idx) {
+    uint64_t seen = 0;
+    for (;;) {
+      Job* j;
+      {
+        std::unique_lock lk(mu);
+        cv.wait(lk, [&] { return stop || gen != seen; });
+        if (stop) return;
+        seen = gen;
+        j = job;
+      }
+      run_job(*workers[idx], *j);
+      {
+        std::lock_guard lk(mu);
+        if (--running == 0) done_cv.notify_all();
+      }
+    }
+  }
+
+  void run_job(Worker& W, Job& J) {
+    W.icount = 0;
+    W.ctx.rc = {};
+    for (;;) {
+      if (J.abort.load(std::memory_order_relaxed)) break;
+      uint64_t b = J.next.fetch_add(1);
+      if (b >= J.nblocks) break;
+      if (!run_block(W, J, b)) {
+        std::lock_guard lk(J.err_mu);
+        if (!J.err) J.err = W.ctx.err;
+        J.abort = true;
+        break;
+      }
+    }
+    icount.fetch_add(W.icount, std::memory_order_relaxed);
+  }
+
+  bool run_block(Worker& W, Job& J, uint64_t bid) {
+    const ModuleImpl& M = *J.mod;
+    const KernelData& kd = *J.kd;
+    const LaunchConfig& cfg = J.cfg;
+    const uint32_t nthr = cfg.block.x * cfg.block.y * cfg.block.z;
+    const uint32_t nwarps = (nthr + 31) / 32;
+    Ctx& c = W.ctx;
+    c.mod = &M;
+    c.kd = &kd;
+    c.cpool = M.cpool.data();
+    c.ntid = cfg.block;
+    c.nctaid = cfg.grid;
+    c.ctaid[0] = uint32_t(bid % cfg.grid.x);
+    c.ctaid[1] = uint32_t((bid / cfg.grid.x) % cfg.grid.y);
+    c.ctaid[2] = uint32_t(bid / (uint64_t(cfg.grid.x) * cfg.grid.y));
+    c.nwarps = nwarps;
+    c.shared_size = uint32_t(((uint64_t(kd.static_shared) + kd.dyn_align - 1) & ~uint64_t(kd.dyn_align - 1)) + cfg.dynamic_shared_bytes);
+    c.dyn_shared = cfg.dynamic_shared_bytes;
+    c.local_stride = kd.local_stack;
+    c.kparam = J.params.data();
+    c.kparam_size = uint32_t(J.params.size());
+    c.mem = J.mem;
+    c.shared_off = kd.shared_off.data();
+    c.gaddr = M.gaddr.data();
+    c.fault = false;
+    // memory for the block (zeroed: no data from earlier launches is visible)
+    size_t nreg = size_t(nwarps) * kd.reg_stack * 32;
+    if (W.regs.size() < nreg) W.regs.resize(nreg);
+    std::memset(W.regs.data(), 0, nreg * sizeof(uint64_t));
+    size_t nloc = size_t(nwarps) * 32 * kd.local_stack;
+    if (W.local.size() < nloc) W.local.resize(nloc);
+    std::memset(W.local.data(), 0, nloc);
+    if (W.shared.size() < c.shared_size + 16) W.shared.resize(c.shared_size + 16);
+    std::memset(W.shared.data(), 0, c.shared_size);
+    c.shared = W.shared.data();
+    if (W.warps.size() < nwarps) W.warps.resize(nwarps);
+    for (uint32_t w = 0; w < nwarps; ++w) {
+      Warp& wp = W.warps[w];
+      wp.index = w;
+      wp.exited = 0;
+      wp.st = Warp::Ready;
+      wp.red_dst = NOREG;
+      uint32_t alive = 0;
+      for (uint32_t l = 0; l < 32; ++l) {
+        uint32_t t = w * 32 + l;
+        if (t < nthr) alive |= 1u << l;
+        wp.tid[0][l] = t % cfg.block.x;
+        wp.tid[1][l] = (t / cfg.block.x) % cfg.block.y;
+        wp.tid[2][l] = t / (cfg.block.x * cfg.block.y);
+      }
+      wp.alive = alive;
+      wp.frames.clear();
+      wp.frames.reserve(8);
+      Frame f{};
+      f.func = kd.func;
+      f.pc = 0;
+      f.active = alive;
+      f.waiting = 0;
+      f.min_wait = UINT32_MAX;
+      f.regbase = 0;
+      f.localbase = 0;
+      f.callsite = 0;
+      wp.frames.push_back(f);
+    }
+    BarState bars[16];
+    uint32_t done = 0;
+    for (;;) {
+      bool ran = false;
+      for (uint32_t w = 0; w < nwarps; ++w) {
+        Warp& wp = W.warps[w];
+        if (wp.st != Warp::Ready) continue;
+        ran = true;
+        run_warp(W, J, wp, bars);
+        if (c.fault) return false;
+        if (wp.st == Warp::Done) ++done;
+      }
+      if (done == nwarps) return true;
+      // release barriers whose arrival condition holds
+      bool released = false;
+      uint32_t live = nwarps - done;
+      for (uint32_t b = 0; b < 16; ++b) {
+        BarState& B = bars[b];
+        if (!B.waiting) continue;
+        bool ok = B.count ? B.arrived >= B.count : B.waiting >= live;
+        if (!ok) continue;
+        uint32_t result = B.red_op == 1 ? B.red_popc : B.red_op == 2 ? uint32_t(B.red_and) : uint32_t(B.red_or);
+        for (uint32_t w = 0; w < nwarps; ++w) {
+          Warp& wp = W.warps[w];
+          if (wp.st != Warp::AtBar || wp.bar_id != b) continue;
+          wp.st = Warp::Ready;
+          if (wp.red_dst != NOREG) {
+            uint64_t* D = W.regs.data() + (size_t(w) * kd.reg_stack + wp.frames.back().regbase + wp.red_dst) * 32;
+            for_lanes(wp.red_mask, [&](int l) { D[l] = result; });
+            wp.red_dst = NOREG;
+          }
+        }
+        B = BarState{};
+        released = true;
+      }
+      if (!released && !ran) {
+        c.fault = true;
+        c.err.kind = LaunchError::Trap;
+        c.err.message = "kernel " + M.funcs[kd.func].name + ": deadlock: warps of block (" + std::to_string(c.ctaid[0]) + "," +
+                        std::to_string(c.ctaid[1]) + "," + std::to_string(c.ctaid[2]) +
+                        ") wait at barriers that can never complete";
+        return false;
+      }
+    }
+  }
+
+  void run_warp(Worker& W, Job& J, Warp& w, BarState* bars) {
+    const ModuleImpl& M = *J.mod;
+    const KernelData& kd = *J.kd;
+    Ctx& c = W.ctx;
+    c.warp = nullptr;
+    c.warp_id = w.index;
+    c.tid[0] = w.tid[0];
+    c.tid[1] = w.tid[1];
+    c.tid[2] = w.tid[2];
+    c.local = W.local.data() + size_t(w.index) * 32 * kd.local_stack;
+    uint64_t* const wregs = W.regs.data() + size_t(w.index) * kd.reg_stack * 32;
+    uint64_t cnt = 0;
+    Frame* fr;
+    const Function* fn;
+    const Inst* code;
+    uint32_t pc, active;
+    auto load = [&] {
+      fr = &w.frames.back();
+      fn = &M.funcs[fr->func];
+      c.func = fn;
+      c.regs = wregs + size_t(fr->regbase) * 32;
+      c.frame_local = fr->localbase;
+      code = fn->code.data();
+      pc = fr->pc;
+      active = fr->active;
+    };
+    auto save = [&] {
+      fr->pc = pc;
+      fr->active = active;
+      W.icount += cnt;
+    };
+    load();
+    for (;;) {
+      const Inst& I = code[pc];
+      uint32_t m = active;
+      if (I.guard != NOREG) {
+        const uint64_t* P = c.regs + size_t(I.guard) * 32;
+        uint32_t pm = 0;
+        if (active == 0xffffffffu) {
+          for (int l = 0; l < 32; ++l) pm |= uint32_t(P[l] != 0) << l;
+        } else {
+          for_lanes(active, [&](int l) { pm |= uint32_t(P[l] != 0) << l; });
+        }
+        m = I.gneg ? active & ~pm : active & pm;
+      }
+      if (I.ctl == Ctl::None) {
+        if (m) {
+          I.fn(c, I, m);
+          cnt += uint32_t(std::popcount(m));
+          if (c.fault) { save(); return; }
+        }
+        ++pc;
+        if (pc == fr->min_wait) merge(*fr, pc, active);
+        continue;
+      }
+      cnt += uint32_t(std::popcount(m));
+      bool group_empty = false;
+      switch (I.ctl) {
+        case Ctl::Bra: {
+          uint32_t nt = active & ~m;
+          if (!m) {
+            ++pc;
+            if (pc == fr->min_wait) merge(*fr, pc, active);
+          } else if (!nt) {
+            jump(*fr, I.a0, pc, active);
+          } else {
+            park(*fr, nt, pc + 1);
+            active = m;
+            jump(*fr, I.a0, pc, active);
+          }
+          break;
+        }
+        case Ctl::Exit: {
+          w.exited |= m;
+          active &= ~m;
+          if (active) {
+            ++pc;
+            if (pc == fr->min_wait) merge(*fr, pc, active);
+          } else {
+            group_empty = true;
+          }
+          break;
+        }
+        case Ctl::Ret: {
+          if (w.frames.size() == 1) {  // return from the kernel = exit
+            w.exited |= m;
+            active &= ~m;
+          } else {
+            fr->returned |= m;
+            active &= ~m;
+          }
+          if (active) {
+            ++pc;
+            if (pc == fr->min_wait) merge(*fr, pc, active);
+          } else {
+            group_empty = true;
+          }
+          break;
+        }
+        case Ctl::Call: {
+          if (!m) { ++pc; if (pc == fr->min_wait) merge(*fr, pc, active); break; }
+          const CallSite& cs = fn->calls[I.a0];
+          const Function& cf = M.funcs[cs.callee];
+          if (!cf.defined) {
+            c.set_fault(LaunchError::Unsupported, I, "call to function '" + cf.name + "' which has no body in this module");
+            save();
+            return;
+          }
+          uint32_t nregbase = fr->regbase + fn->nregs;
+          uint32_t nlocal = fr->localbase + ((fn->frame_bytes + 15u) & ~15u);
+          if (uint64_t(nregbase) + cf.nregs > kd.reg_stack || uint64_t(nlocal) + cf.frame_bytes > kd.local_stack) {
+            c.set_fault(LaunchError::Trap, I, "call stack overflow (recursion too deep) calling " + cf.name);
+            save();
+            return;
+          }
+          uint32_t others = active & ~m;
+          if (others) park(*fr, others, pc + 1);
+          fr->pc = pc + 1;
+          fr->active = 0;
+          for (size_t i = 0; i < cs.arg_off.size(); ++i) {
+            uint32_t so = fr->localbase + cs.arg_off[i], dof = nlocal + cf.params[i].offset, sz = cf.params[i].size;
+            for_lanes(m, [&](int l) {
+              uint8_t* base = c.local + size_t(l) * kd.local_stack;
+              std::memmove(base + dof, base + so, sz);
+            });
+          }
+          Frame nf;
+          nf.func = cs.callee;
+          nf.pc = 0;
+          nf.active = m;
+          nf.waiting = 0;
+          nf.min_wait = UINT32_MAX;
+          nf.returned = 0;
+          nf.regbase = nregbase;
+          nf.localbase = nlocal;
+          nf.callsite = I.a0;
+          W.icount += cnt;
+          cnt = 0;
+          w.frames.push_back(nf);
+          load();
+          continue;
+        }
+        case Ctl::Printf: {
+          const CallSite& cs = fn->calls[I.a0];
+          std::string all;
+          for_lanes(m, [&](int l) {
+            uint8_t* base = c.local + size_t(l) * kd.local_stack + fr->localbase;
+            uint64_t fmt = 0, args = 0;
+            if (cs.arg_off.size() >= 1) std::memcpy(&fmt, base + cs.arg_off[0], 8);
+            if (cs.arg_off.size() >= 2) std::memcpy(&args, base + cs.arg_off[1], 8);
+            std::string s = format_printf(c, l, read_cstr(c, l, fmt), args);
+            all += s;
+            int32_t r = int32_t(s.size());
+            if (!cs.ret_off.empty()) std::memcpy(base + cs.ret_off[0], &r, 4);
+          });
+          if (!all.empty()) {
+            std::lock_guard lk(g_print_mu);
+            std::fwrite(all.data(), 1, all.size(), stdout);
+            std::fflush(stdout);
+          }
+          ++pc;
+          if (pc == fr->min_wait) merge(*fr, pc, active);
+          break;
+        }
+        case Ctl::Assert: {
+          if (!m) { ++pc; if (pc == fr->min_wait) merge(*fr, pc, active); break; }
+          const CallSite& cs = fn->calls[I.a0];
+          int l = std::countr_zero(m);
+          uint8_t* base = c.local + size_t(l) * kd.local_stack + fr->localbase;
+          uint64_t msg = 0, file = 0, func = 0;
+          uint32_t line = 0;
+          if (cs.arg_off.size() >= 4) {
+            std::memcpy(&msg, base + cs.arg_off[0], 8);
+            std::memcpy(&file, base + cs.arg_off[1], 8);
+            std::memcpy(&line, base + cs.arg_off[2], 4);
+            std::memcpy(&func, base + cs.arg_off[3], 8);
+          }
+          c.set_fault(LaunchError::Assert, I,
+                      "device-side assertion `" + read_cstr(c, l, msg) + "` failed in " + read_cstr(c, l, func) + " at " +
+                          read_cstr(c, l, file) + ":" + std::to_string(line) + " (thread " + std::to_string(w.tid[0][l]) +
+                          "," + std::to_string(w.tid[1][l]) + "," + std::to_string(w.tid[2][l]) + ")");
+          save();
+          return;
+        }
+        case Ctl::Trap: {
+          if (!m) { ++pc; if (pc == fr->min_wait) merge(*fr, pc, active); break; }
+          if (I.a1 == 1) c.set_fault(LaunchError::Unsupported, I, "unsupported instruction");
+          else c.set_fault(LaunchError::Trap, I, "trap instruction executed");
+          save();
+          return;
+        }
+        case Ctl::Bar: {
+          if (!m) { ++pc; if (pc == fr->min_wait) merge(*fr, pc, active); break; }
+          int l0 = std::countr_zero(m);
+          uint32_t id = uint32_t(c.src(I.s[0])[l0]);
+          uint32_t count = I.s[1] != NOREG ? uint32_t(c.src(I.s[1])[l0]) : 0;
+          if (id >= 16) {
+            c.set_fault(LaunchError::Trap, I, "barrier id " + std::to_string(id) + " out of range (0..15)");
+            save();
+            return;
+          }
+          BarState& B = bars[id];
+          if (count) B.count = count;
+          B.arrived += 32;
+          ++pc;
+          if (I.flags & 2) {  // bar.arrive: no wait
+            if (pc == fr->min_wait) merge(*fr, pc, active);
+            break;
+          }
+          if (I.flags >> 2) {  // bar.red
+            const uint64_t* P = c.src(I.s[2]);
+            bool neg = I.flags & 1;
+            B.red_op = uint8_t(I.flags >> 2);
+            for_lanes(m, [&](int l) {
+              bool v = (P[l] != 0) != neg;
+              B.red_popc += v;
+              B.red_and = B.red_and && v;
+              B.red_or = B.red_or || v;
+            });
+            w.red_dst = I.d[0];
+            w.red_mask = m;
+          }
+          B.waiting++;
+          w.st = Warp::AtBar;
+          w.bar_id = id;
+          if (pc == fr->min_wait) merge(*fr, pc, active);
+          save();
+          return;
+        }
+        default:
+          c.set_fault(LaunchError::Internal, I, "bad control instruction");
+          save();
+          return;
+      }
+      while (group_empty) {
+        group_empty = false;
+        if (fr->waiting) {
+          take_min(*fr, pc, active);
+          break;
+        }
+        if (w.frames.size() == 1) {
+          w.st = Warp::Done;
+          save();
+          return;
+        }
+        // all lanes of the callee are done: copy results and return to the caller
+        uint32_t ret = fr->returned & ~w.exited;
+        const Function& cf = *fn;
+        uint32_t cs_ix = fr->callsite, clocal = fr->localbase;
+        W.icount += cnt;
+        cnt = 0;
+        w.frames.pop_back();
+        load();
+        const CallSite& cs = fn->calls[cs_ix];
+        for (size_t i = 0; i < cs.ret_off.size() && i < cf.rets.size(); ++i) {
+          uint32_t so = clocal + cf.rets[i].offset, dof = fr->localbase + cs.ret_off[i], sz = cf.rets[i].size;
+          for_lanes(ret, [&](int l) {
+            uint8_t* base = c.local + size_t(l) * kd.local_stack;
+            std::memmove(base + dof, base + so, sz);
+          });
+        }
+        // remove exited lanes from the caller's parked lanes as well
+        fr->waiting &= ~w.exited;
+        recompute_min(*fr);
+        active = ret;
+        if (!active) group_empty = true;
+        else if (pc == fr->min_wait) merge(*fr, pc, active);
+        else if (fr->waiting && fr->min_wait < pc) jump(*fr, pc, pc, active);
+      }
+    }
+  }
+};
+
+}  // namespace detail
+
+Engine::Engine(unsigned threads) : impl_(std::make_unique<detail::EngineImpl>()) {
+  unsigned n = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  impl_->nthreads = n;
+  for (unsigned i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<detail::Worker>());
+  for (unsigned i = 1; i < n; ++i) impl_->threads.emplace_back([this, i] { impl_->worker_main(i); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  for (auto& t : impl_->threads) t.join();
+}
+
+unsigned Engine::threads() const { return impl_->nthreads; }
+uint64_t Engine::instructions_executed() const { return impl_->icount.load(); }
+
+LaunchError Engine::launch(const Module& mod, std::string_view kernel, const LaunchConfig& cfg, const void* params,
+                           size_t params_size, DeviceMemory& mem) {
+  using detail::KernelData;
+  const detail::ModuleImpl& M = mod.impl();
+  LaunchError e;
+  auto bad = [&](LaunchError::Kind k, std::string msg) {
+    e.kind = k;
+    e.message = "kernel " + std::string(kernel) + ": " + msg;
+    return e;
+  };
+  const KernelData* kd = nullptr;
+  for (size_t i = 0; i < M.kernels.size(); ++i)
+    if (M.kernels[i].name == kernel) kd = &M.kdata[i];
+  if (!kd) return bad(LaunchError::InvalidConfig, "no such kernel in the module");
+  const detail::Function& f = M.funcs[kd->func];
+  // unsupported constructs anywhere in the kernel's call closure fail the launch up front
+  {
+    std::vector<uint32_t> stack{kd->func}, seen;
+    while (!stack.empty()) {
+      uint32_t u = stack.back();
+      stack.pop_back();
+      if (std::find(seen.begin(), seen.end(), u) != seen.end()) continue;
+      seen.push_back(u);
+      const detail::Function& g = M.funcs[u];
+      if (!g.unsupported.empty())
+        return bad(LaunchError::Unsupported, "unsupported " + g.unsupported + " at PTX line " + std::to_string(g.unsupported_line) +
+                                                 " `" + M.line_text(g.unsupported_line) + "`" + (u != kd->func ? " in function " + g.name : ""));
+      for (uint32_t v : g.callees) stack.push_back(v);
+    }
+  }
+  const Dim3& gd = cfg.grid;
+  const Dim3& bd = cfg.block;
+  if (!gd.x || !gd.y || !gd.z || !bd.x || !bd.y || !bd.z) return bad(LaunchError::InvalidConfig, "zero grid or block dimension");
+  uint64_t nthr = uint64_t(bd.x) * bd.y * bd.z;
+  int maxt = f.maxntid ? f.maxntid : 1024;
+  if (nthr > uint64_t(maxt) || bd.z > 64)
+    return bad(LaunchError::InvalidConfig, "block of " + std::to_string(nthr) + " threads exceeds the limit of " + std::to_string(maxt));
+  if (gd.y > 65535 || gd.z > 65535 || gd.x > 0x7fffffffu) return bad(LaunchError::InvalidConfig, "grid dimension too large");
+  if (params_size < f.param_bytes || (f.param_bytes && !params))
+    return bad(LaunchError::InvalidConfig, "parameter buffer of " + std::to_string(params_size) + " bytes, kernel needs " + std::to_string(f.param_bytes));
+  if (uint64_t(kd->static_shared) + cfg.dynamic_shared_bytes > (1u << 20))
+    return bad(LaunchError::InvalidConfig, "shared memory " + std::to_string(uint64_t(kd->static_shared) + cfg.dynamic_shared_bytes) + " bytes exceeds 1 MiB");
+  uint64_t regs_bytes = uint64_t((nthr + 31) / 32) * kd->reg_stack * 32 * 8, local_bytes = uint64_t((nthr + 31) / 32) * 32 * kd->local_stack;
+  if (regs_bytes > (1ull << 30) || local_bytes > (1ull << 30))
+    return bad(LaunchError::InvalidConfig, "per-block register/local memory too large");
+  for (uint32_t g : kd->globals_used)
+    if (!M.gbound[g]) return bad(LaunchError::InvalidConfig, "global variable '" + M.globals[g].name + "' is not bound to device memory");
+
+  std::lock_guard launch_lock(impl_->launch_mu);
+  detail::Job job;
+  job.mod = &M;
+  job.kd = kd;
+  job.cfg = cfg;
+  job.params.assign(static_cast<const uint8_t*>(params), static_cast<const uint8_t*>(params) + params_size);
+  job.mem = &mem;
+  job.nblocks = uint64_t(gd.x) * gd.y * gd.z;
+  unsigned helpers = unsigned(std::min<uint64_t>(impl_->threads.size(), job.nblocks - 1));
+  if (helpers) {
+    std::lock_guard lk(impl_->mu);
+    impl_->job = &job;
+    impl_->running = unsigned(impl_->threads.size());
+    impl_->gen++;
+  }
+  if (helpers) impl_->cv.notify_all();
+  impl_->run_job(*impl_->workers[0], job);
+  if (helpers) {
+    std::unique_lock lk(impl_->mu);
+    impl_->done_cv.wait(lk, [&] { return impl_->running == 0; });
+    impl_->job = nullptr;
+  }
+  return job.err;
+}
+
+}  // namespace wh::ptx

@@ -1,0 +1,205 @@
+// Internal decoded form of a PTX module and the per-warp execution context.
+#pragma once
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "wormhole/ptx/engine.hpp"
+
+namespace wh::ptx::detail {
+
+constexpr uint32_t NOREG = 0xffffffffu;
+constexpr uint32_t CBIT = 0x80000000u;  // source index refers to the constant pool
+
+enum Ty : uint8_t {
+  T_None, T_B8, T_B16, T_B32, T_B64, T_U8, T_U16, T_U32, T_U64, T_S8, T_S16, T_S32, T_S64,
+  T_F16, T_F16X2, T_BF16, T_BF16X2, T_F32, T_F64, T_Pred, T_B128
+};
+inline int ty_bytes(Ty t) {
+  switch (t) {
+    case T_B8: case T_U8: case T_S8: return 1;
+    case T_B16: case T_U16: case T_S16: case T_F16: case T_BF16: return 2;
+    case T_B32: case T_U32: case T_S32: case T_F32: case T_F16X2: case T_BF16X2: return 4;
+    case T_B64: case T_U64: case T_S64: case T_F64: return 8;
+    case T_B128: return 16;
+    default: return 0;
+  }
+}
+inline bool ty_signed(Ty t) { return t == T_S8 || t == T_S16 || t == T_S32 || t == T_S64; }
+inline bool ty_float(Ty t) { return t == T_F16 || t == T_BF16 || t == T_F32 || t == T_F64; }
+const char* ty_name(Ty t);
+
+enum class Sp : uint8_t { Generic, Global, Const, Shared, Local, KParam };
+const char* sp_name(Sp);
+
+// Address base kinds of a memory operand [base + off]
+enum AVK : uint8_t { AV_None, AV_Imm /*avar is an absolute offset (kernel param)*/, AV_Local, AV_Shared, AV_Global };
+
+enum class Ctl : uint8_t { None, Bra, Call, Ret, Exit, Bar, Trap, Printf, Assert, BadCall, Sreg };
+
+struct Ctx;
+struct Inst;
+using Handler = void (*)(Ctx&, const Inst&, uint32_t mask);
+
+struct Inst {
+  Handler fn = nullptr;
+  Ctl ctl = Ctl::None;
+  uint8_t flags = 0;
+  uint8_t nd = 0, ns = 0;
+  bool gneg = false;
+  Sp space = Sp::Generic;
+  AVK avk = AV_None;
+  uint8_t pad_ = 0;
+  uint32_t guard = NOREG;
+  uint32_t d[4] = {NOREG, NOREG, NOREG, NOREG};
+  uint32_t s[4] = {NOREG, NOREG, NOREG, NOREG};
+  uint32_t areg = NOREG;
+  uint32_t avar = 0;
+  int64_t aoff = 0;
+  uint32_t a0 = 0, a1 = 0;  // aux: branch target, call site, barrier id/count, modes...
+  uint32_t line = 0;
+};
+
+struct Param {
+  uint32_t offset, size, align;
+};
+
+struct CallSite {
+  uint32_t callee;                 // function index
+  std::vector<uint32_t> arg_off;   // caller frame offsets of the argument param vars
+  std::vector<uint32_t> ret_off;   // caller frame offsets of the return param vars
+};
+
+struct Function {
+  std::string name;
+  bool is_entry = false, defined = false, is_extern = false;
+  int builtin = 0;  // 1 vprintf, 2 __assertfail, 3 other extern (unsupported)
+  std::vector<Param> params, rets;  // formal (entry: offsets in the param buffer; func: frame offsets)
+  uint32_t param_bytes = 0;
+  std::vector<Inst> code;
+  std::vector<CallSite> calls;
+  uint32_t nregs = 0;        // register slots
+  uint32_t frame_bytes = 0;  // per-lane local frame: formal params, rets, .local vars, call-site params
+  int maxntid = 0;
+  std::vector<uint32_t> callees, shared_used, globals_used;
+  uint32_t decl_line = 0;
+  std::string unsupported;  // first unsupported construct (reported at launch)
+  uint32_t unsupported_line = 0;
+};
+
+struct SharedVar {
+  std::string name;
+  uint64_t size;
+  uint32_t align;
+  bool is_extern;
+};
+
+struct KernelData {
+  uint32_t func;
+  std::vector<uint32_t> shared_off;  // per SharedVar (only referenced ones meaningful)
+  uint32_t static_shared = 0;
+  uint32_t dyn_align = 16;
+  uint32_t local_stack = 0;  // bytes per lane
+  uint32_t reg_stack = 0;    // register slots per warp stack
+  bool recursive = false;
+  std::vector<uint32_t> globals_used;
+};
+
+struct ModuleImpl {
+  std::string text;
+  std::vector<uint32_t> line_start;
+  std::vector<Function> funcs;
+  std::unordered_map<std::string, uint32_t> func_by_name;
+  std::vector<SharedVar> shared;
+  std::vector<GlobalVar> globals;
+  std::vector<uint64_t> gaddr;
+  std::vector<uint8_t> gbound;
+  std::vector<uint64_t> cpool;  // rows of 32 identical values
+  std::vector<KernelInfo> kernels;
+  std::vector<KernelData> kdata;
+  std::string line_text(uint32_t line) const;
+};
+
+// Parse PTX into `m`; throws nothing, returns false with message.
+bool parse_module(std::string_view text, ModuleImpl& m, std::string* err);
+
+// ---- execution context (one per worker, describes the current warp) ----
+struct Warp;
+struct Ctx {
+  uint64_t* regs = nullptr;
+  const uint64_t* cpool = nullptr;
+  const ModuleImpl* mod = nullptr;
+  const KernelData* kd = nullptr;
+  const Function* func = nullptr;  // current function (for messages)
+  Warp* warp = nullptr;
+  uint32_t warp_id = 0, nwarps = 0;
+  const uint32_t* tid[3] = {nullptr, nullptr, nullptr};
+  Dim3 ntid, nctaid;
+  uint32_t ctaid[3] = {0, 0, 0};
+  uint8_t* shared = nullptr;
+  uint32_t shared_size = 0, dyn_shared = 0;
+  uint8_t* local = nullptr;
+  uint32_t local_stride = 0, frame_local = 0;
+  const uint8_t* kparam = nullptr;
+  uint32_t kparam_size = 0;
+  DeviceMemory* mem = nullptr;
+  DeviceMemory::Region rc{};
+  const uint32_t* shared_off = nullptr;
+  const uint64_t* gaddr = nullptr;
+  bool fault = false;
+  LaunchError err;
+  uint64_t icount = 0;
+
+  const uint64_t* src(uint32_t s) const { return (s & CBIT) ? cpool + uint64_t(s & ~CBIT) * 32 : regs + uint64_t(s) * 32; }
+  uint64_t* dst(uint32_t d) const { return regs + uint64_t(d) * 32; }
+
+  void set_fault(LaunchError::Kind k, const Inst& I, std::string what);
+  void bad_access(const Inst& I, uint64_t addr, uint32_t size, Sp sp, bool write, const char* why);
+  uint8_t* gptr_slow(const Inst& I, uint64_t addr, uint32_t size, bool write, Sp sp);
+  uint8_t* gptr(const Inst& I, uint64_t addr, uint32_t size, bool write, Sp sp) {
+    if (addr - rc.base < rc.size && size <= rc.size - (addr - rc.base) && (!write || rc.writable))
+      return rc.host + (addr - rc.base);
+    return gptr_slow(I, addr, size, write, sp);
+  }
+};
+
+template <class F>
+inline void for_lanes(uint32_t m, F&& f) {
+  if (m == 0xffffffffu) {
+    for (int l = 0; l < 32; ++l) f(l);
+  } else {
+    while (m) {
+      int l = std::countr_zero(m);
+      m &= m - 1;
+      f(l);
+    }
+  }
+}
+// Stops at the first lane for which f returns false.
+template <class F>
+inline void for_lanes_until(uint32_t m, F&& f) {
+  while (m) {
+    int l = std::countr_zero(m);
+    m &= m - 1;
+    if (!f(l)) return;
+  }
+}
+
+// half / bfloat16 helpers
+uint16_t to_narrow(double v, int ebits, int mbits, int mode /*0 rn,1 rz,2 rm,3 rp*/);
+inline uint16_t to_half(double v, int mode = 0) { return to_narrow(v, 5, 10, mode); }
+inline uint16_t to_bf16(double v, int mode = 0) { return to_narrow(v, 8, 7, mode); }
+float half_to_float(uint16_t h);
+inline float bf16_to_float(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+
+// Handlers implemented in rounding.cpp (compiled with -frounding-math)
+// a1 low bits: rounding mode 0 rn 1 rz 2 rm 3 rp
+void h_f32_dir(Ctx&, const Inst&, uint32_t);   // add/sub/mul/fma/div/sqrt/rcp f32 with directed rounding; a0 = op
+void h_f64_dir(Ctx&, const Inst&, uint32_t);
+void h_cvt_generic(Ctx&, const Inst&, uint32_t);  // any cvt; a0 = dst type, a1 = src type | mode<<8 | flags<<16
+
+}  // namespace wh::ptx::detail

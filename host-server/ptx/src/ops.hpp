@@ -1,0 +1,609 @@
+// Instruction handlers: each executes one decoded instruction for all lanes in `m`.
+// Included only by decode.cpp (internal linkage).
+#pragma once
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "cvt.hpp"
+#include "internal.hpp"
+
+namespace wh::ptx::detail {
+namespace {
+
+template <class V>
+inline V get(const uint64_t* r, int l) {
+  if constexpr (std::is_same_v<V, float>) return std::bit_cast<float>(uint32_t(r[l]));
+  else if constexpr (std::is_same_v<V, double>) return std::bit_cast<double>(r[l]);
+  else return static_cast<V>(r[l]);
+}
+template <class V>
+inline uint64_t put(V v) {
+  if constexpr (std::is_same_v<V, float>) return std::bit_cast<uint32_t>(v);
+  else if constexpr (std::is_same_v<V, double>) return std::bit_cast<uint64_t>(v);
+  else if constexpr (std::is_signed_v<V>) return uint64_t(int64_t(v));
+  else return uint64_t(v);
+}
+template <class V>
+using U = std::make_unsigned_t<V>;
+
+// ---------------- functors ----------------
+struct OAdd { template <class V> static V f(V a, V b) { if constexpr (std::is_integral_v<V>) return V(U<V>(a) + U<V>(b)); else return a + b; } };
+struct OSub { template <class V> static V f(V a, V b) { if constexpr (std::is_integral_v<V>) return V(U<V>(a) - U<V>(b)); else return a - b; } };
+struct OMul { template <class V> static V f(V a, V b) { if constexpr (std::is_integral_v<V>) return V(U<V>(a) * U<V>(b)); else return a * b; } };
+struct OMulHi {
+  template <class V> static V f(V a, V b) {
+    if constexpr (sizeof(V) == 8) {
+      if constexpr (std::is_signed_v<V>) return V((__int128(a) * __int128(b)) >> 64);
+      else return V((unsigned __int128)a * (unsigned __int128)b >> 64);
+    } else if constexpr (sizeof(V) == 4) {
+      if constexpr (std::is_signed_v<V>) return V((int64_t(a) * int64_t(b)) >> 32);
+      else return V((uint64_t(a) * uint64_t(b)) >> 32);
+    } else {
+      if constexpr (std::is_signed_v<V>) return V((int32_t(a) * int32_t(b)) >> 16);
+      else return V((uint32_t(a) * uint32_t(b)) >> 16);
+    }
+  }
+};
+struct OMin {
+  template <class V> static V f(V a, V b) {
+    if constexpr (std::is_floating_point_v<V>) return std::fmin(a, b);
+    else return a < b ? a : b;
+  }
+};
+struct OMax {
+  template <class V> static V f(V a, V b) {
+    if constexpr (std::is_floating_point_v<V>) return std::fmax(a, b);
+    else return a > b ? a : b;
+  }
+};
+struct ODiv {
+  template <class V> static V f(V a, V b) {
+    if constexpr (std::is_floating_point_v<V>) return a / b;
+    else {
+      if (b == 0) return V(~U<V>(0));
+      if constexpr (std::is_signed_v<V>) if (a == std::numeric_limits<V>::min() && b == V(-1)) return a;
+      return V(a / b);
+    }
+  }
+};
+struct ORem {
+  template <class V> static V f(V a, V b) {
+    if (b == 0) return a;
+    if constexpr (std::is_signed_v<V>) if (a == std::numeric_limits<V>::min() && b == V(-1)) return 0;
+    return V(a % b);
+  }
+};
+struct OAnd { template <class V> static V f(V a, V b) { return V(a & b); } };
+struct OOr { template <class V> static V f(V a, V b) { return V(a | b); } };
+struct OXor { template <class V> static V f(V a, V b) { return V(a ^ b); } };
+struct OCopysign { template <class V> static V f(V a, V b) { return std::copysign(b, a); } };
+struct OMul24 {
+  template <class V> static V f(V a, V b) {  // .lo variant: low 32 bits of 24x24 product
+    if constexpr (std::is_signed_v<V>) {
+      int64_t x = int32_t(uint32_t(a) << 8) >> 8, y = int32_t(uint32_t(b) << 8) >> 8;
+      return V(int32_t(uint32_t(uint64_t(x * y))));
+    } else {
+      return V(uint32_t((uint64_t(a & 0xffffff) * uint64_t(b & 0xffffff))));
+    }
+  }
+};
+
+struct UNeg { template <class V> static V f(V a) { if constexpr (std::is_integral_v<V>) return V(U<V>(0) - U<V>(a)); else return -a; } };
+struct UAbs {
+  template <class V> static V f(V a) {
+    if constexpr (std::is_floating_point_v<V>) return std::fabs(a);
+    else if constexpr (std::is_signed_v<V>) return a < 0 ? V(U<V>(0) - U<V>(a)) : a;
+    else return a;
+  }
+};
+struct UNot { template <class V> static V f(V a) { return V(~a); } };
+struct UCnot { template <class V> static V f(V a) { return V(a == 0 ? 1 : 0); } };
+struct USqrt { template <class V> static V f(V a) { return std::sqrt(a); } };
+struct URcp { template <class V> static V f(V a) { return V(1) / a; } };
+struct URsqrt { template <class V> static V f(V a) { return V(1) / std::sqrt(a); } };
+struct USin { template <class V> static V f(V a) { return std::sin(a); } };
+struct UCos { template <class V> static V f(V a) { return std::cos(a); } };
+struct UEx2 { template <class V> static V f(V a) { return std::exp2(a); } };
+struct ULg2 { template <class V> static V f(V a) { return std::log2(a); } };
+struct UTanh { template <class V> static V f(V a) { return std::tanh(a); } };
+
+template <class V>
+inline uint32_t popc_(V a) { return uint32_t(std::popcount(U<V>(a))); }
+
+// ---------------- generic shapes ----------------
+void h_nop(Ctx&, const Inst&, uint32_t) {}
+
+void h_mov(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) { D[l] = A[l]; });
+}
+
+template <class V, class Op>
+void h_bin(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  for_lanes(m, [&](int l) { D[l] = put<V>(Op::template f<V>(get<V>(A, l), get<V>(B, l))); });
+}
+
+template <class V, class Op>
+void h_un(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) { D[l] = put<V>(Op::template f<V>(get<V>(A, l))); });
+}
+
+// f32 with .ftz / .sat options
+template <bool FTZ, bool SAT>
+inline float fpost(float r) {
+  if constexpr (FTZ) r = ftz32(r);
+  if constexpr (SAT) r = std::isnan(r) ? 0.0f : std::fmin(std::fmax(r, 0.0f), 1.0f);
+  return r;
+}
+template <bool FTZ>
+inline float fin(const uint64_t* r, int l) {
+  float v = get<float>(r, l);
+  if constexpr (FTZ) v = ftz32(v);
+  return v;
+}
+template <class Op, bool FTZ, bool SAT>
+void h_fbin(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  for_lanes(m, [&](int l) { D[l] = put<float>(fpost<FTZ, SAT>(Op::template f<float>(fin<FTZ>(A, l), fin<FTZ>(B, l)))); });
+}
+template <class Op, bool FTZ, bool SAT>
+void h_fun(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) { D[l] = put<float>(fpost<FTZ, SAT>(Op::template f<float>(fin<FTZ>(A, l)))); });
+}
+template <bool FTZ, bool SAT>
+void h_ffma(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  for_lanes(m, [&](int l) { D[l] = put<float>(fpost<FTZ, SAT>(std::fma(fin<FTZ>(A, l), fin<FTZ>(B, l), fin<FTZ>(C, l)))); });
+}
+template <bool SAT>
+void h_dfma(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  for_lanes(m, [&](int l) {
+    double r = std::fma(get<double>(A, l), get<double>(B, l), get<double>(C, l));
+    if constexpr (SAT) r = std::isnan(r) ? 0.0 : std::fmin(std::fmax(r, 0.0), 1.0);
+    D[l] = put<double>(r);
+  });
+}
+template <class V>
+void h_madlo(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  for_lanes(m, [&](int l) { D[l] = put<V>(V(U<V>(get<V>(A, l)) * U<V>(get<V>(B, l)) + U<V>(get<V>(C, l)))); });
+}
+template <class V>
+void h_madhi(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  for_lanes(m, [&](int l) { D[l] = put<V>(V(U<V>(OMulHi::f<V>(get<V>(A, l), get<V>(B, l))) + U<V>(get<V>(C, l)))); });
+}
+// mul.wide / mad.wide: V is the source type (16 or 32 bit), result twice as wide
+template <class V>
+using Wide = std::conditional_t<sizeof(V) == 4, std::conditional_t<std::is_signed_v<V>, int64_t, uint64_t>,
+                                std::conditional_t<std::is_signed_v<V>, int32_t, uint32_t>>;
+template <class V>
+void h_mulwide(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  for_lanes(m, [&](int l) { D[l] = put<Wide<V>>(Wide<V>(get<V>(A, l)) * Wide<V>(get<V>(B, l))); });
+}
+template <class V>
+void h_madwide(Ctx& c, const Inst& I, uint32_t m) {
+  using W = Wide<V>;
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  for_lanes(m, [&](int l) { D[l] = put<W>(W(U<W>(W(get<V>(A, l)) * W(get<V>(B, l))) + U<W>(get<W>(C, l)))); });
+}
+template <class V, bool LEFT>
+void h_shift(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  constexpr uint32_t bits = sizeof(V) * 8;
+  for_lanes(m, [&](int l) {
+    V a = get<V>(A, l);
+    uint32_t s = uint32_t(B[l]);
+    V r;
+    if constexpr (LEFT) r = s >= bits ? V(0) : V(U<V>(a) << s);
+    else if constexpr (std::is_signed_v<V>) r = s >= bits ? V(a < 0 ? -1 : 0) : V(a >> s);
+    else r = s >= bits ? V(0) : V(a >> s);
+    D[l] = put<V>(r);
+  });
+}
+template <class V>
+void h_popc(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) { D[l] = popc_(get<V>(A, l)); });
+}
+template <class V>
+void h_clz(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) { D[l] = uint32_t(std::countl_zero(U<V>(get<V>(A, l)))); });
+}
+template <class V>
+void h_brev(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) {
+    U<V> x = U<V>(get<V>(A, l)), r = 0;
+    for (unsigned i = 0; i < sizeof(V) * 8; ++i) r |= U<V>(((x >> i) & 1u)) << (sizeof(V) * 8 - 1 - i);
+    D[l] = put<V>(V(r));
+  });
+}
+template <class V>
+void h_bfind(Ctx& c, const Inst& I, uint32_t m) {  // a1: shiftamt
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  constexpr int bits = sizeof(V) * 8;
+  for_lanes(m, [&](int l) {
+    V a = get<V>(A, l);
+    U<V> x = U<V>(a);
+    if constexpr (std::is_signed_v<V>) if (a < 0) x = U<V>(~x);
+    uint32_t r = x == 0 ? 0xffffffffu : uint32_t(bits - 1 - std::countl_zero(x));
+    if (I.a1 && r != 0xffffffffu) r = uint32_t(bits - 1) - r;
+    D[l] = r;
+  });
+}
+template <class V>
+void h_bfe(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  constexpr uint32_t msb = sizeof(V) * 8 - 1;
+  for_lanes(m, [&](int l) {
+    U<V> a = U<V>(get<V>(A, l));
+    uint32_t pos = uint32_t(B[l]) & 0xff, len = uint32_t(C[l]) & 0xff;
+    bool sbit;
+    if constexpr (std::is_signed_v<V>) sbit = len == 0 ? false : ((a >> (pos + len - 1 > msb ? msb : pos + len - 1)) & 1);
+    else sbit = false;
+    U<V> r = 0;
+    for (uint32_t i = 0; i <= msb; ++i) {
+      bool bit = i < len && pos + i <= msb ? ((a >> (pos + i)) & 1) : sbit;
+      r |= U<V>(bit) << i;
+    }
+    D[l] = put<V>(V(r));
+  });
+}
+template <class V>
+void h_bfi(Ctx& c, const Inst& I, uint32_t m) {  // bfi d, a(insert), b(base), c(pos), d(len)
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  const uint64_t* E = c.src(I.s[3]);
+  constexpr uint32_t bits = sizeof(V) * 8;
+  for_lanes(m, [&](int l) {
+    U<V> a = U<V>(get<V>(A, l)), r = U<V>(get<V>(B, l));
+    uint32_t pos = uint32_t(C[l]) & 0xff, len = uint32_t(E[l]) & 0xff;
+    for (uint32_t i = 0; i < len && pos + i < bits; ++i) {
+      U<V> bit = (a >> i) & 1;
+      r = U<V>((r & ~(U<V>(1) << (pos + i))) | (bit << (pos + i)));
+    }
+    D[l] = put<V>(V(r));
+  });
+}
+void h_prmt(Ctx& c, const Inst& I, uint32_t m) {  // default mode only (a1 = mode 0)
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  for_lanes(m, [&](int l) {
+    uint64_t x = (uint64_t(uint32_t(B[l])) << 32) | uint32_t(A[l]);
+    uint32_t sel = uint32_t(C[l]), r = 0;
+    for (int i = 0; i < 4; ++i) {
+      uint32_t s = (sel >> (4 * i)) & 0xf;
+      uint32_t byte = uint32_t(x >> ((s & 7) * 8)) & 0xff;
+      if (s & 8) byte = (byte & 0x80) ? 0xff : 0;
+      r |= byte << (8 * i);
+    }
+    D[l] = r;
+  });
+}
+void h_lop3(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  uint32_t lut = I.a1;
+  for_lanes(m, [&](int l) {
+    uint32_t a = uint32_t(A[l]), b = uint32_t(B[l]), cc = uint32_t(C[l]), r = 0;
+    for (int i = 0; i < 8; ++i)
+      if (lut >> i & 1) r |= ((i & 4) ? a : ~a) & ((i & 2) ? b : ~b) & ((i & 1) ? cc : ~cc);
+    D[l] = r;
+  });
+}
+template <bool LEFT, bool CLAMP>
+void h_shf(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  for_lanes(m, [&](int l) {
+    uint64_t x = (uint64_t(uint32_t(B[l])) << 32) | uint32_t(A[l]);
+    uint32_t n = uint32_t(C[l]);
+    n = CLAMP ? (n > 32 ? 32 : n) : (n & 31);
+    D[l] = LEFT ? uint32_t((x << n) >> 32) : uint32_t(x >> n);
+  });
+}
+void h_selp(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* P = c.src(I.s[2]);
+  for_lanes(m, [&](int l) { D[l] = P[l] ? A[l] : B[l]; });
+}
+template <class V>
+void h_slct(Ctx& c, const Inst& I, uint32_t m) {  // V: type of c (s32 or f32)
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  for_lanes(m, [&](int l) { D[l] = get<V>(C, l) >= V(0) ? A[l] : B[l]; });
+}
+template <class V>
+void h_sad(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  for_lanes(m, [&](int l) {
+    V a = get<V>(A, l), b = get<V>(B, l);
+    D[l] = put<V>(V(U<V>(a < b ? b - a : a - b) + U<V>(get<V>(C, l))));
+  });
+}
+
+// ---------------- compare ----------------
+enum Cmp : uint32_t { C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE, C_EQU, C_NEU, C_LTU, C_LEU, C_GTU, C_GEU, C_NUM, C_NAN };
+template <class V, Cmp C>
+inline bool cmp(V a, V b) {
+  if constexpr (std::is_floating_point_v<V>) {
+    bool un = std::isnan(a) || std::isnan(b);
+    switch (C) {
+      case C_EQ: return !un && a == b;
+      case C_NE: return !un && a != b;
+      case C_LT: return !un && a < b;
+      case C_LE: return !un && a <= b;
+      case C_GT: return !un && a > b;
+      case C_GE: return !un && a >= b;
+      case C_EQU: return un || a == b;
+      case C_NEU: return un || a != b;
+      case C_LTU: return un || a < b;
+      case C_LEU: return un || a <= b;
+      case C_GTU: return un || a > b;
+      case C_GEU: return un || a >= b;
+      case C_NUM: return !un;
+      case C_NAN: return un;
+    }
+  } else {
+    switch (C) {
+      case C_EQ: return a == b;
+      case C_NE: return a != b;
+      case C_LT: return a < b;
+      case C_LE: return a <= b;
+      case C_GT: return a > b;
+      case C_GE: return a >= b;
+      default: return false;
+    }
+  }
+  return false;
+}
+// a1: bool op for the optional c operand: 0 none, 1 and, 2 or, 3 xor; flags bit0: c negated
+template <class V, Cmp C>
+void h_setp(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* P = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  if (I.a1 == 0 && I.d[1] == NOREG) {
+    for_lanes(m, [&](int l) { P[l] = cmp<V, C>(get<V>(A, l), get<V>(B, l)); });
+    return;
+  }
+  uint64_t* Q = I.d[1] != NOREG ? c.dst(I.d[1]) : nullptr;
+  const uint64_t* CC = I.a1 ? c.src(I.s[2]) : nullptr;
+  bool cn = I.flags & 1;
+  for_lanes(m, [&](int l) {
+    bool t = cmp<V, C>(get<V>(A, l), get<V>(B, l));
+    bool cv = CC ? (bool(CC[l]) != cn) : false;
+    auto comb = [&](bool x) {
+      switch (I.a1) {
+        case 1: return x && cv;
+        case 2: return x || cv;
+        case 3: return x != cv;
+        default: return x;
+      }
+    };
+    bool p = comb(t), q = comb(!t);
+    P[l] = p;
+    if (Q) Q[l] = q;
+  });
+}
+// set.cmp.dtype.stype: d = 0xffffffff/0 (integer) or 1.0f/0.0f
+template <class V, Cmp C>
+void h_set(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* CC = I.a1 ? c.src(I.s[2]) : nullptr;
+  bool cn = I.flags & 1, fdst = I.flags & 2;
+  for_lanes(m, [&](int l) {
+    bool t = cmp<V, C>(get<V>(A, l), get<V>(B, l));
+    bool cv = CC ? (bool(CC[l]) != cn) : false;
+    if (I.a1 == 1) t = t && cv;
+    else if (I.a1 == 2) t = t || cv;
+    else if (I.a1 == 3) t = t != cv;
+    D[l] = fdst ? (t ? 0x3f800000u : 0u) : (t ? 0xffffffffu : 0u);
+  });
+}
+void h_testp(Ctx& c, const Inst& I, uint32_t m) {  // a0: 0 finite 1 infinite 2 number 3 notanumber 4 normal 5 subnormal; a1: 1=f64
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) {
+    double x = I.a1 ? get<double>(A, l) : double(get<float>(A, l));
+    int cls = I.a1 ? std::fpclassify(get<double>(A, l)) : std::fpclassify(get<float>(A, l));
+    bool r = false;
+    switch (I.a0) {
+      case 0: r = std::isfinite(x); break;
+      case 1: r = std::isinf(x); break;
+      case 2: r = !std::isnan(x); break;
+      case 3: r = std::isnan(x); break;
+      case 4: r = cls == FP_NORMAL; break;
+      case 5: r = cls == FP_SUBNORMAL; break;
+    }
+    D[l] = r;
+  });
+}
+// predicate logic: and/or/xor/not on .pred registers
+template <class Op>
+void h_pbin(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  for_lanes(m, [&](int l) { D[l] = Op::template f<uint64_t>(A[l] != 0, B[l] != 0) & 1; });
+}
+void h_pnot(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) { D[l] = A[l] == 0; });
+}
+
+// ---------------- conversions ----------------
+template <class D, class S>
+void h_cvt_fast(Ctx& c, const Inst& I, uint32_t m) {  // plain integer / exact conversions
+  uint64_t* Dr = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) { Dr[l] = put<D>(D(get<S>(A, l))); });
+}
+void h_cvt_lanes(Ctx& c, const Inst& I, uint32_t m) {  // a0 dst type, a1: src | mode<<8 | sat<<16 | ftz<<17
+  uint64_t* Dr = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  Ty dt = Ty(I.a0), st = Ty(I.a1 & 0xff);
+  int mode = (I.a1 >> 8) & 0xff;
+  bool sat = (I.a1 >> 16) & 1, ftz = (I.a1 >> 17) & 1;
+  for_lanes(m, [&](int l) { Dr[l] = cvt_lane(A[l], dt, st, mode, sat, ftz); });
+}
+// mov.b64 d, {a, b} / mov.b32 d, {a, b}: pack a0 = element bits, ns elements
+void h_pack(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* S[4];
+  for (int i = 0; i < I.ns; ++i) S[i] = c.src(I.s[i]);
+  uint32_t eb = I.a0;
+  uint64_t mask = eb >= 64 ? ~0ull : ((1ull << eb) - 1);
+  for_lanes(m, [&](int l) {
+    uint64_t r = 0;
+    for (int i = 0; i < I.ns; ++i) r |= (S[i][l] & mask) << (eb * i);
+    D[l] = r;
+  });
+}
+void h_unpack(Ctx& c, const Inst& I, uint32_t m) {
+  const uint64_t* A = c.src(I.s[0]);
+  uint32_t eb = I.a0;
+  uint64_t mask = eb >= 64 ? ~0ull : ((1ull << eb) - 1);
+  uint64_t tmp[32];
+  for_lanes(m, [&](int l) { tmp[l] = A[l]; });
+  for (int i = 0; i < I.nd; ++i) {
+    if (I.d[i] == NOREG) continue;
+    uint64_t* D = c.dst(I.d[i]);
+    for_lanes(m, [&](int l) { D[l] = (tmp[l] >> (eb * i)) & mask; });
+  }
+}
+
+// ---------------- half precision ----------------
+// a0: op 0 add 1 sub 2 mul 3 fma 4 neg 5 abs 6 min 7 max; a1: 0 f16, 1 f16x2, 2 bf16, 3 bf16x2; flags bit1 sat
+void h_half(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = I.ns > 1 ? c.src(I.s[1]) : A;
+  const uint64_t* C = I.ns > 2 ? c.src(I.s[2]) : A;
+  bool bf = I.a1 >= 2, x2 = I.a1 & 1, sat = I.flags & 2;
+  auto rdh = [&](uint64_t v, int k) -> double {
+    uint16_t h = uint16_t(v >> (16 * k));
+    return bf ? bf16_to_float(h) : half_to_float(h);
+  };
+  for_lanes(m, [&](int l) {
+    uint64_t out = 0;
+    for (int k = 0; k < (x2 ? 2 : 1); ++k) {
+      double a = rdh(A[l], k), b = rdh(B[l], k), cc = rdh(C[l], k), r = 0;
+      switch (I.a0) {
+        case 0: r = a + b; break;
+        case 1: r = a - b; break;
+        case 2: r = a * b; break;
+        case 3: r = a * b + cc; break;
+        case 4: r = -a; break;
+        case 5: r = std::fabs(a); break;
+        case 6: r = std::fmin(a, b); break;
+        case 7: r = std::fmax(a, b); break;
+      }
+      if (sat) r = std::isnan(r) ? 0.0 : std::fmin(std::fmax(r, 0.0), 1.0);
+      uint16_t h = bf ? to_bf16(r) : to_half(r);
+      out |= uint64_t(h) << (16 * k);
+    }
+    D[l] = out;
+  });
+}
+
+// ---------------- address-of, cvta, special registers ----------------
+inline uint64_t var_base(const Ctx& c, const Inst& I) {
+  switch (I.avk) {
+    case AV_Imm: return I.avar;
+    case AV_Local: return uint64_t(c.frame_local) + I.avar;
+    case AV_Shared: return c.shared_off[I.avar];
+    case AV_Global: return c.gaddr[I.avar];
+    default: return 0;
+  }
+}
+void h_varaddr(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  uint64_t v = var_base(c, I) + uint64_t(I.aoff);
+  for_lanes(m, [&](int l) { D[l] = v; });
+}
+template <bool TO>
+void h_cvta(Ctx& c, const Inst& I, uint32_t m) {  // avar: window base
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  uint64_t base = (uint64_t(I.a0) << 32) | I.a1;
+  for_lanes(m, [&](int l) { D[l] = TO ? A[l] - base : A[l] + base; });
+}
+void h_isspacep(Ctx& c, const Inst& I, uint32_t m) {  // a0: Sp
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) {
+    uint64_t a = A[l], hi = a & 0xFFFFFFFF00000000ull;
+    bool r = false;
+    switch (Sp(I.a0)) {
+      case Sp::Shared: r = hi == kSharedWindow; break;
+      case Sp::Local: r = hi == kLocalWindow; break;
+      case Sp::KParam: r = hi == kParamWindow; break;
+      default: r = a < kWindowLow; break;
+    }
+    D[l] = r;
+  });
+}
+
+}  // namespace
+}  // namespace wh::ptx::detail
