@@ -22,6 +22,12 @@
 #                       before the guests boot
 #   --host-check CMD    run after the guests; must exit 0
 #   --keep              keep the region files
+#   --mailbox MB        one more region, attached to every VM as its last
+#                       ivshmem device (the VM's own region stays the first):
+#                       guests can hand each other values (wh-ivshmem
+#                       poke/peek on $WH_MAILBOX_DEV in the job), e.g. a
+#                       handle of VM a that VM b must not be able to use.
+#                       The host file is $WH_MAILBOX.
 #   --smp N --mem MB --shm-size MB --accel A   defaults for every VM
 # VM options (after --vm NAME, apply to that VM):
 #   --job FILE | --job-name NAME   what the guest runs (see vm/launch.sh)
@@ -42,7 +48,7 @@ set -euo pipefail
 die() { echo "run-vms: $*" >&2; exit 2; }
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-IMAGE="" WORKDIR="" SHMDIR="" TIMEOUT=300 KEEP=0 GRACE=0
+IMAGE="" WORKDIR="" SHMDIR="" TIMEOUT=300 KEEP=0 GRACE=0 MAILBOX_MB=0
 HOST_SETUP="" HOST_READY="" HOST_CHECK=""
 HOSTS=() NAMES=()
 D_SMP=1 D_MEM=512 D_SHM=16 D_ACCEL=${WORMHOLE_ACCEL:-tcg}
@@ -62,6 +68,7 @@ while (($#)); do
     --host-check) HOST_CHECK=$2; shift 2 ;;
     --host-grace) GRACE=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --mailbox) MAILBOX_MB=$2; shift 2 ;;
     --accel) D_ACCEL=$2; shift 2 ;;
     --vm)
       [[ $2 =~ ^[A-Za-z][A-Za-z0-9_]*$ ]] || die "VM names: letters, digits, _ ('$2')"
@@ -94,6 +101,7 @@ cleanup() {
   for p in "${HOST_PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done
   if ((!KEEP)); then
     for n in "${NAMES[@]}"; do rm -f "$SHMDIR/$n"; done
+    rm -f "$SHMDIR/mailbox.shm"
     ((OWN_SHMDIR)) && rmdir "$SHMDIR" 2>/dev/null || true
   fi
 }
@@ -108,6 +116,13 @@ for n in "${NAMES[@]}"; do
   export "WH_SHM_$n=$f"
   WH_SERVER_VM_ARGS+="${WH_SERVER_VM_ARGS:+ }--vm $n=$f"
 done
+
+MAILBOX_ARGS=()
+if ((MAILBOX_MB > 0)); then
+  export WH_MAILBOX=$SHMDIR/mailbox.shm
+  rm -f "$WH_MAILBOX"; truncate -s "${MAILBOX_MB}M" "$WH_MAILBOX"
+  MAILBOX_ARGS=(--shm "$WH_MAILBOX:$MAILBOX_MB" --env "WH_MAILBOX_SIZE=$((MAILBOX_MB << 20))")
+fi
 
 t0=$(date +%s.%N)
 elapsed() { awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}"; }
@@ -141,7 +156,7 @@ for n in "${NAMES[@]}"; do
   fi
   "$HERE/launch.sh" --image "$IMAGE" --name "$n" --shm "$SHMDIR/$n:$mb" \
     --log "$WORKDIR/$n.serial.log" --timeout "$TIMEOUT" --accel "$D_ACCEL" \
-    --smp "$D_SMP" --mem "$D_MEM" --env "WH_SHM_SIZE=$((mb << 20))" "${args[@]}" \
+    --smp "$D_SMP" --mem "$D_MEM" --env "WH_SHM_SIZE=$((mb << 20))" "${MAILBOX_ARGS[@]}" "${args[@]}" \
     >"$WORKDIR/$n.launch.log" 2>&1 &
   VM_PID[$n]=$!
 done

@@ -5,6 +5,17 @@
 [ -f /wh/env ] && . /wh/env
 WH_FAILS=0
 
+# With a mailbox region (vm/run-vms.sh --mailbox), the VM's own region is
+# the first ivshmem device and the mailbox the last: pin Wormhole to the
+# first, and name the mailbox for wh-ivshmem --device "$WH_MAILBOX_DEV".
+if [ -n "${WH_MAILBOX_SIZE:-}" ]; then
+  _devs=$(for d in /sys/bus/pci/devices/*; do
+            [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x1110 ] && basename $d
+          done | sort)
+  export WORMHOLE_DEVICE=$(echo "$_devs" | head -n1)
+  export WH_MAILBOX_DEV=$(echo "$_devs" | tail -n1)
+fi
+
 # wh_result NAME PASS|FAIL [detail...]
 wh_result() {
   _n=$1 _s=$2; shift 2

@@ -7,6 +7,9 @@
 //   wh-ivshmem check --seed S [--offset O] [--len L]   verify it
 //   wh-ivshmem echo  [--offset O] [--idle-timeout S] [--poll-us U]
 //   wh-ivshmem ping  [--offset O] [--iters N] [--warmup W] [--ready-timeout S]
+//   wh-ivshmem poke  --offset O --value V        store a 64-bit word
+//   wh-ivshmem peek  --offset O [--wait S]       print a 64-bit word (with
+//                    --wait, first wait up to S seconds for it to be non-zero)
 //
 // echo/ping: a spin ping-pong on one cache line at --offset. ping writes a
 // sequence number, echo copies it back; ping prints
@@ -84,8 +87,9 @@ struct Args {
 int usage() {
   std::fprintf(stderr,
                "usage: wh-ivshmem [--device SPEC] [--sysfs ROOT] [--expect-size B] "
-               "list|info|fill|check|echo|ping [--seed S] [--offset O] [--len L] "
-               "[--iters N] [--warmup W] [--idle-timeout S] [--ready-timeout S] [--poll-us U]\n");
+               "list|info|fill|check|echo|ping|peek|poke [--seed S] [--offset O] [--len L] "
+               "[--iters N] [--warmup W] [--idle-timeout S] [--ready-timeout S] [--poll-us U] "
+               "[--value V] [--wait S]\n");
   return 2;
 }
 
@@ -167,6 +171,27 @@ int do_echo(const wh::ivshmem::Mapping& m, const Args& a) {
   return 0;
 }
 
+// A word of a mailbox region: lets guests (or a guest and the host) hand
+// each other values, e.g. a handle that VM B must fail to use.
+int do_peek_poke(const wh::ivshmem::Mapping& m, const Args& a, bool poke) {
+  u64 off = a.num("offset", ~0ull);
+  if (off % 8 || off > m.size - 8) return usage();
+  auto w = word(m.base, off, 0);
+  if (poke) {
+    w.store(a.num("value", 0), std::memory_order_seq_cst);
+    return 0;
+  }
+  double wait_s = static_cast<double>(a.num("wait", 0));
+  u64 t0 = now_ns();
+  u64 v = w.load(std::memory_order_acquire);
+  while (v == 0 && static_cast<double>(now_ns() - t0) < wait_s * 1e9) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    v = w.load(std::memory_order_acquire);
+  }
+  std::printf("0x%" PRIx64 "\n", v);
+  return (wait_s > 0 && v == 0) ? 3 : 0;
+}
+
 int do_ping(const wh::ivshmem::Mapping& m, const Args& a) {
   u64 off = a.num("offset", 0);
   if (off % 64 || off + 64 > m.size) return usage();
@@ -240,7 +265,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (a.cmd != "info" && a.cmd != "fill" && a.cmd != "check" && a.cmd != "echo" &&
-      a.cmd != "ping")
+      a.cmd != "ping" && a.cmd != "peek" && a.cmd != "poke")
     return usage();
 
   wh::ivshmem::Options opt;
@@ -264,5 +289,6 @@ int main(int argc, char** argv) {
   if (a.cmd == "fill") return do_fill_check(*m, a, false);
   if (a.cmd == "check") return do_fill_check(*m, a, true);
   if (a.cmd == "echo") return do_echo(*m, a);
+  if (a.cmd == "peek" || a.cmd == "poke") return do_peek_poke(*m, a, a.cmd == "poke");
   return do_ping(*m, a);
 }
