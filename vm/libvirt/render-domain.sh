@@ -30,7 +30,7 @@ SHM_NAME=${SHM_NAME:-$NAME}
 CPU_MODE=maximum; [[ $TYPE == kvm ]] && CPU_MODE=host-passthrough
 LOG=${LOG:-/var/log/libvirt/qemu/$NAME.serial.log}
 EMU=$(command -v qemu-system-x86_64 || echo /usr/bin/qemu-system-x86_64)
-CMDLINE="console=ttyS0,115200 panic=-1 quiet loglevel=3 mitigations=off wh.name=$NAME${JOB:+ wh.job=$JOB}${EXTRA:+ $EXTRA}"
+CMDLINE="console=ttyS0,115200 panic=-1 quiet loglevel=3 mitigations=off no_timer_check tsc=reliable wh.name=$NAME${JOB:+ wh.job=$JOB}${EXTRA:+ $EXTRA}"
 esc() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s/'/\&apos;/g" <<<"$1"; }
 sub() { local v; v=$(esc "$2" | sed 's/[\\|&]/\\&/g'); SEDS+=(-e "s|@$1@|$v|g"); }
 SEDS=()
