@@ -96,8 +96,10 @@ fi
 
 # ------------------------------------------------------------ run directory
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/wh-vm-$NAME.XXXXXX")
-cleanup() { rm -rf "$RUN"; }
+tpid=""
+cleanup() { [[ -n $tpid ]] && kill -TERM "$tpid" 2>/dev/null; rm -rf "$RUN"; }
 trap cleanup EXIT
+trap 'exit 143' TERM INT HUP   # so that cleanup stops QEMU (timeout passes TERM on)
 
 # The per-run part of the initramfs (job, env, files) is a second cpio
 # archive appended to the image's: the kernel unpacks both, in order.

@@ -96,8 +96,10 @@ if [[ -z $SHMDIR ]]; then SHMDIR=$(mktemp -d /dev/shm/wh-vms.XXXXXX); OWN_SHMDIR
 mkdir -p "$SHMDIR"
 
 HOST_PIDS=()
+declare -A VM_PID=()
 cleanup() {
   local p
+  for p in "${VM_PID[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${HOST_PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done
   if ((!KEEP)); then
     for n in "${NAMES[@]}"; do rm -f "$SHMDIR/$n"; done
@@ -106,6 +108,7 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
 
 # ------------------------------------------------------------ regions
 export WH_VMS="${NAMES[*]}" WH_WORKDIR=$WORKDIR WH_SERVER_VM_ARGS=""
@@ -147,7 +150,6 @@ if [[ -n $HOST_READY ]]; then
 fi
 
 # ------------------------------------------------------------ guests
-declare -A VM_PID=()
 for n in "${NAMES[@]}"; do
   mb=${V_SHM[$n]:-$D_SHM}
   args=()
@@ -164,6 +166,7 @@ declare -A VM_RC=()
 for n in "${NAMES[@]}"; do
   set +e; wait "${VM_PID[$n]}"; VM_RC[$n]=$?; set -e
 done
+VM_PID=()
 t_guests=$(elapsed)
 
 # ------------------------------------------------------------ host side
