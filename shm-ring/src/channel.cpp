@@ -162,7 +162,8 @@ Status ClientChannel::wait_attached(std::chrono::milliseconds timeout) {
 
 void ClientChannel::notify_server() { ring_bell(policy_, &ch_->server_sleeping, &ch_->req_bell); }
 
-Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts) {
+Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
+                                    Clock::time_point deadline) {
   std::lock_guard lk(write_mu_);
   for (;;) {
     if (Status b = status(); b != Status::Ok) return b;
@@ -181,8 +182,9 @@ Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<c
     poll.sleep = WaitPolicy::Sleep::Poll;
     uint64_t head = load_acq(&ch_->req_head);
     wait_until(poll, nullptr, nullptr, [&] { return load_acq(&ch_->req_head) != head; },
-               Clock::now() + std::chrono::milliseconds(50));
+               std::min(deadline, Clock::now() + std::chrono::milliseconds(50)));
     if (load_acq(&ch_->req_head) != head) continue;
+    if (Clock::now() >= deadline) return Status::Timeout;
     uint32_t st = load_acq(&ch_->state);
     if (st != WH_CHAN_ACTIVE && st != WH_CHAN_CLAIMED) {
       set_broken(Status::Closed, "channel no longer active");
@@ -196,14 +198,16 @@ Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<c
 }
 
 Status ClientChannel::post(uint16_t opcode, uint32_t aux,
-                           std::span<const std::span<const uint8_t>> parts, uint16_t version) {
+                           std::span<const std::span<const uint8_t>> parts, uint16_t version,
+                           std::chrono::milliseconds timeout) {
   wh_msg_hdr h{};
   h.version = version;
   h.opcode = opcode;
   h.flags = WH_MSG_F_POSTED;
   h.aux = aux;
   h.call_id = next_call_id_.fetch_add(1, std::memory_order_relaxed);
-  return write_request(h, parts);
+  auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
+  return write_request(h, parts, deadline);
 }
 
 // Under read_mu_. Delivers every response in the ring to its waiter.
@@ -327,9 +331,9 @@ Status ClientChannel::call(uint16_t opcode, uint32_t aux,
     std::lock_guard lk(pending_mu_);
     pending_.push_back(&p);
   }
-  Status s = write_request(h, parts);
-  if (s != Status::Ok) return leave(p, s);
   auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
+  Status s = write_request(h, parts, deadline);
+  if (s != Status::Ok) return leave(p, s);
   return wait_reply(p, deadline);
 }
 

@@ -226,10 +226,14 @@ class ClientChannel {
   uint32_t index() const { return index_; }
   uint64_t generation() const { return generation_; }
 
-  // Fire-and-forget request (flag WH_MSG_F_POSTED). Waits for ring space.
+  // Fire-and-forget request (flag WH_MSG_F_POSTED). Waits for ring space:
+  // without a timeout (0) as long as the server lives; with one, gives up
+  // with Timeout (a live server that stopped draining cannot block us).
   Status post(uint16_t opcode, uint32_t aux, std::span<const std::span<const uint8_t>> parts,
-              uint16_t version = 1);
-  // Request and wait for the response with the same call id.
+              uint16_t version = 1,
+              std::chrono::milliseconds timeout = std::chrono::milliseconds(0) /*0: none*/);
+  // Request and wait for the response with the same call id. The timeout
+  // covers waiting for ring space as well as for the reply.
   Status call(uint16_t opcode, uint32_t aux, std::span<const std::span<const uint8_t>> parts,
               Message& reply, uint16_t version = 1,
               std::chrono::milliseconds timeout = std::chrono::milliseconds(0) /*0: none*/);
@@ -247,7 +251,8 @@ class ClientChannel {
  private:
   ClientChannel() = default;
   struct Pending;
-  Status write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts);
+  Status write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
+                       Clock::time_point deadline);
   Status wait_reply(Pending& p, Clock::time_point deadline);
   Status drain_responses();
   void set_broken(Status s, std::string why);
