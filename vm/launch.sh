@@ -97,7 +97,7 @@ fi
 # ------------------------------------------------------------ run directory
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/wh-vm-$NAME.XXXXXX")
 tpid=""
-cleanup() { [[ -n $tpid ]] && kill -TERM "$tpid" 2>/dev/null; rm -rf "$RUN"; }
+cleanup() { if [[ -n $tpid ]]; then kill -TERM "$tpid" 2>/dev/null || true; fi; rm -rf "$RUN"; }
 trap cleanup EXIT
 trap 'exit 143' TERM INT HUP   # so that cleanup stops QEMU (timeout passes TERM on)
 
@@ -163,8 +163,9 @@ QEMU_ARGS=(-name "$NAME" -machine pc "${ACCEL_ARGS[@]}" -smp "$SMP" -m "$MEM"
            "${DEV_ARGS[@]}" "${QARGS[@]}")
 
 if ((INTERACTIVE)); then
-  trap - EXIT   # exec: the run directory (extra initrd) must outlive us
-  exec "$QEMU" "${QEMU_ARGS[@]}" -serial mon:stdio
+  set +e
+  "$QEMU" "${QEMU_ARGS[@]}" -serial mon:stdio
+  exit $?
 fi
 
 mkdir -p "$(dirname "$LOG")"
