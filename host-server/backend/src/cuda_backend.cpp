@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "wormhole/server/backend.hpp"
+#include "wormhole/server/blas.hpp"
 
 namespace wh::server {
 
@@ -88,6 +89,7 @@ Err map(CUresult r) { return Err(r); }
 
 struct CuStream : Stream {
   CUstream s = nullptr;
+  void* native() override { return s; }
 };
 struct CuEvent : Event {
   CUevent e = nullptr;
@@ -103,6 +105,7 @@ class CudaContext final : public Context {
  public:
   CudaContext(Driver& d, CUcontext ctx, uint64_t quota) : d_(d), ctx_(ctx), quota_(quota) {}
   ~CudaContext() override {
+    blas_.reset();  // cuBLAS handles before the context they live in
     d_.cuCtxSetCurrent(ctx_);
     if (mapped_) d_.cuMemHostUnregister(mapped_);
     d_.cuCtxDestroy(ctx_);  // frees every allocation, module, stream, event
@@ -283,6 +286,10 @@ class CudaContext final : public Context {
     cur();
     return map(d_.cuCtxSynchronize());
   }
+  Blas* blas(std::string* err) override {
+    if (!blas_) blas_ = make_cuda_blas([this] { cur(); }, err);
+    return blas_.get();
+  }
 
  private:
   Driver& d_;
@@ -291,6 +298,7 @@ class CudaContext final : public Context {
   uint64_t used_ = 0;
   std::unordered_map<uint64_t, uint64_t> sizes_;
   void* mapped_ = nullptr;
+  std::unique_ptr<Blas> blas_;  // libcublas.so.13 (cuda_blas.cpp), on first use
 };
 
 class CudaBackend final : public Backend {

@@ -15,6 +15,7 @@
 #include "wormhole/proto/device_attrs.hpp"
 #include "wormhole/ptx/engine.hpp"
 #include "wormhole/server/backend.hpp"
+#include "wormhole/server/blas.hpp"
 
 namespace wh::server {
 
@@ -260,6 +261,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   uint8_t* host_view(uint64_t dptr, uint64_t bytes) override {
     return bytes ? translate(dptr, bytes, true) : nullptr;
   }
+  Blas* blas(std::string*) override {
+    if (!blas_) blas_ = make_sim_blas(*this);
+    return blas_.get();
+  }
 
  private:
   struct Alloc {
@@ -274,6 +279,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   uint8_t* mapped_host_ = nullptr;
   uint64_t mapped_bytes_ = 0, mapped_dptr_ = 0;
   ptx::Engine engine_;
+  std::unique_ptr<Blas> blas_;  // OpenBLAS over host_view (sim_blas.cpp)
 };
 
 class SimBackend final : public Backend {

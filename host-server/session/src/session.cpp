@@ -65,6 +65,7 @@ Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
 
 Session::~Session() {
   // Objects before the context that owns them on the device.
+  blas_handles_.clear();
   kernels_.clear();
   modules_.for_each([&](uint64_t, ModuleEntry& m) { ctx_->module_unload(*m.mod); });
   modules_.clear();

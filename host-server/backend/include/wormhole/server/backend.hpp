@@ -41,10 +41,17 @@ struct Dim3 {
 };
 
 // Opaque backend objects; the session owns their lifetime via handles.
-struct Stream { virtual ~Stream() = default; };
+struct Stream {
+  virtual ~Stream() = default;
+  // The backend's own stream (a CUstream on a GPU; nullptr on the sim
+  // device), for library backends such as cuBLAS.
+  virtual void* native() { return nullptr; }
+};
 struct Event { virtual ~Event() = default; };
 struct Module { virtual ~Module() = default; };
 struct Kernel { virtual ~Kernel() = default; };
+
+class Blas;  // wormhole/server/blas.hpp
 
 class Context {
  public:
@@ -87,6 +94,13 @@ class Context {
   // range is inside one allocation (nullptr otherwise, and always on a
   // GPU). Library backends on the sim device (OpenBLAS for cuBLAS) use it.
   virtual uint8_t* host_view(uint64_t dptr, uint64_t bytes) { return nullptr; }
+
+  // This context's BLAS (cuBLAS semantics), created on first use; nullptr
+  // (and *err) when the backend has none (e.g. no libcublas on the host).
+  virtual Blas* blas(std::string* err) {
+    if (err) *err = "no BLAS on this backend";
+    return nullptr;
+  }
 };
 
 struct ContextLimits {

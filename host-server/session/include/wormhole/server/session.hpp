@@ -12,6 +12,7 @@
 
 #include "wormhole/proto/dispatch.hpp"
 #include "wormhole/server/backend.hpp"
+#include "wormhole/server/blas.hpp"
 #include "wormhole/server/handles.hpp"
 
 namespace wh::server {
@@ -65,6 +66,17 @@ class Session {
     bool recorded = false;
   };
 
+  struct BlasEntry {
+    std::unique_ptr<BlasHandle> h;
+  };
+  // cuBLAS (session_blas.cpp): resolves a guest handle, its stream and
+  // pointer mode into the backend's per-call settings.
+  Err blas_begin(uint64_t handle, uint64_t stream, uint32_t flags, Blas** blas, BlasHandle** h, BlasCall* call);
+  // The device range a matrix or vector operand spans, checked.
+  bool blas_matrix(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t es) const;
+  bool blas_vector(uint64_t ptr, int64_t n, int64_t inc, uint64_t es) const;
+  bool blas_scalar(uint32_t flags, uint64_t word, uint64_t es, bool as_double, BlasScalar* out) const;
+
   Err resolve_stream(uint64_t h, Stream** out);
   bool device_range(uint64_t addr, uint64_t n) const;  // inside one of our allocations
   uint8_t* host_range(uint64_t off, uint64_t n) const;  // inside our data area
@@ -85,6 +97,7 @@ class Session {
   HandleTable<KernelEntry> kernels_{0x4b, 1 << 16};
   HandleTable<StreamEntry> streams_{0x53, 4096};
   HandleTable<EventEntry> events_{0x45, 1 << 16};
+  HandleTable<BlasEntry> blas_handles_{0x42, 1024};
   Err deferred_ = cudaSuccess;  // first error of posted work, not yet reported
   Err sticky_ = cudaSuccess;    // a kernel fault: the context is unusable
   uint64_t violations_ = 0;

@@ -1,0 +1,61 @@
+// How libcublas.so.13 reaches wormhole-server: through the connection of the
+// process's libcudart.so.13 (Wormhole's drop-in), so cuBLAS calls run in the
+// same server session as cudaMalloc and kernel launches, in issue order.
+// libcudart exports wh_guest_connection() and wh_guest_call(); the typed
+// wrappers below keep the API table's structs on both sides.
+#pragma once
+
+#include <cublas_v2.h>
+
+#include "connection.hpp"  // guest-lib/cudart/src: wh::guest::Connection
+#include "wormhole/proto/wire.hpp"
+
+extern "C" {
+void* wh_guest_connection(void);
+int wh_guest_call(uint16_t op, const void* rq, size_t rq_len, const void* tail, size_t tail_len, void* rs,
+                  size_t rs_len, int posted);
+}
+
+// The guest side of a cuBLAS handle.
+struct cublasContext {
+  uint64_t server = 0;  // the session's handle (BlasCreate)
+  cudaStream_t stream = nullptr;
+  cublasPointerMode_t pmode = CUBLAS_POINTER_MODE_HOST;
+  cublasMath_t math = CUBLAS_DEFAULT_MATH;
+  cublasAtomicsMode_t atomics = CUBLAS_ATOMICS_NOT_ALLOWED;
+  int version = CUBLAS_VERSION;
+};
+
+namespace wh::guest::blas {
+
+inline wh::guest::Connection* conn() { return static_cast<wh::guest::Connection*>(wh_guest_connection()); }
+
+template <proto::Op O>
+cudaError_t call(const typename proto::OpTraits<O>::Request& rq, typename proto::OpTraits<O>::Response* rs) {
+  return cudaError_t(wh_guest_call(uint16_t(O), &rq, proto::wire_size<typename proto::OpTraits<O>::Request>, nullptr, 0,
+                                   rs, proto::wire_size<typename proto::OpTraits<O>::Response>, 0));
+}
+template <proto::Op O>
+cudaError_t post(const typename proto::OpTraits<O>::Request& rq) {
+  return cudaError_t(wh_guest_call(uint16_t(O), &rq, proto::wire_size<typename proto::OpTraits<O>::Request>, nullptr, 0,
+                                   nullptr, 0, 1));
+}
+
+// A server status (cudaError_t) as the cublasStatus_t cuBLAS would return.
+inline cublasStatus_t status(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return CUBLAS_STATUS_SUCCESS;
+    case cudaErrorInvalidValue: return CUBLAS_STATUS_INVALID_VALUE;
+    case cudaErrorMemoryAllocation: return CUBLAS_STATUS_ALLOC_FAILED;
+    case cudaErrorNotSupported: return CUBLAS_STATUS_NOT_SUPPORTED;
+    case cudaErrorInvalidResourceHandle:
+    case cudaErrorInitializationError:
+    case cudaErrorDevicesUnavailable: return CUBLAS_STATUS_NOT_INITIALIZED;
+    case cudaErrorIllegalAddress: return CUBLAS_STATUS_MAPPING_ERROR;
+    default: return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+}
+
+void log_once(const char* what);
+
+}  // namespace wh::guest::blas

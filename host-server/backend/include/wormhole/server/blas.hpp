@@ -1,0 +1,109 @@
+// wormhole/server/blas.hpp - the BLAS seam of a device backend: what the
+// session's cuBLAS bodies (session_blas.cpp) call. cuBLAS semantics
+// throughout: column-major matrices, cublasOperation_t transposes, leading
+// dimensions in elements, alpha/beta either host values or device addresses
+// (pointer mode), results written to host or device memory likewise.
+//
+// The session has already checked every handle, dimension, leading
+// dimension, increment, stride, batch count and the device range of every
+// operand. What only the device can police is the content of device memory:
+// the pointer arrays of gemm_batched (the sim device bounds-checks each
+// pointer it reads through host_view; on a GPU a stray pointer faults in the
+// session's own context, as a stray kernel pointer does).
+//
+// Implementations: sim_blas.cpp (OpenBLAS on the sim device's host memory),
+// cuda_blas.cpp (NVIDIA's libcublas.so.13, dlopen'ed, one cuBLAS handle per
+// guest handle, bound to the session's CUDA context and the call's stream).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "wormhole/server/backend.hpp"
+
+namespace wh::server {
+
+enum class BlasOp : uint32_t { N = 0, T = 1, C = 2 };  // cublasOperation_t values
+
+// A scalar argument (alpha, beta) or a reduction's destination.
+struct BlasScalar {
+  bool device = false;  // device pointer mode: `dptr` is a device address
+  uint64_t dptr = 0;
+  double value = 0;  // host pointer mode: the value (float inputs widen exactly)
+};
+
+// Per-call settings taken from the guest handle.
+struct BlasCall {
+  Stream* stream = nullptr;  // nullptr: the legacy default stream
+  bool device_scalars = false;
+  uint32_t math_mode = 0;  // cublasMath_t
+};
+
+// cudaDataType_t values GemmEx accepts (same numbering as library_types.h).
+constexpr int kDtR32F = 0;   // CUDA_R_32F
+constexpr int kDtR64F = 1;   // CUDA_R_64F
+constexpr int kDtR16F = 2;   // CUDA_R_16F
+// cublasComputeType_t values.
+constexpr int kCompute32F = 68, kCompute32FPedantic = 69, kCompute32FFast16F = 74, kCompute32FFast16BF = 75,
+              kCompute32FFastTF32 = 77;
+
+// One guest cuBLAS handle's backend state.
+struct BlasHandle {
+  virtual ~BlasHandle() = default;
+};
+
+struct GemmArgs {
+  BlasOp ta = BlasOp::N, tb = BlasOp::N;
+  int m = 0, n = 0, k = 0;
+  BlasScalar alpha, beta;
+  uint64_t A = 0, B = 0, C = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+
+class Blas {
+ public:
+  virtual ~Blas() = default;
+  virtual Err create(std::unique_ptr<BlasHandle>* out) = 0;
+  virtual int version() const = 0;  // cublasGetVersion's answer
+
+  // dtype: 0 fp32 (Sgemm), 1 fp64 (Dgemm).
+  virtual Err gemm(BlasHandle& h, const BlasCall& c, int dtype, const GemmArgs& g) = 0;
+  virtual Err gemm_strided_batched(BlasHandle& h, const BlasCall& c, int dtype, const GemmArgs& g, int64_t sa,
+                                   int64_t sb, int64_t sc, int batch) = 0;
+  // Aarray/Barray/Carray (in g.A/B/C) are device arrays of `batch` device pointers.
+  virtual Err gemm_batched(BlasHandle& h, const BlasCall& c, int dtype, const GemmArgs& g, int batch) = 0;
+  // Types are cudaDataType_t, compute a cublasComputeType_t (checked by the session).
+  virtual Err gemm_ex(BlasHandle& h, const BlasCall& c, const GemmArgs& g, int atype, int btype, int ctype,
+                      int compute, int algo) = 0;
+  virtual Err geam(BlasHandle& h, const BlasCall& c, const GemmArgs& g) = 0;  // k unused; B/ldb/tb second operand
+  virtual Err gemv(BlasHandle& h, const BlasCall& c, BlasOp t, int m, int n, const BlasScalar& alpha, uint64_t A,
+                   int64_t lda, uint64_t x, int incx, const BlasScalar& beta, uint64_t y, int incy) = 0;
+  virtual Err axpy(BlasHandle& h, const BlasCall& c, int n, const BlasScalar& alpha, uint64_t x, int incx, uint64_t y,
+                   int incy) = 0;
+  virtual Err scal(BlasHandle& h, const BlasCall& c, int n, const BlasScalar& alpha, uint64_t x, int incx) = 0;
+  virtual Err copy(BlasHandle& h, const BlasCall& c, int n, uint64_t x, int incx, uint64_t y, int incy) = 0;
+  // Reductions: in host pointer mode the result goes to *host_result (and
+  // the call completes before returning); in device mode to result.dptr.
+  virtual Err dot(BlasHandle& h, const BlasCall& c, int n, uint64_t x, int incx, uint64_t y, int incy,
+                  const BlasScalar& result, float* host_result) = 0;
+  virtual Err nrm2(BlasHandle& h, const BlasCall& c, int n, uint64_t x, int incx, const BlasScalar& result,
+                   float* host_result) = 0;
+  virtual Err asum(BlasHandle& h, const BlasCall& c, int n, uint64_t x, int incx, const BlasScalar& result,
+                   float* host_result) = 0;
+  virtual Err iamax(BlasHandle& h, const BlasCall& c, int n, uint64_t x, int incx, const BlasScalar& result,
+                    int* host_result) = 0;
+};
+
+// The sim device's BLAS: OpenBLAS over `ctx.host_view()`.
+std::unique_ptr<Blas> make_sim_blas(Context& ctx);
+
+// The GPU's BLAS: libcublas.so.13 through dlopen. `make_current` makes the
+// session's CUDA context current on the calling thread (cuBLAS handles are
+// created in, and calls run on, that context). Streams come from
+// Stream::native() (a CUstream, which is a cudaStream_t). nullptr (and *err)
+// when libcublas.so.13 cannot be loaded.
+std::unique_ptr<Blas> make_cuda_blas(std::function<void()> make_current, std::string* err);
+
+}  // namespace wh::server
