@@ -4,17 +4,23 @@ set(WH_CUDA_HOME /usr/local/cuda CACHE PATH "CUDA toolkit")
 set(WH_NVCC ${WH_CUDA_HOME}/bin/nvcc)
 set(WH_CUDA_ARCH_FLAGS "" CACHE STRING "Extra nvcc -gencode flags for test programs")
 
-# wh_nvcc_program(NAME SOURCES a.cu [b.cu] [LIBS -lcublas] [FLAGS ...])
+# wh_nvcc_program(NAME SOURCES a.cu [b.cu] [LIBS -lcublas] [FLAGS ...] [OUTPUT path])
 # Builds an executable with `nvcc -cudart shared`, as a user's program is
-# built, into ${CMAKE_CURRENT_BINARY_DIR}/NAME. Target NAME builds it.
+# built, into OUTPUT (default ${CMAKE_CURRENT_BINARY_DIR}/cuda-bin/NAME).
+# Target NAME builds it; its WH_PATH property holds the path.
 function(wh_nvcc_program name)
-  cmake_parse_arguments(A "" "" "SOURCES;LIBS;FLAGS" ${ARGN})
+  cmake_parse_arguments(A "" "OUTPUT" "SOURCES;LIBS;FLAGS" ${ARGN})
   set(srcs "")
   foreach(s ${A_SOURCES})
     list(APPEND srcs ${CMAKE_CURRENT_SOURCE_DIR}/${s})
   endforeach()
-  set(out ${CMAKE_CURRENT_BINARY_DIR}/${name})
+  set(out ${CMAKE_CURRENT_BINARY_DIR}/cuda-bin/${name})
+  if(A_OUTPUT)
+    set(out ${A_OUTPUT})
+  endif()
+  get_filename_component(outdir ${out} DIRECTORY)
   add_custom_command(OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${outdir}
     COMMAND ${WH_NVCC} -cudart shared -O2 -std=c++17 ${WH_CUDA_ARCH_FLAGS} ${A_FLAGS}
             -o ${out} ${srcs} ${A_LIBS}
     DEPENDS ${srcs} VERBATIM
