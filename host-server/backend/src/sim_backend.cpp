@@ -46,10 +46,15 @@ struct SimKernel : Kernel {
 
 class SimContext final : public Context, public ptx::DeviceMemory {
  public:
-  SimContext(uint64_t window, uint64_t quota, unsigned threads)
-      : base_(window << kWindowShift), next_(base_), quota_(quota), engine_(threads) {}
+  // `device_used` counts every session's allocations: the sim device is one
+  // device shared by all clients, as a GPU is.
+  SimContext(uint64_t window, uint64_t quota, uint64_t device_bytes, std::atomic<uint64_t>& device_used,
+             unsigned threads)
+      : base_(window << kWindowShift), next_(base_), quota_(quota), device_bytes_(device_bytes),
+        device_used_(device_used), engine_(threads) {}
   ~SimContext() override {
     for (auto& [addr, a] : allocs_) munmap(a.host, a.map_bytes);
+    device_used_ -= used_;
   }
 
   // ---- ptx::DeviceMemory: kernels' view of this session's memory.
@@ -80,15 +85,23 @@ class SimContext final : public Context, public ptx::DeviceMemory {
       return cudaSuccess;
     }
     if (bytes > quota_ || used_ > quota_ - bytes) return cudaErrorMemoryAllocation;
+    if (device_used_.fetch_add(bytes) + bytes > device_bytes_) {
+      device_used_ -= bytes;
+      return cudaErrorMemoryAllocation;
+    }
     uint64_t map_bytes = (bytes + 4095) & ~uint64_t(4095);
     void* p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return cudaErrorMemoryAllocation;
+    if (p == MAP_FAILED) {
+      device_used_ -= bytes;
+      return cudaErrorMemoryAllocation;
+    }
     // Addresses are never reused within a session: a stale pointer after
     // cudaFree faults instead of silently hitting a newer allocation.
     uint64_t addr = next_;
     next_ += (bytes + kAllocAlign - 1) & ~(kAllocAlign - 1);
     if (next_ - base_ >= (uint64_t(1) << kWindowShift)) {
       munmap(p, map_bytes);
+      device_used_ -= bytes;
       return cudaErrorMemoryAllocation;
     }
     allocs_[addr] = {static_cast<uint8_t*>(p), bytes, map_bytes};
@@ -102,12 +115,15 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     if (it == allocs_.end()) return cudaErrorInvalidValue;
     munmap(it->second.host, it->second.map_bytes);
     used_ -= it->second.bytes;
+    device_used_ -= it->second.bytes;
     allocs_.erase(it);
     return cudaSuccess;
   }
   Err mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
-    *total_bytes = quota_;
-    *free_bytes = quota_ - used_;
+    // Like a GPU: the device's free memory, as no more than this session may take.
+    uint64_t dev_free = device_bytes_ - std::min(device_bytes_, device_used_.load());
+    *total_bytes = device_bytes_;
+    *free_bytes = std::min(dev_free, quota_ - used_);
     return cudaSuccess;
   }
   Err map_host(void* host, uint64_t bytes, uint64_t* dptr) override {
@@ -274,6 +290,8 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   };
   uint64_t base_, next_;
   uint64_t quota_;
+  uint64_t device_bytes_;
+  std::atomic<uint64_t>& device_used_;
   uint64_t used_ = 0;
   std::map<uint64_t, Alloc> allocs_;
   uint8_t* mapped_host_ = nullptr;
@@ -351,13 +369,14 @@ class SimBackend final : public Backend {
     }
     uint64_t quota = limits.memory_quota ? std::min(limits.memory_quota, memory_) : memory_;
     uint64_t window = kFirstWindow + next_window_.fetch_add(1) % 0xF000;  // windows recycle after 61440 sessions
-    return std::make_unique<SimContext>(window, quota, threads_);
+    return std::make_unique<SimContext>(window, quota, memory_, used_, threads_);
   }
 
  private:
   unsigned threads_;
   uint64_t memory_;
   std::atomic<uint64_t> next_window_{0};
+  std::atomic<uint64_t> used_{0};  // all sessions' device memory
 };
 
 }  // namespace

@@ -1,0 +1,177 @@
+// Test helpers: child processes with captured output and timeouts, and a
+// private wormhole-server per test (sim backend, its own socket).
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace wh::test {
+
+class Process {
+ public:
+  struct Result {
+    int status = -1;  // exit code, or 128+signal, or -1 on timeout
+    std::string output;
+  };
+
+  static Process spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    Process p;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return p;
+    p.pid_ = fork();
+    if (p.pid_ == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      for (auto& e : env) putenv(const_cast<char*>(e.c_str()));
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    p.fd_ = fds[0];
+    return p;
+  }
+
+  static Result run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                    std::chrono::seconds timeout) {
+    Process p = spawn(argv, env);
+    Result r;
+    r.status = p.wait(timeout);
+    r.output = p.output();
+    return r;
+  }
+
+  Process() = default;
+  Process(Process&& o) noexcept : pid_(o.pid_), fd_(o.fd_), out_(std::move(o.out_)) { o.pid_ = -1, o.fd_ = -1; }
+  Process& operator=(Process&& o) noexcept {
+    std::swap(pid_, o.pid_);
+    std::swap(fd_, o.fd_);
+    std::swap(out_, o.out_);
+    return *this;
+  }
+  ~Process() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // Reads what is available within `ms`.
+  void pump(int ms) {
+    if (fd_ < 0) return;
+    pollfd p{fd_, POLLIN, 0};
+    while (poll(&p, 1, ms) > 0) {
+      char buf[4096];
+      ssize_t n = read(fd_, buf, sizeof buf);
+      if (n <= 0) {
+        close(fd_);
+        fd_ = -1;
+        return;
+      }
+      out_.append(buf, size_t(n));
+      ms = 0;
+    }
+  }
+  bool wait_for_output(const std::string& needle, std::chrono::seconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      pump(50);
+      if (out_.find(needle) != std::string::npos) return true;
+      if (fd_ < 0) return false;
+    }
+    return false;
+  }
+  int wait(std::chrono::seconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      pump(20);
+      int st;
+      pid_t r = waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) {
+        pid_ = -1;
+        pump(0);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+        out_ += "\n[test: killed after timeout]\n";
+        return -1;
+      }
+    }
+  }
+  void kill(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+  bool alive() {
+    if (pid_ <= 0) return false;
+    return waitpid(pid_, nullptr, WNOHANG) == 0;
+  }
+  const std::string& output() {
+    pump(0);
+    return out_;
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string out_;
+};
+
+// A wormhole-server on a private socket, stopped (SIGTERM) at destruction.
+class Server {
+ public:
+  bool start(const std::vector<std::string>& extra) {
+    socket_ = "/tmp/wh-test-" + std::to_string(getpid()) + "-" + std::to_string(counter()++) + ".sock";
+    std::vector<std::string> argv{WH_SERVER_BIN, "--backend", "sim", "--socket", socket_, "--sim-threads", "2"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    proc_ = Process::spawn(argv, {});
+    for (int i = 0; i < 200; i++) {
+      struct stat st;
+      if (stat(socket_.c_str(), &st) == 0) return true;
+      proc_.pump(20);
+      if (!proc_.alive()) return false;
+    }
+    return false;
+  }
+  ~Server() {
+    proc_.kill(SIGTERM);
+    proc_.wait(std::chrono::seconds(10));
+  }
+  std::vector<std::string> client_env() const {
+    return {"WORMHOLE_SOCKET=" + socket_, std::string("LD_LIBRARY_PATH=") + WH_GUEST_LIB_DIR};
+  }
+  const std::string& socket() const { return socket_; }
+  std::string log() { return proc_.output(); }
+  bool alive() { return proc_.alive(); }
+  // Stops the server; returns its exit status.
+  int stop() {
+    proc_.kill(SIGTERM);
+    return proc_.wait(std::chrono::seconds(10));
+  }
+
+ private:
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+  std::string socket_;
+  Process proc_;
+};
+
+}  // namespace wh::test
