@@ -12,7 +12,8 @@
 //                    --wait, first wait up to S seconds for it to be non-zero)
 //
 // echo/ping: a spin ping-pong on one cache line at --offset. ping writes a
-// sequence number, echo copies it back; ping prints
+// sequence number, echo copies it back (words: 0 request, 1 response,
+// 2 ready magic, 3 the echo's clock for calibration); ping prints
 //   rtt_p50_ns=<n> rtt_p99_ns=<n> rtt_min_ns=<n> iters=<n>
 // Global options: --device SPEC (else WORMHOLE_DEVICE, else the first
 // 1af4:1110 device), --sysfs ROOT, --expect-size BYTES.
@@ -42,6 +43,11 @@ namespace {
 using u64 = std::uint64_t;
 constexpr u64 kReady = 0x57482d4543484f31ull;  // "WH-ECHO1"
 constexpr u64 kStop = ~0ull;
+// A request with this bit asks the echo peer to store its CLOCK_MONOTONIC
+// (ns) in word 3 before answering: the client calibrates its TSC against
+// the peer's clock, so a guest whose own clock is off (a TCG guest on a
+// loaded host) still reports host nanoseconds.
+constexpr u64 kTimeFlag = 1ull << 62;
 
 u64 mix(u64 x) {  // splitmix64
   x += 0x9e3779b97f4a7c15ull;
@@ -149,6 +155,7 @@ int do_echo(const wh::ivshmem::Mapping& m, const Args& a) {
     if (v != last) {
       last = v;
       if (v == kStop) break;
+      if (v & kTimeFlag) word(m.base, off, 3).store(now_ns(), std::memory_order_relaxed);
       rsp.store(v, std::memory_order_release);
       ++echoed;
       last_change = 0;
@@ -208,39 +215,70 @@ int do_ping(const wh::ivshmem::Mapping& m, const Args& a) {
   }
   std::vector<u64> d;
   d.reserve(iters);
-  u64 seq = rsp.load(std::memory_order_acquire);
+  u64 seq = rsp.load(std::memory_order_acquire) & ~kTimeFlag;
   const u64 stall_ns = 10'000'000'000ull;  // a peer silent this long is gone
-  u64 c0 = ticks(), n0 = now_ns();
-  for (u64 i = 0; i < warm + iters; ++i) {
-    ++seq;
-    u64 t0 = ticks();
-    req.store(seq, std::memory_order_release);
+  auto exchange = [&](u64 v) -> bool {
+    req.store(v, std::memory_order_release);
     u64 spins = 0, stall_start = 0;
-    while (rsp.load(std::memory_order_acquire) != seq) {
+    while (rsp.load(std::memory_order_acquire) != v) {
       cpu_relax();
       if ((++spins & 0xfffff) == 0) {
         u64 t = now_ns();
         if (!stall_start) stall_start = t;
-        if (t - stall_start > stall_ns) {
-          std::fprintf(stderr, "wh-ivshmem ping: peer stopped answering\n");
-          return 3;
-        }
+        if (t - stall_start > stall_ns) return false;
       }
+    }
+    return true;
+  };
+  auto peer_time = word(m.base, off, 3);
+  // Returns {tsc at the midpoint, peer ns}; peer ns 0 if the peer did not answer with a time.
+  auto sample = [&](u64& tick, u64& peer) -> bool {
+    peer_time.store(0, std::memory_order_relaxed);
+    u64 a0 = ticks();
+    if (!exchange((++seq) | kTimeFlag)) return false;
+    u64 a1 = ticks();
+    tick = a0 + (a1 - a0) / 2;
+    peer = peer_time.load(std::memory_order_acquire);
+    return true;
+  };
+  u64 c0 = 0, p0 = 0, c1 = 0, p1 = 0;
+  u64 n0 = now_ns();
+  if (!sample(c0, p0)) {
+    std::fprintf(stderr, "wh-ivshmem ping: peer stopped answering\n");
+    return 3;
+  }
+  u64 k0 = ticks();
+  for (u64 i = 0; i < warm + iters; ++i) {
+    u64 t0 = ticks();
+    if (!exchange(++seq)) {
+      std::fprintf(stderr, "wh-ivshmem ping: peer stopped answering\n");
+      return 3;
     }
     u64 t1 = ticks();
     if (i >= warm) d.push_back(t1 - t0);
   }
-  u64 c1 = ticks(), n1 = now_ns();
+  u64 k1 = ticks(), n1 = now_ns();
+  if (!sample(c1, p1)) {
+    std::fprintf(stderr, "wh-ivshmem ping: peer stopped answering\n");
+    return 3;
+  }
   req.store(kStop, std::memory_order_release);
-  double ns_per_tick = c1 > c0 ? static_cast<double>(n1 - n0) / static_cast<double>(c1 - c0) : 1.0;
+  const char* clock = "peer";
+  double ns_per_tick;
+  if (p0 && p1 > p0 && c1 > c0) {
+    ns_per_tick = static_cast<double>(p1 - p0) / static_cast<double>(c1 - c0);
+  } else {  // an echo without the time service: our own clock
+    clock = "local";
+    ns_per_tick = k1 > k0 ? static_cast<double>(n1 - n0) / static_cast<double>(k1 - k0) : 1.0;
+  }
   std::sort(d.begin(), d.end());
   auto pct = [&](double q) {
     size_t k = static_cast<size_t>(q * static_cast<double>(d.size() - 1));
     return static_cast<u64>(static_cast<double>(d[k]) * ns_per_tick + 0.5);
   };
   std::printf("rtt_p50_ns=%" PRIu64 " rtt_p99_ns=%" PRIu64 " rtt_min_ns=%" PRIu64
-              " iters=%" PRIu64 "\n",
-              pct(0.5), pct(0.99), pct(0.0), iters);
+              " iters=%" PRIu64 " clock=%s\n",
+              pct(0.5), pct(0.99), pct(0.0), iters, clock);
   return 0;
 }
 
