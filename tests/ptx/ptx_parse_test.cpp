@@ -207,3 +207,15 @@ TEST(Fatbin, TruncatedOrCorruptInputIsRejected) {
 }
 
 }  // namespace
+
+namespace {
+TEST(PtxParse, HandWrittenSeedParses) {
+  std::string err;
+  auto m = Module::from_ptx(read_file(std::string(WH_PTX_SOURCE_DIR) + "/fuzz_corpus/small.ptx"), &err);
+  ASSERT_TRUE(m) << err;
+  ASSERT_NE(m->kernel("k"), nullptr);
+  std::vector<wh::fatbin::ParamInfo> want = {{0, 8}, {8, 16}, {24, 4}};
+  EXPECT_EQ(m->kernel("k")->params, want);
+  EXPECT_EQ(m->globals().size(), 2u);
+}
+}  // namespace

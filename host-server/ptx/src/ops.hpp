@@ -170,6 +170,45 @@ void h_ffma(Ctx& c, const Inst& I, uint32_t m) {
   const uint64_t* C = c.src(I.s[2]);
   for_lanes(m, [&](int l) { D[l] = put<float>(fpost<FTZ, SAT>(std::fma(fin<FTZ>(A, l), fin<FTZ>(B, l), fin<FTZ>(C, l)))); });
 }
+// Hardware FMA versions (selected at decode time when the host CPU has FMA): no libm call per lane.
+#if defined(__x86_64__)
+[[gnu::target("fma")]] void h_ffma_hw(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  if (m == 0xffffffffu) {
+    for (int l = 0; l < 32; ++l)
+      D[l] = std::bit_cast<uint32_t>(__builtin_fmaf(std::bit_cast<float>(uint32_t(A[l])), std::bit_cast<float>(uint32_t(B[l])),
+                                                    std::bit_cast<float>(uint32_t(C[l]))));
+  } else {
+    while (m) {
+      int l = std::countr_zero(m);
+      m &= m - 1;
+      D[l] = std::bit_cast<uint32_t>(__builtin_fmaf(std::bit_cast<float>(uint32_t(A[l])), std::bit_cast<float>(uint32_t(B[l])),
+                                                    std::bit_cast<float>(uint32_t(C[l]))));
+    }
+  }
+}
+[[gnu::target("fma")]] void h_dfma_hw(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  while (m) {
+    int l = std::countr_zero(m);
+    m &= m - 1;
+    D[l] = std::bit_cast<uint64_t>(__builtin_fma(std::bit_cast<double>(A[l]), std::bit_cast<double>(B[l]), std::bit_cast<double>(C[l])));
+  }
+}
+inline bool host_has_fma() {
+  static const bool v = __builtin_cpu_supports("fma");
+  return v;
+}
+#else
+inline bool host_has_fma() { return false; }
+#endif
+
 template <bool SAT>
 void h_dfma(Ctx& c, const Inst& I, uint32_t m) {
   uint64_t* D = c.dst(I.d[0]);

@@ -1480,6 +1480,9 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
       if (rnd) { dir(3, 3); return true; }
       Handler h = ty == T_F32 ? (ftz ? (sat ? h_ffma<true, true> : h_ffma<true, false>) : (sat ? h_ffma<false, true> : h_ffma<false, false>))
                               : (sat ? h_dfma<true> : h_dfma<false>);
+#if defined(__x86_64__)
+      if (host_has_fma() && !ftz && !sat) h = ty == T_F32 ? h_ffma_hw : h_dfma_hw;
+#endif
       I.d[0] = dst(ops[0]);
       for (int i = 0; i < 3; ++i) I.s[i] = src(ops[size_t(i) + 1], ty);
       I.fn = h;
