@@ -73,6 +73,12 @@ Lib& lib() {
       l.error = std::string("cannot load libcublas.so.13: ") + dlerror();
       return;
     }
+    // Wormhole's own drop-in (guest-lib/) on the server's library path would
+    // forward the server's cuBLAS calls to itself: refuse it.
+    if (dlsym(l.h, "wh_guest_connection")) {  // searched in its dependencies too
+      l.error = "libcublas.so.13 on the server's library path is Wormhole's guest drop-in, not NVIDIA's";
+      return;
+    }
 #define WH_LOAD(fn)                                                   \
   l.fn = reinterpret_cast<decltype(l.fn)>(dlsym(l.h, #fn));           \
   if (!l.fn) {                                                        \
