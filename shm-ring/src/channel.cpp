@@ -51,23 +51,37 @@ struct ClientChannel::Pending {
   // 0 waiting, 1 reply delivered, 2 asked to take over reading responses.
   // Waited on with a private futex (timed, unlike std::atomic::wait).
   std::atomic<uint32_t> state{0};
+  // 1 while the owner may be in FUTEX_WAIT: wakers skip the syscall
+  // otherwise (a reader delivering its own reply never makes one).
+  std::atomic<uint32_t> sleepers{0};
 };
 
 namespace {
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
               std::atomic<uint32_t>::is_always_lock_free);
 uint32_t* futex_word(std::atomic<uint32_t>& a) { return reinterpret_cast<uint32_t*>(&a); }
-void wake_pending(std::atomic<uint32_t>& a) {
-  syscall(SYS_futex, futex_word(a), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}  // namespace
+
+// Waker side: state was changed with a seq_cst operation before this call.
+static void wake_pending(ClientChannel::Pending& p);
+// Sleeper side: announce, re-check, sleep (Dekker with wake_pending).
+static void wait_pending(ClientChannel::Pending& p, uint32_t seen, std::chrono::nanoseconds t);
+
+static void wake_pending(ClientChannel::Pending& p) {
+  if (p.sleepers.load(std::memory_order_seq_cst))
+    syscall(SYS_futex, futex_word(p.state), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
-void wait_pending(std::atomic<uint32_t>& a, uint32_t seen, std::chrono::nanoseconds t) {
+static void wait_pending(ClientChannel::Pending& p, uint32_t seen, std::chrono::nanoseconds t) {
   if (t <= std::chrono::nanoseconds::zero()) return;
   timespec ts{};
   ts.tv_sec = time_t(t.count() / 1000000000);
   ts.tv_nsec = long(t.count() % 1000000000);
-  syscall(SYS_futex, futex_word(a), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+  p.sleepers.store(1, std::memory_order_seq_cst);
+  if (p.state.load(std::memory_order_seq_cst) == seen)
+    syscall(SYS_futex, futex_word(p.state), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+  p.sleepers.store(0, std::memory_order_relaxed);
 }
-}  // namespace
+
 
 std::unique_ptr<ClientChannel> ClientChannel::claim(Region& region, int index, std::string* err,
                                                     WaitPolicy policy) {
@@ -139,8 +153,8 @@ void ClientChannel::set_broken(Status s, std::string why) {
   std::lock_guard lk(pending_mu_);
   for (Pending* p : pending_) {
     uint32_t zero = 0;
-    p->state.compare_exchange_strong(zero, 2, std::memory_order_acq_rel);
-    wake_pending(p->state);
+    p->state.compare_exchange_strong(zero, 2, std::memory_order_seq_cst);
+    wake_pending(*p);
   }
 }
 
@@ -163,7 +177,7 @@ Status ClientChannel::wait_attached(std::chrono::milliseconds timeout) {
 void ClientChannel::notify_server() { ring_bell(policy_, &ch_->server_sleeping, &ch_->req_bell); }
 
 Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
-                                    Clock::time_point deadline) {
+                                    Clock::time_point deadline, bool reader) {
   std::lock_guard lk(write_mu_);
   for (;;) {
     if (Status b = status(); b != Status::Ok) return b;
@@ -177,6 +191,9 @@ Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<c
       return s;
     }
     if (s != Status::Full) return s;
+    // The server may itself wait for room in the response ring: when we
+    // hold the reader role, keep draining responses or neither side moves.
+    if (reader && drain_responses() != Status::Ok) return status();
     // The server drains requests continuously; poll for room, watching it.
     WaitPolicy poll = policy_;
     poll.sleep = WaitPolicy::Sleep::Poll;
@@ -207,7 +224,7 @@ Status ClientChannel::post(uint16_t opcode, uint32_t aux,
   h.aux = aux;
   h.call_id = next_call_id_.fetch_add(1, std::memory_order_relaxed);
   auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
-  return write_request(h, parts, deadline);
+  return write_request(h, parts, deadline, false);
 }
 
 // Under read_mu_. Delivers every response in the ring to its waiter.
@@ -220,6 +237,13 @@ Status ClientChannel::drain_responses() {
       set_broken(s, "response ring: " + reader_.error());
       return s;
     }
+    if (own_ && m.hdr.call_id == own_->call_id) {
+      // The fast-path caller's own reply: nobody else looks at own_.
+      std::swap(*own_->reply, m);
+      own_->state.store(1, std::memory_order_relaxed);
+      own_ = nullptr;
+      continue;
+    }
     std::lock_guard lk(pending_mu_);
     auto it = std::find_if(pending_.begin(), pending_.end(),
                            [&](Pending* p) { return p->call_id == m.hdr.call_id; });
@@ -227,13 +251,14 @@ Status ClientChannel::drain_responses() {
     Pending* p = *it;
     *it = pending_.back();
     pending_.pop_back();
+    npending_.store(uint32_t(pending_.size()), std::memory_order_relaxed);
     // The reply's old buffer comes back as scratch: no allocation when
     // callers reuse their Message.
     std::swap(*p->reply, m);
     // Store and wake under pending_mu_: a waiter that sees 1 takes the lock
     // before returning, so its Pending outlives our wake.
-    p->state.store(1, std::memory_order_release);
-    wake_pending(p->state);
+    p->state.store(1, std::memory_order_seq_cst);
+    wake_pending(*p);
   }
 }
 
@@ -242,8 +267,8 @@ void ClientChannel::hand_off_locked(const Pending* self) {
   for (Pending* other : pending_) {
     if (other == self) continue;
     uint32_t zero = 0;
-    if (other->state.compare_exchange_strong(zero, 2, std::memory_order_acq_rel)) {
-      wake_pending(other->state);
+    if (other->state.compare_exchange_strong(zero, 2, std::memory_order_seq_cst)) {
+      wake_pending(*other);
       return;
     }
   }
@@ -255,10 +280,42 @@ Status ClientChannel::leave(Pending& p, Status s) {
   uint32_t st = p.state.load(std::memory_order_acquire);
   if (st == 1) return Status::Ok;  // delivered (and already removed)
   std::erase(pending_, &p);
+  npending_.store(uint32_t(pending_.size()), std::memory_order_relaxed);
   if (st == 2) hand_off_locked(&p);  // do not lose a reader role given to us
   return s;
 }
 
+// Under read_mu_: drain and wait until p's reply arrived (Ok) or a failure.
+Status ClientChannel::read_replies(Pending& p, Clock::time_point deadline) {
+  for (;;) {
+    if (drain_responses() != Status::Ok) return status();
+    if (p.state.load(std::memory_order_acquire) == 1) return Status::Ok;
+    if (deadline != Clock::time_point::max() && Clock::now() >= deadline)
+      return Status::Timeout;  // replies keep coming, but not ours
+    auto ready = [&] { return reader_.readable(); };
+    bool got = spin_until(policy_.spin_iters, ready, std::chrono::milliseconds(50));
+    if (!got) {
+      WaitPolicy rest = policy_;
+      rest.spin_iters = 0;
+      auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
+      got = wait_until(rest, &ch_->client_sleeping, &ch_->resp_bell, ready, slice);
+    }
+    if (!got) {
+      if (server_dead()) {
+        set_broken(Status::PeerDead, "server heartbeat stopped");
+        return Status::PeerDead;
+      }
+      uint32_t st = load_acq(&ch_->state);
+      if (st != WH_CHAN_ACTIVE && st != WH_CHAN_CLAIMED) {
+        set_broken(Status::Closed, "channel no longer active");
+        return Status::Closed;
+      }
+      if (Clock::now() >= deadline) return Status::Timeout;
+    }
+  }
+}
+
+// Slow path: p is in pending_; some other thread may be the reader.
 Status ClientChannel::wait_reply(Pending& p, Clock::time_point deadline) {
   for (;;) {
     if (p.state.load(std::memory_order_acquire) == 1) {
@@ -268,40 +325,14 @@ Status ClientChannel::wait_reply(Pending& p, Clock::time_point deadline) {
     }
     if (Status b = status(); b != Status::Ok) return leave(p, b);
     if (read_mu_.try_lock()) {
-      Status result = Status::Ok;
-      for (;;) {
-        if (drain_responses() != Status::Ok) {
-          result = status();
-          break;
-        }
-        if (p.state.load(std::memory_order_acquire) == 1) break;
-        auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
-        bool got = wait_until(policy_, &ch_->client_sleeping, &ch_->resp_bell,
-                              [&] { return reader_.readable(); }, slice);
-        if (!got) {
-          if (server_dead()) {
-            set_broken(Status::PeerDead, "server heartbeat stopped");
-            result = Status::PeerDead;
-            break;
-          }
-          uint32_t st = load_acq(&ch_->state);
-          if (st != WH_CHAN_ACTIVE && st != WH_CHAN_CLAIMED) {
-            set_broken(Status::Closed, "channel no longer active");
-            result = Status::Closed;
-            break;
-          }
-          if (Clock::now() >= deadline) {
-            result = Status::Timeout;
-            break;
-          }
-        }
-      }
+      Status result = read_replies(p, deadline);
       read_mu_.unlock();
       std::lock_guard lk(pending_mu_);
       hand_off_locked(&p);
       if (p.state.load(std::memory_order_acquire) == 1) return Status::Ok;
       if (result != Status::Ok) {
         std::erase(pending_, &p);
+        npending_.store(uint32_t(pending_.size()), std::memory_order_relaxed);
         return result;
       }
       continue;
@@ -311,7 +342,7 @@ Status ClientChannel::wait_reply(Pending& p, Clock::time_point deadline) {
     // over reading if the reader left without handing over.
     auto now = Clock::now();
     if (now >= deadline) return leave(p, Status::Timeout);
-    wait_pending(p.state, 0, std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(50)));
+    wait_pending(p, 0, std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(50)));
     uint32_t two = 2;
     p.state.compare_exchange_strong(two, 0, std::memory_order_acq_rel);
   }
@@ -327,12 +358,30 @@ Status ClientChannel::call(uint16_t opcode, uint32_t aux,
   Pending p;
   p.call_id = h.call_id = next_call_id_.fetch_add(1, std::memory_order_relaxed);
   p.reply = &reply;
+  auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
+  if (read_mu_.try_lock()) {
+    // Fast path: nobody is reading responses, so we are the reader for the
+    // whole call. Our Pending stays out of the shared table: drain delivers
+    // to own_ directly (no pending_mu_ unless other callers' replies show up).
+    own_ = &p;
+    Status s = status();
+    if (s == Status::Ok) s = write_request(h, parts, deadline, /*reader=*/true);
+    if (s == Status::Ok) s = read_replies(p, deadline);
+    own_ = nullptr;
+    read_mu_.unlock();
+    // Callers that arrived meanwhile sleep in wait_reply: wake one to read.
+    if (npending_.load(std::memory_order_seq_cst) != 0) {
+      std::lock_guard lk(pending_mu_);
+      hand_off_locked(nullptr);
+    }
+    return p.state.load(std::memory_order_relaxed) == 1 ? Status::Ok : s;
+  }
   {
     std::lock_guard lk(pending_mu_);
     pending_.push_back(&p);
+    npending_.store(uint32_t(pending_.size()), std::memory_order_seq_cst);
   }
-  auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
-  Status s = write_request(h, parts, deadline);
+  Status s = write_request(h, parts, deadline, false);
   if (s != Status::Ok) return leave(p, s);
   return wait_reply(p, deadline);
 }
@@ -395,11 +444,19 @@ Status ServerChannel::try_recv(Message& out) {
 Status ServerChannel::recv(Message& out, std::chrono::microseconds timeout) {
   Status s = try_recv(out);
   if (s != Status::Empty) return s;
+  auto ready = [&] { return reader_.readable() || load_acq(&ch_->state) != WH_CHAN_ACTIVE; };
+  // Spin first, without reading the clock (the fast path).
+  if (spin_until(policy_.spin_iters, ready,
+                 std::min<Clock::duration>(timeout, std::chrono::milliseconds(50)))) {
+    s = try_recv(out);
+    if (s != Status::Empty) return s;
+  }
+  WaitPolicy rest = policy_;
+  rest.spin_iters = 0;
   auto deadline = Clock::now() + timeout;
   for (;;) {
     auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
-    wait_until(policy_, &ch_->server_sleeping, &ch_->req_bell,
-               [&] { return reader_.readable() || load_acq(&ch_->state) != WH_CHAN_ACTIVE; }, slice);
+    wait_until(rest, &ch_->server_sleeping, &ch_->req_bell, ready, slice);
     s = try_recv(out);
     if (s != Status::Empty) return s;
     if (monitor_.dead()) return fail(Status::PeerDead, "client heartbeat stopped");
@@ -418,7 +475,7 @@ Status ServerChannel::reply(uint64_t call_id, uint16_t opcode, int32_t status, u
   h.call_id = call_id;
   h.status = status;
   h.aux = aux;
-  auto deadline = Clock::now() + timeout;
+  Clock::time_point deadline{};  // read the clock only if we have to wait
   for (;;) {
     Status s = writer_.write(h, parts);
     if (s == Status::Ok) {
@@ -427,6 +484,7 @@ Status ServerChannel::reply(uint64_t call_id, uint16_t opcode, int32_t status, u
     }
     if (s == Status::Corrupt) return fail(s, "client moved the response ring's head out of range");
     if (s != Status::Full) return s;
+    if (deadline == Clock::time_point{}) deadline = Clock::now() + timeout;
     uint64_t head = load_acq(&ch_->resp_head);
     WaitPolicy poll = policy_;
     poll.sleep = WaitPolicy::Sleep::Poll;

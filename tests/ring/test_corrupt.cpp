@@ -151,31 +151,31 @@ void fuzz_loop(Survivor who, uint64_t seed) {
     Status last = Status::Ok;
     if (who == Survivor::Server) {
       for (int op = 0; op < 64; op++) {
-        Status s = BOUNDED(server->try_recv(m), 200ms);
+        Status s = BOUNDED(server->try_recv(m), 1000ms);
         if (s == Status::Ok && !(m.hdr.flags & WH_MSG_F_POSTED))
-          s = BOUNDED(server->reply(m.hdr.call_id, 1, 0, 0, {}, 2ms), 200ms);
+          s = BOUNDED(server->reply(m.hdr.call_id, 1, 0, 0, {}, 2ms), 1000ms);
         if (s != Status::Ok) {
           last = s;
           break;
         }
       }
-      if (last == Status::Ok || last == Status::Empty) last = BOUNDED(server->recv(m, 1ms), 200ms);
+      if (last == Status::Ok || last == Status::Empty) last = BOUNDED(server->recv(m, 1ms), 1000ms);
       std::vector<uint8_t> body(64);
       std::span<const uint8_t> parts[] = {body};
       for (int i = 0; i < 8 && last != Status::Corrupt; i++)
-        BOUNDED(server->reply(777, 1, 0, 0, parts, 1ms), 200ms);
+        BOUNDED(server->reply(777, 1, 0, 0, parts, 1ms), 1000ms);
       server->peer_dead();
     } else {
       std::vector<uint8_t> body(rng() % 1500);
       std::span<const uint8_t> parts[] = {body};
       for (int op = 0; op < 8; op++) {
-        Status s = BOUNDED(client->post(2, 0, parts, 1, 2ms), 300ms);
+        Status s = BOUNDED(client->post(2, 0, parts, 1, 2ms), 1000ms);
         if (s != Status::Ok) {
           last = s;
           break;
         }
       }
-      Status s = BOUNDED(client->call(3, 0, parts, rep, 1, 1ms), 300ms);
+      Status s = BOUNDED(client->call(3, 0, parts, rep, 1, 1ms), 1000ms);
       if (last == Status::Ok) last = s;
     }
     if (last == Status::Corrupt || last == Status::Closed || last == Status::PeerDead) errors++;
@@ -293,7 +293,7 @@ TEST(Corrupt, HostileClientProcess) {
     Status s;
     auto serve_until = Clock::now() + 300ms;
     for (;;) {
-      s = BOUNDED(srv->recv(m, 5ms), 300ms);
+      s = BOUNDED(srv->recv(m, 5ms), 1000ms);
       if (s == Status::Timeout) {
         if (Clock::now() > serve_until) break;
         continue;
@@ -301,7 +301,7 @@ TEST(Corrupt, HostileClientProcess) {
       if (s != Status::Ok) break;
       msgs++;
       if (!(m.hdr.flags & WH_MSG_F_POSTED)) {
-        s = BOUNDED(srv->reply(m.hdr.call_id, 1, 0, 0, {}, 2ms), 300ms);
+        s = BOUNDED(srv->reply(m.hdr.call_id, 1, 0, 0, {}, 2ms), 1000ms);
         if (s != Status::Ok) break;
       }
     }
@@ -370,7 +370,7 @@ TEST(Corrupt, HostileServerProcess) {
     for (int i = 0; i < 500 && s == Status::Ok; i++) {
       std::vector<uint8_t> body(i % 100);
       std::span<const uint8_t> parts[] = {body};
-      s = BOUNDED(i % 3 ? c->post(1, 0, parts, 1, 5ms) : c->call(1, 0, parts, rep, 1, 5ms), 1000ms);
+      s = BOUNDED(i % 3 ? c->post(1, 0, parts, 1, 5ms) : c->call(1, 0, parts, rep, 1, 5ms), 2000ms);
       if (s == Status::Ok) ok++;
       if (s == Status::Timeout) s = Status::Ok;  // a silent server is allowed
     }

@@ -222,6 +222,7 @@ class ClientChannel {
   static std::unique_ptr<ClientChannel> claim(Region& region, int index, std::string* err,
                                               WaitPolicy policy = WaitPolicy::from_env());
   ~ClientChannel();  // says goodbye (state CLOSED) unless the channel is dead
+  struct Pending;    // internal: one call waiting for its reply
 
   uint32_t index() const { return index_; }
   uint64_t generation() const { return generation_; }
@@ -250,9 +251,8 @@ class ClientChannel {
 
  private:
   ClientChannel() = default;
-  struct Pending;
   Status write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
-                       Clock::time_point deadline);
+                       Clock::time_point deadline, bool reader);
   Status wait_reply(Pending& p, Clock::time_point deadline);
   Status drain_responses();
   void set_broken(Status s, std::string why);
@@ -278,8 +278,11 @@ class ClientChannel {
   // Calls waiting for a reply. A flat vector: there are as many entries as
   // threads blocked in call(), and no allocation per call once it has grown.
   std::vector<Pending*> pending_;
+  std::atomic<uint32_t> npending_{0};  // pending_.size(), readable without the lock
+  Pending* own_ = nullptr;  // under read_mu_: the fast-path caller's call
   void hand_off_locked(const Pending* self);  // pending_mu_ held
   Status leave(Pending& p, Status s);
+  Status read_replies(Pending& p, Clock::time_point deadline);
 
   std::mutex monitor_mu_;
   PeerMonitor monitor_;
@@ -348,5 +351,38 @@ inline void cpu_relax() {
   std::atomic_signal_fence(std::memory_order_seq_cst);
 #endif
 }
+
+// The hot part of waiting, inlined: up to `iters` pause-loop rounds polling
+// ready() (a template: no std::function call per round, no clock read in
+// the common case). Reads the clock every 4096 rounds only, and gives up
+// after max_spin. True as soon as ready().
+template <class F>
+inline bool spin_until(uint32_t iters, F&& ready, Clock::duration max_spin) {
+  Clock::time_point end{};
+  for (uint32_t i = 0; i < iters; i++) {
+    if (ready()) return true;
+    cpu_relax();
+    if ((i & 4095) == 4095) {
+      auto now = Clock::now();
+      if (end == Clock::time_point{})
+        end = now + max_spin;
+      else if (now >= end)
+        return false;
+    }
+  }
+  return ready();
+}
+
+// spin_until, then the rest of the policy (yield, sleep) through wait_until.
+template <class F>
+inline bool wait_fast(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell, F&& ready,
+                      Clock::duration slice) {
+  if (spin_until(pol.spin_iters, ready, slice)) return true;
+  WaitPolicy rest = pol;
+  rest.spin_iters = 0;
+  return wait_until(rest, sleeping, bell, std::function<bool()>(std::ref(ready)),
+                    Clock::now() + slice);
+}
+
 
 }  // namespace wh::ring
