@@ -100,6 +100,21 @@ TEST_F(Forward, ClientKilledMidStream) {
   EXPECT_TRUE(server.alive());
 }
 
+TEST_F(Forward, AnotherClientsMemoryIsOutOfReach) {
+  std::string flag = "/tmp/wh-probe-" + std::to_string(getpid());
+  unlink(flag.c_str());
+  Process own = Process::spawn({prog("handle_probe"), "own", flag}, server.client_env());
+  ASSERT_TRUE(own.wait_for_output("DPTR=", 60s)) << own.output();
+  auto p = own.output().find("DPTR=");
+  std::string addr = own.output().substr(p + 5, own.output().find('\n', p) - p - 5);
+  expect_pass(run({prog("handle_probe"), "attack", addr}), "attack");
+  FILE* f = fopen(flag.c_str(), "w");
+  fclose(f);
+  EXPECT_EQ(own.wait(60s), 0) << own.output();
+  EXPECT_NE(own.output().find("PASS"), std::string::npos) << own.output();
+  unlink(flag.c_str());
+}
+
 TEST(ForwardNoServer, CleanErrorWithoutServer) {
   // No server on this socket: programs get an error, not a crash or hang.
   auto r = Process::run({prog("device_info")}, {"WORMHOLE_SOCKET=/tmp/wormhole-no-such.sock",

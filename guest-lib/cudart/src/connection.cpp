@@ -38,6 +38,15 @@ cudaError_t Connection::link_error(ring::Status s) {
   return cudaErrorDevicesUnavailable;
 }
 
+// A VM channel is reused by the VM's successive processes: forget the copy
+// sequence numbers the previous owner's server published. The server only
+// writes the page in answer to our requests, so nothing races with this.
+void Connection::reset_status_page() {
+  auto* st = reinterpret_cast<proto::DataAreaStatus*>(chan_->data().data());
+  __atomic_store_n(&st->copy_done_seq, uint64_t(0), __ATOMIC_RELEASE);
+  __atomic_store_n(&st->copy_error_seq, uint64_t(0), __ATOMIC_RELEASE);
+}
+
 Connection::~Connection() {
   chan_.reset();  // says goodbye to the server
   region_.reset();
@@ -99,6 +108,7 @@ bool Connection::connect_socket(std::string* err) {
   if (!region_) return false;
   chan_ = ring::ClientChannel::claim(*region_, int(rep.channel), err);
   if (!chan_) return false;
+  reset_status_page();
   uint8_t ok = 1;
   if (write(sock_, &ok, 1) != 1) {
     *err = "handshake write failed";
@@ -124,6 +134,7 @@ bool Connection::connect_ivshmem(std::string* err) {
   if (!region_) return false;
   chan_ = ring::ClientChannel::claim(*region_, -1, err);
   if (!chan_) return false;
+  reset_status_page();
   transport_ = "ivshmem";
   if (chan_->wait_attached(std::chrono::seconds(10)) != ring::Status::Ok) {
     *err = "server did not attach to the VM channel";

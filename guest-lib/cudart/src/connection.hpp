@@ -63,6 +63,7 @@ class Connection {
   bool connect_socket(std::string* err);
   bool connect_ivshmem(std::string* err);
   cudaError_t link_error(ring::Status s);
+  void reset_status_page();
   static ring::Message& reply_buffer();
 
   std::unique_ptr<ring::Region> region_;

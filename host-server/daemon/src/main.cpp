@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   app.add_option("--sim-memory-mb", sim_memory_mb, "device memory of the sim device");
   app.add_option("--sim-threads", sim_threads, "host threads running sim kernels (0: all cores)");
   app.add_option("--vm", vm_args, "serve a VM's ivshmem region: NAME=PATH[:CHANNELS]");
+  uint32_t vm_channels = 8;
+  app.add_option("--vm-channels", vm_channels, "default channels (guest processes at once) per VM region");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
   app.add_flag("!--no-stats", stats_on_exit, "do not print forwarding statistics at exit");
   CLI11_PARSE(app, argc, argv);
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
       pinned_mb = t["pinned_mb"].value_or(pinned_mb);
       sim_memory_mb = t["sim_memory_mb"].value_or(sim_memory_mb);
       sim_threads = t["sim_threads"].value_or(sim_threads);
+      vm_channels = t["vm_channels"].value_or(vm_channels);
       log_level = t["log_level"].value_or(log_level);
       if (auto* vms = t["vm"].as_array())
         for (auto& v : *vms)
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     wh::server::VmSpec vm;
+    vm.channels = vm_channels;
     vm.name = a.substr(0, eq);
     vm.path = a.substr(eq + 1);
     if (auto c = vm.path.rfind(':'); c != std::string::npos) {

@@ -192,7 +192,25 @@ void Server::serve_vm(const VmSpec& vm) {
   ring::RegionConfig rc;
   rc.nchan = vm.channels;
   rc.data_size = proto::kPinnedHeapOffset + cfg_.pinned_bytes;
-  // The VMM's memory-backend-file must be at least this large.
+  // QEMU maps the file as the guest's BAR when the VM starts, and a BAR
+  // cannot grow: when the file already exists, fit the channels' data
+  // areas (their pinned heaps) into its size instead of growing it.
+  struct stat st{};
+  if (stat(vm.path.c_str(), &st) == 0 && st.st_size > 0 &&
+      ring::Region::required_size(rc) > uint64_t(st.st_size)) {
+    ring::RegionConfig probe = rc;
+    probe.data_size = 0;
+    uint64_t fixed = ring::Region::required_size(probe);
+    uint64_t per = uint64_t(st.st_size) > fixed ? (uint64_t(st.st_size) - fixed) / rc.nchan : 0;
+    per &= ~uint64_t(4095);
+    if (per < proto::kPinnedHeapOffset + (1u << 20)) {
+      spdlog::error("vm {}: {} ({} MiB) is too small for {} channels; each needs at least {} MiB", vm.name,
+                    vm.path, st.st_size >> 20, rc.nchan,
+                    (ring::Region::required_size(probe) / rc.nchan + proto::kPinnedHeapOffset + (1u << 20)) >> 20);
+      return;
+    }
+    rc.data_size = per;
+  }
   auto region = ring::Region::create_file(vm.path, rc, &err);
   if (!region) {
     spdlog::error("vm {}: cannot serve {}: {}", vm.name, vm.path, err);
@@ -227,7 +245,10 @@ void Server::serve_vm(const VmSpec& vm) {
           spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, to_string(why),
                        session.device_bytes());
         }
-        ch->reclaim();  // the channel is free for the VM's next process
+        // The channel is free for the VM's next process: nothing of this
+        // session's copy bookkeeping may leak into the next one.
+        std::memset(ch->data().data(), 0, sizeof(proto::DataAreaStatus));
+        ch->reclaim();
         live_sessions_--;
         busy[i] = false;
       });

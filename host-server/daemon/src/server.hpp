@@ -19,7 +19,7 @@ namespace wh::server {
 struct VmSpec {
   std::string name;
   std::string path;        // the file QEMU maps as the ivshmem BAR
-  uint32_t channels = 16;  // client processes the VM may run at once
+  uint32_t channels = 8;  // client processes the VM may run at once
 };
 
 struct ServerConfig {
