@@ -154,7 +154,14 @@ class Server {
     proc_.wait(std::chrono::seconds(10));
   }
   std::vector<std::string> client_env() const {
-    return {"WORMHOLE_SOCKET=" + socket_, std::string("LD_LIBRARY_PATH=") + WH_GUEST_LIB_DIR};
+    std::vector<std::string> env{"WORMHOLE_SOCKET=" + socket_, std::string("LD_LIBRARY_PATH=") + WH_GUEST_LIB_DIR};
+#ifdef WH_SANITIZER_PRELOAD
+    // A sanitized drop-in library inside an uninstrumented nvcc program needs
+    // the sanitizer's runtime loaded first.
+    env.push_back(std::string("LD_PRELOAD=") + WH_SANITIZER_PRELOAD);
+    env.push_back("ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0");
+#endif
+    return env;
   }
   const std::string& socket() const { return socket_; }
   std::string log() { return proc_.output(); }
