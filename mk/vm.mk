@@ -26,9 +26,16 @@ vm-shell: guest-image
 test-vm: build vm-deps
 	cd $(BUILD) && ctest --output-on-failure -L vm $(CTEST_ARGS)
 
-# Round trip inside a guest vs on the host. Last line:
+# The forwarded null call (cudaMemGetInfo through the shim, over ivshmem)
+# from inside a guest vs from a host process over the same transport (the
+# host client maps the region file directly). Last line:
 #   vm_null_call_rtt_p50_ns=<n> host_null_call_rtt_p50_ns=<m> accel=<tcg|kvm>
-# For now the raw ivshmem ping-pong (see docs/vms.md); WORMHOLE_ACCEL=kvm to force KVM.
+# WORMHOLE_ACCEL=kvm to force KVM.
+VM_BENCH_SERVER = $(abspath $(BUILD))/bin/wormhole-server --backend sim --no-stats --vm-channels 1 --pinned-mb 8 \
+  --socket $(abspath $(BUILD))/vm/bench.sock $$WH_SERVER_VM_ARGS
 bench-vm: guest-image
-	@vm/bench-vm.sh --image $(VM_IMAGE) --tool $(VM_TOOL) --workdir $(BUILD)/vm/bench 2>$(BUILD)/vm/bench.log \
-	  || { cat $(BUILD)/vm/bench.log; exit 1; }
+	@mkdir -p $(BUILD)/vm
+	@vm/bench-vm.sh --image $(VM_IMAGE) --tool $(VM_TOOL) --workdir $(BUILD)/vm/bench --shm-size 64 \
+	  --host-peer '$(VM_BENCH_SERVER)' --guest-bench 'null_call 20000' \
+	  --host-bench 'WORMHOLE_DEVICE=$$WH_SHM_bench LD_LIBRARY_PATH=$(abspath $(BUILD))/guest-lib $(abspath $(BUILD))/tests/forward/programs/null_call 20000' \
+	  2>$(BUILD)/vm/bench.log || { cat $(BUILD)/vm/bench.log; exit 1; }

@@ -15,18 +15,19 @@
 #                     line has rtt_p50_ns=<n> (default: wh-ivshmem ping on the file)
 #   --host-peer-host CMD  the peer for the host measurement (default: --host-peer)
 # Other options: --image DIR (required), --tool PATH (wh-ivshmem), --iters N,
-#   --workdir DIR, --smp N (default 1: one vCPU thread + the peer = 2 cores)
+#   --workdir DIR, --smp N (default 1: one vCPU thread + the peer = 2 cores),
+#   --shm-size MB (the region of the guest and of the host measurement, default 16)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 die() { echo "bench-vm: $*" >&2; exit 2; }
 
-IMAGE="" TOOL="" ITERS=20000 WORKDIR="" SMP=1
+IMAGE="" TOOL="" ITERS=20000 WORKDIR="" SMP=1 SHM_MB=16
 PEER="" GUEST_BENCH="" HOST_BENCH="" PEER_HOST=""
 while (($#)); do
   case $1 in
     --image) IMAGE=$2 ;; --tool) TOOL=$2 ;; --iters) ITERS=$2 ;; --workdir) WORKDIR=$2 ;;
     --smp) SMP=$2 ;; --host-peer) PEER=$2 ;; --guest-bench) GUEST_BENCH=$2 ;;
-    --host-bench) HOST_BENCH=$2 ;; --host-peer-host) PEER_HOST=$2 ;;
+    --host-bench) HOST_BENCH=$2 ;; --host-peer-host) PEER_HOST=$2 ;; --shm-size) SHM_MB=$2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d'; exit 0 ;;
     *) die "unknown argument $1" ;;
   esac
@@ -49,7 +50,7 @@ p50_of() { grep -o 'rtt_p50_ns=[0-9]*' <<<"$1" | tail -1 | cut -d= -f2; }
 # ---- in the guest
 printf 'wh_bench rtt %s\nwh_exit\n' "$GUEST_BENCH" >"$WORKDIR/job.sh"
 set +e
-out=$("$HERE/run-vms.sh" --image "$IMAGE" --workdir "$WORKDIR/vm" --timeout 180 --smp "$SMP" \
+out=$("$HERE/run-vms.sh" --image "$IMAGE" --workdir "$WORKDIR/vm" --timeout 180 --smp "$SMP" --shm-size "$SHM_MB" \
       --host "$PEER" --host-grace 5 --vm bench --job "$WORKDIR/job.sh" --expect rtt 2>&1)
 rc=$?
 set -e
@@ -62,7 +63,7 @@ accel=$(sed -n 's/^launch: bench PASS (.*, \([a-z]*\)) log .*/\1/p' <<<"$out")
 # ---- on the host, the same exchange between two host processes
 shm=$(mktemp /dev/shm/wh-bench-host.XXXXXX)
 trap 'rm -f "$shm"' EXIT
-truncate -s 16M "$shm"
+truncate -s "${SHM_MB}M" "$shm"
 export WH_SHM_bench=$shm WH_VMS=bench WH_SERVER_VM_ARGS="--vm bench=$shm"
 setsid bash -c "$PEER_HOST" >"$WORKDIR/host-peer.log" 2>&1 </dev/null &
 peer=$!
