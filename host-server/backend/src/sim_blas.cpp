@@ -198,13 +198,16 @@ class SimBlas final : public Blas {
   Err batched(const GemmArgs& g, int batch) {
     T al, be;
     if (!scalar(g.alpha, &al) || !scalar(g.beta, &be)) return cudaErrorIllegalAddress;
-    if (batch == 0) return cudaSuccess;
-    const uint64_t* pa = view<uint64_t>(g.A, uint64_t(batch) * 8);
-    const uint64_t* pb = view<uint64_t>(g.B, uint64_t(batch) * 8);
+    if (batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
+    // A and B (and their pointer arrays) are read only when k > 0 and
+    // alpha != 0, as the session checks them only when k > 0.
+    const bool reads_ab = g.k > 0 && al != T(0);
+    const uint64_t* pa = reads_ab ? view<uint64_t>(g.A, uint64_t(batch) * 8) : nullptr;
+    const uint64_t* pb = reads_ab ? view<uint64_t>(g.B, uint64_t(batch) * 8) : nullptr;
     const uint64_t* pc = view<uint64_t>(g.C, uint64_t(batch) * 8);
-    if (!pa || !pb || !pc) return cudaErrorIllegalAddress;
+    if (!pc || (reads_ab && (!pa || !pb))) return cudaErrorIllegalAddress;
     for (int i = 0; i < batch; i++) {
-      Err e = gemm_one<T>(g, pa[i], pb[i], pc[i], al, be);
+      Err e = gemm_one<T>(g, reads_ab ? pa[i] : 0, reads_ab ? pb[i] : 0, pc[i], al, be);
       if (e != cudaSuccess) return e;
     }
     return cudaSuccess;
