@@ -43,6 +43,14 @@ void ring_bell(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell) {
 }
 }  // namespace
 
+// A futex wake only reaches sleepers under the same kernel. In a region
+// shared across a VM boundary (no WH_FEAT_FUTEX) a side that wants to sleep
+// polls with backoff instead, or it would oversleep a whole wait slice.
+WaitPolicy effective_policy(WaitPolicy p, const wh_region_hdr& g) {
+  if (p.sleep == WaitPolicy::Sleep::Futex && !(g.features & WH_FEAT_FUTEX)) p.sleep = WaitPolicy::Sleep::Poll;
+  return p;
+}
+
 // ---------------------------------------------------------------- client
 
 struct ClientChannel::Pending {
@@ -104,7 +112,7 @@ std::unique_ptr<ClientChannel> ClientChannel::claim(Region& region, int index, s
     c->index_ = i;
     c->generation_ = fetch_add(&ch->generation, uint64_t(1)) + 1;
     c->max_msg_ = g.max_msg;
-    c->policy_ = policy;
+    c->policy_ = effective_policy(policy, g);
     auto l = layout(region, i);
     c->data_ = {l.data, size_t(g.data_size)};
     store_rel(&ch->req_tail, uint64_t(0));
@@ -405,7 +413,7 @@ std::unique_ptr<ServerChannel> ServerChannel::attach(Region& region, uint32_t in
   c->ch_ = ch;
   c->index_ = index;
   c->generation_ = load_acq(&ch->generation);
-  c->policy_ = policy;
+  c->policy_ = effective_policy(policy, g);
   auto l = layout(region, index);
   c->data_ = {l.data, size_t(g.data_size)};
   c->reader_ = RingReader(l.req, g.req_size, &ch->req_tail, &ch->req_head, g.max_msg);

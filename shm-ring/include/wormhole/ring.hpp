@@ -124,6 +124,10 @@ struct WaitPolicy {
   static WaitPolicy from_env();
 };
 
+// The policy a channel of this region actually uses (no futex sleeping
+// across a VM boundary).
+WaitPolicy effective_policy(WaitPolicy p, const wh_region_hdr& region);
+
 // Detects a silent peer from its heartbeat word.
 class PeerMonitor {
  public:
