@@ -389,14 +389,15 @@ TEST_P(Policies, CallsCompleteAndSleepersAreWokenPromptly) {
   Pair p(small_config(), pc.client, pc.server);
   EchoServer srv(*p.server);
   Message rep;
-  auto t0 = Clock::now();
+  int slow = 0;  // calls that look like a missed wake-up (a 20 ms sleep slice)
   for (int i = 0; i < 50; i++) {
     std::this_thread::sleep_for(1ms);  // both sides fall asleep
+    auto t0 = Clock::now();
     ASSERT_EQ(call_bytes(*p.client, 1, {uint8_t(i)}, rep), Status::Ok);
+    if (Clock::now() - t0 > 15ms) slow++;
     EXPECT_EQ(rep.payload, (std::vector<uint8_t>{uint8_t(i)}));
   }
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
-  EXPECT_LT(took, 400ms) << pc.name;
+  EXPECT_LT(slow, 10) << pc.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -15,6 +15,12 @@ using namespace wh::ring;
 using namespace wh::ring::test;
 using namespace std::chrono_literals;
 
+#if defined(__SANITIZE_THREAD__)
+// These tests fork children that start threads (heartbeats) after the
+// parent has threads: fine here (the child only uses its own objects).
+extern "C" const char* __tsan_default_options() { return "die_after_fork=0"; }
+#endif
+
 namespace {
 
 const int kIters = WH_RING_TEST_SCALE > 1 ? 300 : 2000;
