@@ -19,7 +19,7 @@ real=$(nm -D --defined-only /usr/local/cuda/lib64/libcublas.so.13 2>/dev/null | 
 echo "drop-in exports $n versioned cublas* functions (toolkit library: $real)"
 [ "$real" -eq 0 ] || [ "$n" -ge "$real" ] || { echo "FAIL: fewer exports than the toolkit library"; fail=1; }
 # No loader warnings when the program starts (no server needed to load).
-warn=$(LD_LIBRARY_PATH="$build/guest-lib" LD_BIND_NOW=1 WORMHOLE_SOCKET=/nonexistent "$prog" 2>&1 | grep -i "version\|symbol lookup" || true)
+warn=$(env LD_LIBRARY_PATH="$build/guest-lib" LD_BIND_NOW=1 ${WH_PRELOAD:+LD_PRELOAD="$WH_PRELOAD"} WORMHOLE_SOCKET=/nonexistent "$prog" 2>&1 | grep -i "version\|symbol lookup" || true)
 [ -z "$warn" ] || { echo "FAIL: loader warnings: $warn"; fail=1; }
 [ $fail -eq 0 ] && echo OK
 exit $fail

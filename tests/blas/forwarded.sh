@@ -37,7 +37,10 @@ for _ in $(seq 1 200); do
   sleep 0.05
 done
 [ -S "$sock" ] || { echo "forwarded.sh: no socket $sock" >&2; exit 3; }
-WORMHOLE_SOCKET="$sock" LD_LIBRARY_PATH="$build/guest-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
+# Sanitizer builds: the program (built by nvcc) is not instrumented but the
+# drop-ins it loads are, so their runtime must come first (WH_PRELOAD).
+WORMHOLE_SOCKET="$sock" LD_LIBRARY_PATH="$build/guest-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  env ${WH_PRELOAD:+LD_PRELOAD="$WH_PRELOAD"} "$@"
 rc=$?
 stop
 trap - EXIT
