@@ -118,6 +118,12 @@ struct Heartbeat::Impl {
   bool paused = false;
   std::thread thr;
   void run() {
+    // A starved beater looks like a dead peer. The thread does a few atomic
+    // increments every period, so real-time priority costs nothing; where
+    // it is not permitted (no CAP_SYS_NICE) it stays an ordinary thread.
+    sched_param sp{};
+    sp.sched_priority = 1;
+    pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
     std::unique_lock lk(mu);
     while (!stop) {
       uint32_t period = 100;
