@@ -33,8 +33,10 @@ class FutexDoorbell final : public Doorbell {
 }  // namespace
 
 Doorbell* futex_doorbell() {
-  static FutexDoorbell d;
-  return &d;
+  // Never destroyed: channels say goodbye from atexit handlers, which may
+  // run after function-local statics constructed later are gone.
+  static FutexDoorbell* d = new FutexDoorbell();
+  return d;
 }
 
 WaitPolicy WaitPolicy::from_env() {
