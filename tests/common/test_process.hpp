@@ -95,6 +95,7 @@ class Process {
     return false;
   }
   int wait(std::chrono::seconds timeout) {
+    if (pid_ <= 0) return -1;  // never started (waitpid(-1) would reap any child)
     auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       pump(20);

@@ -117,9 +117,9 @@ TEST_F(Forward, AnotherClientsMemoryIsOutOfReach) {
 
 TEST(ForwardNoServer, CleanErrorWithoutServer) {
   // No server on this socket: programs get an error, not a crash or hang.
-  auto r = Process::run({prog("device_info")}, {"WORMHOLE_SOCKET=/tmp/wormhole-no-such.sock",
-                                                std::string("LD_LIBRARY_PATH=") + WH_GUEST_LIB_DIR},
-                        30s);
+  auto env = Server().client_env();  // the library path (and sanitizer preload), no server
+  env[0] = "WORMHOLE_SOCKET=/tmp/wormhole-no-such.sock";
+  auto r = Process::run({prog("device_info")}, env, 30s);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("cannot reach wormhole-server"), std::string::npos) << r.output;
 }

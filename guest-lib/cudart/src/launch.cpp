@@ -83,7 +83,8 @@ cudaError_t ensure_kernel(KernelRec* k) {
                                                {reinterpret_cast<const uint8_t*>(k->name.data()), k->name.size()}, &tail);
   if (e != cudaSuccess) return e;
   std::vector<ParamInfo> server(rs.nparams);
-  if (tail.size() == rs.nparams * sizeof(ParamInfo)) std::memcpy(server.data(), tail.data(), tail.size());
+  if (!tail.empty() && tail.size() == rs.nparams * sizeof(ParamInfo))
+    std::memcpy(server.data(), tail.data(), tail.size());
   auto it = k->fb->params.find(k->name);
   if (it != k->fb->params.end()) {
     k->params = it->second;
