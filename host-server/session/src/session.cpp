@@ -7,6 +7,10 @@
 #include <chrono>
 #include <cstring>
 #include <sstream>
+#include <thread>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "wormhole/proto/dispatch.hpp"
 
@@ -16,6 +20,38 @@ using namespace wh::proto;
 
 namespace {
 constexpr uint32_t kMaxBlockThreads = 1024;
+
+// The statistics' service-time clock: the TSC where there is one. Reading it
+// costs a few ns; clock_gettime costs tens of ns in a VM, and handle() reads
+// the clock twice per request (it showed in the forwarded null call and in
+// the posted-launch rate). Converted to ns against steady_clock in render().
+inline uint64_t stat_clock() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+}
+struct ClockRef {
+  uint64_t ticks;
+  std::chrono::steady_clock::time_point t;
+};
+const ClockRef& clock_ref() {
+  static const ClockRef r{stat_clock(), std::chrono::steady_clock::now()};
+  return r;
+}
+double ns_per_tick() {
+#if defined(__x86_64__)
+  const ClockRef& r = clock_ref();
+  auto age = std::chrono::steady_clock::now() - r.t;
+  if (age < std::chrono::milliseconds(20)) std::this_thread::sleep_for(std::chrono::milliseconds(20) - age);
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - r.t).count();
+  const uint64_t dt = stat_clock() - r.ticks;
+  return dt ? ns / double(dt) : 1.0;
+#else
+  return double(std::chrono::steady_clock::period::num) * 1e9 / double(std::chrono::steady_clock::period::den);
+#endif
+}
 bool add_overflows(uint64_t a, uint64_t b) { return a + b < a; }
 }  // namespace
 
@@ -35,15 +71,17 @@ bool is_sticky(Err e) {
 
 std::string Stats::render() const {
   std::ostringstream o;
-  uint64_t total = 0, total_ns = 0;
+  uint64_t total = 0;
+  double total_ns = 0;
+  const double k = ns_per_tick();
   for (size_t i = 1; i < kOpCount; i++) {
     uint64_t c = calls[i].load();
     if (!c) continue;
     total += c;
-    total_ns += nanos[i].load();
+    total_ns += double(ticks[i].load()) * k;
     char line[128];
     std::snprintf(line, sizeof line, "  %-20s %10llu calls  %9.2f us mean service\n", op_name(uint16_t(i)),
-                  (unsigned long long)c, nanos[i].load() / 1e3 / double(c));
+                  (unsigned long long)c, double(ticks[i].load()) * k / 1e3 / double(c));
     o << line;
   }
   char tail[256];
@@ -61,6 +99,7 @@ Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
                  std::span<uint8_t> data, Stats& stats)
     : id_(id), backend_(backend), ctx_(std::move(ctx)), data_(data), stats_(stats) {
   stats_.sessions++;
+  (void)clock_ref();  // the reference point render() converts ticks against
 }
 
 Session::~Session() {
@@ -83,10 +122,11 @@ uint64_t Session::device_bytes() const {
 
 bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> payload,
                      uint32_t max_msg, DispatchResult& out) {
-  auto t0 = std::chrono::steady_clock::now();
+  const uint64_t t0 = stat_clock();
   const bool posted = flags & WH_MSG_F_POSTED;
   if (sticky_ != cudaSuccess && Op(opcode) != Op::GetDeviceProps && Op(opcode) != Op::GetDeviceCount &&
-      Op(opcode) != Op::GetStats) {
+      Op(opcode) != Op::GetStats && Op(opcode) != Op::DeviceReset) {
+    // (cudaDeviceReset is the way out of a sticky error: on_DeviceReset clears it.)
     // After a kernel fault the context is unusable, as on a GPU.
     out.status = sticky_;
     out.fixed.clear();
@@ -100,8 +140,7 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
   }
   if (opcode < kOpCount) {
     stats_.calls[opcode]++;
-    stats_.nanos[opcode] += uint64_t(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    stats_.ticks[opcode] += stat_clock() - t0;
   }
   if (posted) {
     if (out.status != cudaSuccess && out.status > 0) note_async(out.status);
@@ -216,6 +255,7 @@ int32_t Session::on_DeviceReset(const DeviceResetReq&, std::span<const uint8_t>,
   events_.clear();
   for (auto& [d, n] : allocs_) ctx_->mem_free(d);
   allocs_.clear();
+  globals_.clear();  // the modules' variables died with them
   deferred_ = sticky_ = cudaSuccess;
   return cudaSuccess;
 }
@@ -353,12 +393,18 @@ int32_t Session::on_ModuleLoad(const ModuleLoadReq& rq, std::span<const uint8_t>
   if (!img || rq.bytes < 16) return cudaErrorInvalidValue;
   // Private copy: the guest can rewrite its data area while we parse.
   std::vector<uint8_t> copy(img, img + rq.bytes);
+  // Only the fatbin itself travels. A __fatBinC_Wrapper_t (magic 0x466243b1)
+  // holds a pointer, which fatbin parsers (ours, the driver's) follow: from a
+  // guest it would aim the server at an address of the guest's choosing.
+  uint32_t magic;
+  std::memcpy(&magic, copy.data(), sizeof magic);
+  if (magic == 0x466243b1u) return cudaErrorInvalidKernelImage;
   std::unique_ptr<Module> m;
   if (Err e = ctx_->module_load(copy, &m, &last_log_); e != cudaSuccess) {
     spdlog::warn("session {}: module load failed: {}", id_, last_log_);
     return e;
   }
-  uint64_t h = modules_.add(std::make_unique<ModuleEntry>(ModuleEntry{std::move(m)}));
+  uint64_t h = modules_.add(std::make_unique<ModuleEntry>(ModuleEntry{std::move(m), {}}));
   if (!h) return cudaErrorMemoryAllocation;
   rs.module = h;
   return cudaSuccess;
@@ -373,6 +419,8 @@ int32_t Session::on_ModuleUnload(const ModuleUnloadReq& rq, std::span<const uint
     if (k.module == rq.module) dead.push_back(h);
   });
   for (uint64_t h : dead) kernels_.take(h);
+  // Its variables stop being valid copy targets (their memory is freed below).
+  for (uint64_t g : m->globals) globals_.erase(g);
   ctx_->synchronize();
   ctx_->module_unload(*m->mod);
   return cudaSuccess;
@@ -404,7 +452,10 @@ int32_t Session::on_ModuleGetGlobal(const ModuleGetGlobalReq& rq, std::span<cons
   std::string name(reinterpret_cast<const char*>(tail.data()), tail.size());
   if (Err e = ctx_->module_global(*m->mod, name, &rs.dptr, &rs.size); e != cudaSuccess) return e;
   // Module globals become valid targets of copies (cudaMemcpyToSymbol).
-  if (rs.dptr && !device_range(rs.dptr, rs.size)) globals_[rs.dptr] = rs.size;
+  if (rs.dptr && !device_range(rs.dptr, rs.size)) {
+    globals_[rs.dptr] = rs.size;
+    m->globals.push_back(rs.dptr);
+  }
   return cudaSuccess;
 }
 

@@ -20,7 +20,7 @@ namespace wh::server {
 // Server-wide counters, shown by `make demo` and GetStats.
 struct Stats {
   std::array<std::atomic<uint64_t>, proto::kOpCount> calls{};
-  std::array<std::atomic<uint64_t>, proto::kOpCount> nanos{};
+  std::array<std::atomic<uint64_t>, proto::kOpCount> ticks{};  // service time, stat_clock() units
   std::atomic<uint64_t> bytes_htod{0}, bytes_dtoh{0}, bytes_dtod{0};
   std::atomic<uint64_t> rejected{0};  // malformed or invalid requests
   std::atomic<uint64_t> sessions{0};
@@ -40,6 +40,11 @@ class Session {
               proto::DispatchResult& out);
   uint64_t id() const { return id_; }
   uint64_t violations() const { return violations_; }
+  // A protocol violation caught before handle() (bad framing, wrong version).
+  void note_violation() {
+    violations_++;
+    stats_.rejected++;
+  }
   uint64_t device_bytes() const;
 
   // ---- the API table's bodies (see proto/cudart_api.def)
@@ -52,6 +57,7 @@ class Session {
  private:
   struct ModuleEntry {
     std::unique_ptr<Module> mod;
+    std::vector<uint64_t> globals;  // its variables entered in globals_ (dropped on unload)
   };
   struct KernelEntry {
     std::unique_ptr<Kernel> k;
