@@ -468,12 +468,24 @@ struct EngineImpl {
       wp.st = Warp::Ready;
       wp.red_dst = NOREG;
       uint32_t alive = 0;
+      // Thread indices by counting (x fastest) from the warp's first thread,
+      // not three divisions per lane: those cost about 1 us per warp and
+      // dominated small launches (forwarding bench, issue 4). Same values,
+      // dead lanes included.
+      const uint32_t t0 = w * 32;
+      uint32_t tx = t0 % cfg.block.x, ty = (t0 / cfg.block.x) % cfg.block.y, tz = t0 / (cfg.block.x * cfg.block.y);
       for (uint32_t l = 0; l < 32; ++l) {
-        uint32_t t = w * 32 + l;
-        if (t < nthr) alive |= 1u << l;
-        wp.tid[0][l] = t % cfg.block.x;
-        wp.tid[1][l] = (t / cfg.block.x) % cfg.block.y;
-        wp.tid[2][l] = t / (cfg.block.x * cfg.block.y);
+        if (t0 + l < nthr) alive |= 1u << l;
+        wp.tid[0][l] = tx;
+        wp.tid[1][l] = ty;
+        wp.tid[2][l] = tz;
+        if (++tx == cfg.block.x) {
+          tx = 0;
+          if (++ty == cfg.block.y) {
+            ty = 0;
+            ++tz;
+          }
+        }
       }
       wp.alive = alive;
       wp.frames.clear();
