@@ -28,7 +28,7 @@ Server::~Server() {
   stop();
   std::lock_guard lk(threads_mu_);
   for (auto& t : threads_)
-    if (t.joinable()) t.join();
+    if (t.t.joinable()) t.t.join();
 }
 
 void Server::stop() {
@@ -36,9 +36,22 @@ void Server::stop() {
   if (listen_fd_ >= 0) shutdown(listen_fd_, SHUT_RDWR);
 }
 
-void Server::track(std::thread t) {
+void Server::track(std::function<void()> fn) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
   std::lock_guard lk(threads_mu_);
-  threads_.push_back(std::move(t));
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    if (it->done->load()) {
+      it->t.join();
+      it = threads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  threads_.push_back({std::thread([fn = std::move(fn), done] {
+                        fn();
+                        done->store(true);
+                      }),
+                      done});
 }
 
 namespace {
@@ -81,7 +94,8 @@ End serve_channel(ring::ServerChannel& ch, Session& s, uint32_t max_violations,
         std::array<std::span<const uint8_t>, 1> parts{none};
         ch.reply(h.call_id, h.opcode, res.status, 0, parts);
       }
-      if (s.violations() + 1 > max_violations) return End::Violations;
+      s.note_violation();  // counts toward the limit like any malformed request
+      if (s.violations() > max_violations) return End::Violations;
       continue;
     }
     bool respond = s.handle(h.opcode, h.flags, msg.payload, ch.max_msg(), res);
@@ -259,7 +273,7 @@ void Server::serve_vm(const VmSpec& vm) {
 }
 
 int Server::run() {
-  for (const auto& vm : cfg_.vms) track(std::thread([this, vm] { serve_vm(vm); }));
+  for (const auto& vm : cfg_.vms) track([this, vm] { serve_vm(vm); });
 
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
@@ -282,14 +296,14 @@ int Server::run() {
     if (poll(&p, 1, 200) <= 0) continue;
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    track(std::thread([this, fd] { serve_socket_client(fd); }));
+    track([this, fd] { serve_socket_client(fd); });
   }
   close(listen_fd_);
   unlink(cfg_.socket_path.c_str());
   {
     std::lock_guard lk(threads_mu_);
     for (auto& t : threads_)
-      if (t.joinable()) t.join();
+      if (t.t.joinable()) t.t.join();
     threads_.clear();
   }
   return 0;

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,7 +44,9 @@ class Server {
  private:
   void serve_socket_client(int fd);
   void serve_vm(const VmSpec& vm);
-  void track(std::thread t);
+  // Runs fn on a thread of its own; joins threads that already finished
+  // (a finished, unjoined thread keeps its stack: one per past client).
+  void track(std::function<void()> fn);
 
   ServerConfig cfg_;
   Backend& backend_;
@@ -52,7 +56,11 @@ class Server {
   std::atomic<int> live_sessions_{0};
   int listen_fd_ = -1;
   std::mutex threads_mu_;
-  std::vector<std::thread> threads_;
+  struct Tracked {
+    std::thread t;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Tracked> threads_;
 };
 
 std::string default_socket_path();
