@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Writes the structured seed corpus of the session fuzzer (fuzz_session.cpp).
+
+Each seed is a short, valid request sequence in the fuzzer's input format,
+with live objects named through references (0xFEED words into known[]):
+known[0] = the real fatbin's size, known[1] = the data area size,
+known[2] = the pinned heap offset, then every 8-byte word of each
+successful synchronous response's fixed part, in order.
+
+Usage: gen_corpus.py OUT_DIR   (the committed corpus/ was made this way)
+"""
+import os
+import struct
+import sys
+
+# Opcodes: the order of proto/include/wormhole/proto/cudart_api.def then
+# cublas_api.def, starting at 1 (read from the table so seeds follow it).
+HERE = os.path.dirname(os.path.abspath(__file__))
+TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f) for f in ("cudart_api.def", "cublas_api.def")]
+OPS = []
+for t in TABLES:
+    for line in open(t):
+        s = line.strip()
+        if s.startswith("X(") and "," in s:
+            OPS.append(s[2:s.index(",")].strip())
+OP = {name: i + 1 for i, name in enumerate(OPS)}
+NOPS = len(OPS) + 1  # kOpCount (Pad included)
+
+POSTED = 1
+
+
+def ref(i, addend=0):
+    return 0xFEED << 48 | (addend & 0xFFFFFF) << 8 | (i & 0xFF)
+
+
+class Seq:
+    def __init__(self):
+        self.b = bytearray()
+        self.known = 3  # fatbin size, data size, pinned offset
+
+    def req(self, name, payload=b"", posted=False, resp_words=0):
+        op = OP[name]
+        assert op < 0xF0
+        self.b += struct.pack("<BBH", op, POSTED if posted else 0, len(payload)) + payload
+        at = self.known
+        if not posted:
+            self.known += resp_words
+        return at  # index in known[] of the response's first word
+
+    def write(self, off, data):
+        p = struct.pack("<I", off) + data
+        self.b += struct.pack("<BBH", 0xF0, 0, len(p)) + p
+
+    def fatbin(self, off):
+        p = struct.pack("<I", off)
+        self.b += struct.pack("<BBH", 0xF1, 0, len(p)) + p
+
+
+def q(*words):
+    return struct.pack("<%dQ" % len(words), *words)
+
+
+def seeds():
+    out = {}
+    # Memory: malloc, inline copy, staged-style copy from the data area, back, free.
+    s = Seq()
+    d = s.req("Malloc", q(4096), resp_words=1)
+    s.req("MemcpyHtoDInline", q(ref(d), 0) + bytes(range(64)))
+    s.write(8192, b"\x5a" * 256)
+    s.req("MemcpyHtoD", q(ref(d, 64), 8192, 256, 0, 1))
+    s.req("MemcpyDtoH", q(16384, ref(d), 512, 0, 2))
+    s.req("MemcpyDtoD", q(ref(d, 1024), ref(d), 512, 0))
+    s.req("Memset", q(ref(d, 2048), 1024, 0) + struct.pack("<iI", 0x33, 0))
+    s.req("Memcpy2D", q(ref(d), 64, ref(d, 2048), 64, 32, 8) + struct.pack("<II", 3, 0) + q(0))
+    s.req("Memcpy2D", q(20000, 64, ref(d), 64, 32, 8) + struct.pack("<II", 2, 0) + q(0))
+    s.req("MemGetInfo", resp_words=2)
+    s.req("DeviceSynchronize")
+    s.req("Free", q(ref(d)))
+    out["memory"] = s.b
+    # Modules and launches: the real fatbin, kernels by name, launches on
+    # the device allocation and on the mapped data area, a fault, a reset.
+    s = Seq()
+    d = s.req("Malloc", q(4096), resp_words=1)
+    s.fatbin(32768)
+    m = s.req("ModuleLoad", q(32768, ref(0)), resp_words=1)
+    kf = s.req("ModuleGetKernel", q(ref(m)) + b"fill_words", resp_words=2)
+    kc = s.req("ModuleGetKernel", q(ref(m)) + b"copy_words", resp_words=2)
+    ke = s.req("ModuleGetKernel", q(ref(m)) + b"empty_kernel", resp_words=2)
+    s.req("FuncGetAttributes", q(ref(kf)), resp_words=4)
+    launch = lambda k, g, b, params, posted=True: s.req(
+        "Launch", q(ref(k), 0) + struct.pack("<6III", g, 1, 1, b, 1, 1, 0, 0) + params, posted=posted)
+    launch(kf, 4, 256, q(ref(d)) + struct.pack("<II", 7, 1024))
+    launch(ke, 1, 1, b"")
+    mp = s.req("MapDataArea", resp_words=2)
+    launch(kc, 4, 256, q(ref(d), ref(mp, 65536)) + struct.pack("<I", 1024))
+    s.req("StreamSynchronize", q(0))
+    launch(kf, 8, 256, q(ref(d)) + struct.pack("<II", 1, 2048))  # out of bounds: a fault
+    s.req("DeviceSynchronize")
+    s.req("DeviceReset")
+    s.req("ModuleUnload", q(ref(m)))
+    out["modules"] = s.b
+    # Symbols of a module (hostile_kernels has none: a failing lookup) and a
+    # module image built in the data area by the input itself.
+    s = Seq()
+    s.write(40000, b"\x50\xed\x55\xba" + b"\x01\x00\x10\x00" + struct.pack("<Q", 64) + b"\x00" * 64)
+    s.req("ModuleLoad", q(40000, 80), resp_words=1)
+    m = s.req("ModuleLoad", q(40000, 16), resp_words=1)
+    # A __fatBinC_Wrapper_t: its pointer must never be followed (it crashed
+    # the server before the session refused wrappers).
+    s.write(48000, struct.pack("<IIQQ", 0x466243b1, 1, 0xdeadbeefdeadbeef, 0))
+    s.req("ModuleLoad", q(48000, 24), resp_words=1)
+    s.req("ModuleGetGlobal", q(ref(m)) + b"counter", resp_words=2)
+    out["module_garbage"] = s.b
+    # Streams and events.
+    s = Seq()
+    st = s.req("StreamCreate", struct.pack("<Ii", 1, 0), resp_words=1)
+    e1 = s.req("EventCreate", struct.pack("<II", 0, 0), resp_words=1)
+    e2 = s.req("EventCreate", struct.pack("<II", 0, 0), resp_words=1)
+    s.req("EventRecord", q(ref(e1), ref(st)), posted=True)
+    s.req("StreamWaitEvent", q(ref(st), ref(e1)) + struct.pack("<II", 0, 0), posted=True)
+    s.req("EventRecord", q(ref(e2), ref(st)), posted=True)
+    s.req("EventSynchronize", q(ref(e2)))
+    s.req("EventQuery", q(ref(e2)))
+    s.req("EventElapsedTime", q(ref(e1), ref(e2)), resp_words=1)
+    s.req("StreamQuery", q(ref(st)))
+    s.req("StreamDestroy", q(ref(st)))
+    s.req("EventDestroy", q(ref(e1)))
+    s.req("EventRecord", q(ref(e1), 0))  # stale
+    out["streams_events"] = s.b
+    # BLAS: a handle, vectors, axpy, dot (host result), a small gemm.
+    s = Seq()
+    h = s.req("BlasCreate", resp_words=2)
+    x = s.req("Malloc", q(4096), resp_words=1)
+    y = s.req("Malloc", q(4096), resp_words=1)
+    one = struct.unpack("<I", struct.pack("<f", 1.0))[0]
+    s.req("BlasAxpy", q(ref(h), 0, one, ref(x), ref(y)) + struct.pack("<iiiI", 256, 1, 1, 0))
+    s.req("BlasDot", q(ref(h), 0, ref(x), ref(y), 0) + struct.pack("<iiiI", 256, 1, 1, 0), resp_words=1)
+    s.req("BlasGemm", q(ref(h), 0, one, 0, ref(x), ref(y), ref(x, 2048)) + struct.pack("<qqq", 16, 16, 16) +
+          struct.pack("<iiiIIIII", 16, 16, 16, 0, 0, 0, 0, 0))
+    s.req("BlasDestroy", q(ref(h)))
+    out["blas"] = s.b
+    # Device queries and protocol edge cases.
+    s = Seq()
+    s.req("GetDeviceCount")
+    s.req("GetDeviceProps", struct.pack("<i", 0))
+    s.req("DeviceGetAttribute", struct.pack("<ii", 1, 0), resp_words=0)
+    s.req("SetDevice", struct.pack("<iI", 0, 0))
+    s.req("GetStats")
+    s.b += struct.pack("<BBH", NOPS, 0, 0)  # the first unknown opcode
+    s.b += struct.pack("<BBH", OP["Malloc"], 0, 3) + b"\x01\x02\x03"  # short
+    s.b += struct.pack("<BBH", OP["Free"], 0, 16) + b"\x00" * 16  # tail where none allowed
+    out["device_and_framing"] = s.b
+    return out
+
+
+def main():
+    outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus")
+    os.makedirs(outdir, exist_ok=True)
+    for name, b in seeds().items():
+        with open(os.path.join(outdir, name), "wb") as f:
+            f.write(bytes(b))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,867 @@
+// A hostile client against wormhole-server: it speaks the protocol directly
+// (the socket handshake of guest-lib/cudart/src/connection.cpp, then raw
+// records on the shm ring, with nothing pre-checked by a guest library) and
+// sends malformed and malicious requests: unknown opcodes, wrong versions,
+// short payloads, tails where none are allowed, huge lengths, counts and
+// offsets, data-area offsets out of range, overflowing 2D extents, bad
+// launches, forged and stale handles of every kind, device pointers of
+// another client's session (through copies, memsets, BLAS and kernels of
+// its own module), garbage module images, and garbage written straight
+// into the ring. Every request must get a clean error status; a client
+// that corrupts its ring or exceeds the violation limit is dropped; the
+// server never crashes; the other session's memory is never read or
+// written; and a well-behaved forwarded program runs beside all of it
+// (every test's fixture keeps one running in a loop).
+#include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_process.hpp"
+#include "wormhole/proto/wire.hpp"
+#include "wormhole/ring.hpp"
+
+using namespace std::chrono_literals;
+using namespace wh::proto;
+using wh::test::Process;
+using wh::test::Server;
+namespace ring = wh::ring;
+
+namespace {
+
+// raw() when the request never got an answer (ring status in last_ring).
+constexpr int32_t kNoReply = INT32_MIN;
+
+std::string prog(const char* name) { return std::string(WH_PROGRAM_DIR) + "/" + name; }
+
+std::vector<uint8_t> read_file(const char* path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+size_t request_size(uint16_t op) {
+  switch (Op(op)) {
+#define WH_X_SIZE(Name, K, RQ, RS) \
+  case Op::Name: return wire_size<Name##Req>;
+    WH_ALL_OPS(WH_X_SIZE)
+#undef WH_X_SIZE
+    default: return 0;
+  }
+}
+
+template <class T>
+std::vector<uint8_t> bytes_of(const T& v, std::span<const uint8_t> tail = {}) {
+  auto f = fixed_bytes(v);
+  std::vector<uint8_t> out(f.begin(), f.end());
+  out.insert(out.end(), tail.begin(), tail.end());
+  return out;
+}
+
+// A client that speaks the wire protocol itself.
+class RawClient {
+ public:
+  ~RawClient() {
+    ch.reset();
+    region.reset();
+    if (sock >= 0) close(sock);
+  }
+
+  bool connect(const std::string& path, std::string* err) {
+    sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    if (::connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return *err = "connect", false;
+    Hello h{};
+    h.magic = kHelloMagic;
+    h.min_version = kMinVersion;
+    h.max_version = kVersion;
+    h.pid = uint32_t(getpid());
+    if (write(sock, &h, sizeof h) != ssize_t(sizeof h)) return *err = "hello", false;
+    HelloReply rep{};
+    iovec iov{&rep, sizeof rep};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;
+    if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != ssize_t(sizeof rep) || rep.magic != kHelloMagic || rep.status != 0)
+      return *err = "hello reply", false;
+    int fd = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    if (fd < 0) return *err = "no region fd", false;
+    region = ring::Region::attach_fd(fd, err);
+    close(fd);
+    if (!region) return false;
+    ch = ring::ClientChannel::claim(*region, int(rep.channel), err);
+    if (!ch) return false;
+    uint8_t ok = 1;
+    if (write(sock, &ok, 1) != 1) return *err = "claim byte", false;
+    session_id = rep.session_id;
+    return ch->wait_attached(5s) == ring::Status::Ok || (*err = "not attached", false);
+  }
+
+  int32_t raw(uint16_t op, std::span<const uint8_t> payload, std::vector<uint8_t>* reply = nullptr,
+              uint16_t version = kVersion, std::chrono::milliseconds timeout = 10s) {
+    std::array<std::span<const uint8_t>, 1> parts{payload};
+    ring::Message m;
+    last_ring = ch->call(op, 0, parts, m, version, timeout);
+    if (last_ring != ring::Status::Ok) return kNoReply;
+    if (reply) *reply = m.payload;
+    return m.hdr.status;
+  }
+  ring::Status post_raw(uint16_t op, std::span<const uint8_t> payload, uint16_t version = kVersion) {
+    std::array<std::span<const uint8_t>, 1> parts{payload};
+    return ch->post(op, 0, parts, version, 5000ms);
+  }
+  template <Op O>
+  int32_t call(const typename OpTraits<O>::Request& rq, typename OpTraits<O>::Response* rs = nullptr,
+               std::span<const uint8_t> tail = {}, std::vector<uint8_t>* rtail = nullptr) {
+    std::vector<uint8_t> reply;
+    int32_t st = raw(uint16_t(O), bytes_of(rq, tail), &reply);
+    constexpr size_t n = wire_size<typename OpTraits<O>::Response>;
+    if constexpr (n > 0)
+      if (rs && reply.size() >= n) std::memcpy(rs, reply.data(), n);
+    if (rtail && reply.size() > n) rtail->assign(reply.begin() + n, reply.end());
+    return st;
+  }
+  template <Op O>
+  ring::Status post(const typename OpTraits<O>::Request& rq, std::span<const uint8_t> tail = {}) {
+    return post_raw(uint16_t(O), bytes_of(rq, tail));
+  }
+
+  // Did the server end this session (its end of the socket closed)?
+  bool dropped(std::chrono::milliseconds within) {
+    auto deadline = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{sock, POLLIN | POLLRDHUP, 50};
+      if (poll(&p, 1, 50) > 0) {
+        char b;
+        if (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) return true;
+        if (recv(sock, &b, 1, MSG_DONTWAIT) == 0) return true;
+      }
+    }
+    return false;
+  }
+
+  std::span<uint8_t> data() const { return ch->data(); }
+  uint64_t malloc(uint64_t n) {
+    MallocResp r{};
+    EXPECT_EQ(call<Op::Malloc>({n}, &r), 0);
+    return r.dptr;
+  }
+  // Copies `bytes` into the data area at `off` and loads them as a module.
+  int32_t load_module(std::span<const uint8_t> image, uint64_t* module, uint64_t off = kPinnedHeapOffset) {
+    std::memcpy(data().data() + off, image.data(), image.size());
+    ModuleLoadResp r{};
+    int32_t st = call<Op::ModuleLoad>({off, image.size()}, &r);
+    *module = r.module;
+    return st;
+  }
+  uint64_t kernel(uint64_t module, const std::string& name, uint32_t* param_bytes = nullptr) {
+    ModuleGetKernelResp r{};
+    std::vector<uint8_t> t;
+    EXPECT_EQ(call<Op::ModuleGetKernel>({module}, &r, {reinterpret_cast<const uint8_t*>(name.data()), name.size()}, &t),
+              0)
+        << name;
+    if (param_bytes) *param_bytes = r.param_bytes;
+    return r.kernel;
+  }
+  uint64_t mem_free() {
+    MemGetInfoResp r{};
+    EXPECT_EQ(call<Op::MemGetInfo>({}, &r), 0);
+    return r.free;
+  }
+  std::string stats() {
+    std::vector<uint8_t> reply;
+    EXPECT_EQ(raw(uint16_t(Op::GetStats), {}, &reply), 0);
+    return std::string(reply.begin(), reply.end());
+  }
+
+  int sock = -1;
+  std::unique_ptr<ring::Region> region;
+  std::unique_ptr<ring::ClientChannel> ch;
+  uint64_t session_id = 0;
+  ring::Status last_ring = ring::Status::Ok;
+};
+
+LaunchReq launch_req(uint64_t kernel, uint32_t gx, uint32_t bx) {
+  LaunchReq rq{};
+  rq.kernel = kernel;
+  rq.grid[0] = gx, rq.grid[1] = rq.grid[2] = 1;
+  rq.block[0] = bx, rq.block[1] = rq.block[2] = 1;
+  return rq;
+}
+
+struct CopyParams {
+  uint64_t src, dst;
+  uint32_t n;
+};
+struct FillParams {
+  uint64_t dst;
+  uint32_t value, n;
+};
+std::span<const uint8_t> param_bytes(const CopyParams& p) { return {reinterpret_cast<const uint8_t*>(&p), 20}; }
+std::span<const uint8_t> param_bytes(const FillParams& p) { return {reinterpret_cast<const uint8_t*>(&p), 16}; }
+
+uint32_t pattern(uint32_t i) { return (i * 2654435761u) ^ 0xA5A5F00Du; }
+
+// Every test: a private server, and a well-behaved forwarded program running
+// beside the hostile clients in a loop until the test ends.
+class Hostile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server.start({})) << server.log();
+    neighbour_ = std::thread([this] {
+      while (!stop_) {
+        auto r = Process::run({prog("vector_add")}, server.client_env(), 120s);
+        runs_++;
+        if (r.status != 0 || r.output.find("PASS") == std::string::npos) {
+          std::lock_guard lk(mu_);
+          failures_++;
+          last_failure_ = r.output;
+        }
+      }
+    });
+  }
+  void TearDown() override {
+    stop_ = true;
+    if (neighbour_.joinable()) neighbour_.join();
+    EXPECT_GE(runs_.load(), 1);
+    EXPECT_EQ(failures_.load(), 0) << "the well-behaved neighbour failed:\n" << last_failure_;
+    EXPECT_TRUE(server.alive()) << "server died:\n" << server.log();
+  }
+  std::unique_ptr<RawClient> client() {
+    auto c = std::make_unique<RawClient>();
+    std::string err;
+    EXPECT_TRUE(c->connect(server.socket(), &err)) << err;
+    return c;
+  }
+
+  Server server;
+
+ private:
+  std::thread neighbour_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> runs_{0}, failures_{0};
+  std::mutex mu_;
+  std::string last_failure_;
+};
+
+// ---------------------------------------------------------------- framing
+
+TEST_F(Hostile, UnknownOpcodesWrongVersionsShortPayloads) {
+  auto c = client();
+  for (uint16_t op : {uint16_t(kOpCount), uint16_t(kOpCount + 1), uint16_t(0x7fff), uint16_t(0xffff)})
+    EXPECT_EQ(c->raw(op, {}), kUnknownOp) << op;
+  for (uint16_t v : {uint16_t(0), uint16_t(kVersion + 1), uint16_t(0xffff)})
+    EXPECT_EQ(c->raw(uint16_t(Op::MemGetInfo), {}, nullptr, v), kBadRequest) << "version " << v;
+  int n = 7;
+  // The fixed part one byte short, for every opcode that has one.
+  for (uint16_t op = 1; op < kOpCount; op++) {
+    size_t sz = request_size(op);
+    if (!sz) continue;
+    std::vector<uint8_t> p(sz - 1, 0xff);
+    EXPECT_EQ(c->raw(op, p), kBadRequest) << op_name(op);
+    EXPECT_EQ(c->raw(op, {}), kBadRequest) << op_name(op);  // and empty
+    n += 2;
+    if (n > 56) break;  // stay under the violation limit (64)
+  }
+  // The session still works, and the server counted every rejection.
+  EXPECT_EQ(c->raw(uint16_t(Op::DeviceSynchronize), {}), 0);
+  EXPECT_GT(c->mem_free(), 0u);
+  EXPECT_FALSE(c->dropped(100ms));
+  // More short payloads on a second session (the first would hit the limit).
+  auto d = client();
+  int m = 0;
+  for (uint16_t op = kOpCount - 1; op > 0 && m < 40; op--)
+    if (size_t sz = request_size(op); sz) {
+      std::vector<uint8_t> p(sz / 2, 0x5a);
+      EXPECT_EQ(d->raw(op, p), kBadRequest) << op_name(op);
+      m++;
+    }
+  std::string st = d->stats();
+  EXPECT_NE(st.find("rejected"), std::string::npos) << st;
+}
+
+TEST_F(Hostile, TailsWhereNoneAllowedAndOversizedTails) {
+  auto c = client();
+  const uint32_t max_msg = c->ch->max_msg();
+  int n = 0;
+  for (uint16_t op = 1; op < kOpCount && n < 58; op++) {
+    if (request_tail_max(Op(op), max_msg) != 0) continue;
+    std::vector<uint8_t> p(request_size(op) + 8, 0);
+    EXPECT_EQ(c->raw(op, p), kBadRequest) << op_name(op);
+    n++;
+  }
+  EXPECT_GT(c->mem_free(), 0u);
+  auto d = client();
+  std::vector<uint8_t> big(kMaxParamBytes + 1, 0);
+  EXPECT_EQ(d->call<Op::Launch>(launch_req(0, 1, 1), nullptr, big), kBadRequest);
+  std::vector<uint8_t> name(kMaxNameBytes + 1, 'a');
+  EXPECT_EQ(d->call<Op::ModuleGetKernel>({0}, nullptr, name), kBadRequest);
+  EXPECT_EQ(d->call<Op::ModuleGetGlobal>({0}, nullptr, name), kBadRequest);
+  // A payload above the region's max_msg never leaves the client.
+  std::vector<uint8_t> huge(size_t(max_msg) + 1, 0);
+  EXPECT_EQ(d->raw(uint16_t(Op::MemcpyHtoDInline), huge), kNoReply);
+  EXPECT_EQ(d->last_ring, ring::Status::TooBig);
+  EXPECT_GT(d->mem_free(), 0u);
+}
+
+// ---------------------------------------------------------------- ranges
+
+TEST_F(Hostile, HugeLengthsCountsAndOffsets) {
+  auto c = client();
+  const uint64_t area = c->data().size();
+  const uint64_t P = kPinnedHeapOffset;
+  const uint64_t d = c->malloc(4096);
+  ASSERT_NE(d, 0u);
+  const int32_t inval = cudaErrorInvalidValue;
+  EXPECT_EQ(c->call<Op::Malloc>({UINT64_MAX}), cudaErrorMemoryAllocation);
+  EXPECT_EQ(c->call<Op::Malloc>({1ull << 62}), cudaErrorMemoryAllocation);
+  // Data-area offsets and device ranges out of bounds, and sums that overflow.
+  for (auto rq : std::vector<MemcpyHtoDReq>{{d, area, 1, 0, 0},
+                                            {d, area - 8, 16, 0, 0},
+                                            {d, UINT64_MAX - 7, 16, 0, 0},
+                                            {d, P, UINT64_MAX, 0, 0},
+                                            {d, P, 4097, 0, 0},
+                                            {d + 4000, P, 200, 0, 0},
+                                            {d - 1, P, 16, 0, 0},
+                                            {0, P, 16, 0, 0},
+                                            {UINT64_MAX - 8, P, 16, 0, 0},
+                                            {d, UINT64_MAX, UINT64_MAX, 0, 0},
+                                            {d, area, 1, 0, 77}})
+    EXPECT_EQ(c->call<Op::MemcpyHtoD>(rq), inval) << rq.dst << " " << rq.src_off << " " << rq.bytes;
+  for (auto rq : std::vector<MemcpyDtoHReq>{{area, d, 1, 0, 0},
+                                            {area - 4, d, 8, 0, 0},
+                                            {UINT64_MAX, d, 2, 0, 0},
+                                            {P, d, 8192, 0, 0},
+                                            {P, d + 4095, 2, 0, 0},
+                                            {P, 0x1000, 16, 0, 0}})
+    EXPECT_EQ(c->call<Op::MemcpyDtoH>(rq), inval) << rq.dst_off << " " << rq.src << " " << rq.bytes;
+  EXPECT_EQ(c->call<Op::MemcpyDtoD>({d, d + 2048, 4096, 0}), inval);
+  EXPECT_EQ(c->call<Op::MemcpyDtoD>({d, UINT64_MAX - 4, 16, 0}), inval);
+  EXPECT_EQ(c->call<Op::Memset>({d, 4097, 0, 0, 0}), inval);
+  EXPECT_EQ(c->call<Op::Memset>({d, UINT64_MAX, 0, 0, 0}), inval);
+  EXPECT_EQ(c->call<Op::Memset>({d + 4096, 1, 0, 0, 0}), inval);
+  std::vector<uint8_t> sixteen(16, 1);
+  EXPECT_EQ(c->call<Op::MemcpyHtoDInline>({d + 4090, 0}, nullptr, sixteen), inval);
+  // 2D copies whose extents overflow or leave the ranges.
+  auto m2d = [&](uint64_t dst, uint64_t dp, uint64_t src, uint64_t sp, uint64_t w, uint64_t h, uint32_t kind) {
+    return c->call<Op::Memcpy2D>({dst, dp, src, sp, w, h, kind, 0, 0});
+  };
+  EXPECT_EQ(m2d(d, 8, P, 16, 16, 2, cudaMemcpyHostToDevice), cudaErrorInvalidPitchValue);
+  EXPECT_EQ(m2d(d, 1ull << 40, P, 1ull << 40, 1, 1ull << 40, cudaMemcpyHostToDevice), inval);
+  EXPECT_EQ(m2d(d, 2, P, 2, 1, UINT64_MAX, cudaMemcpyHostToDevice), inval);
+  EXPECT_EQ(m2d(d, UINT64_MAX, P, UINT64_MAX, UINT64_MAX, 2, cudaMemcpyHostToDevice), inval);
+  EXPECT_EQ(m2d(d, 64, P, 64, 64, 65, cudaMemcpyHostToDevice), inval);  // 65 rows of 64 > 4096
+  EXPECT_EQ(m2d(d, 64, area - 64, 64, 64, 2, cudaMemcpyHostToDevice), inval);
+  EXPECT_EQ(m2d(area - 64, 64, d, 64, 64, 2, cudaMemcpyDeviceToHost), inval);
+  EXPECT_EQ(m2d(d, 64, d + 2048, 64, 64, 33, cudaMemcpyDeviceToDevice), inval);
+  EXPECT_EQ(m2d(d, 64, P, 64, 64, 2, 7), cudaErrorInvalidMemcpyDirection);
+  EXPECT_EQ(m2d(d, 64, P, 64, 64, 2, cudaMemcpyHostToHost), cudaErrorInvalidMemcpyDirection);
+  // Module images out of the data area or too small.
+  EXPECT_EQ(c->call<Op::ModuleLoad>({area - 8, 16}), inval);
+  EXPECT_EQ(c->call<Op::ModuleLoad>({0, UINT64_MAX}), inval);
+  EXPECT_EQ(c->call<Op::ModuleLoad>({UINT64_MAX - 15, 32}), inval);
+  EXPECT_EQ(c->call<Op::ModuleLoad>({P, 8}), inval);
+  // Flags, devices and attributes that do not exist.
+  EXPECT_EQ(c->call<Op::StreamCreate>({0xffff, 0}), inval);
+  EXPECT_EQ(c->call<Op::EventCreate>({0xff00, 0}), inval);
+  EXPECT_EQ(c->call<Op::GetDeviceProps>({-1}), cudaErrorInvalidDevice);
+  EXPECT_EQ(c->call<Op::GetDeviceProps>({1 << 30}), cudaErrorInvalidDevice);
+  EXPECT_EQ(c->call<Op::DeviceGetAttribute>({-5, 0}), inval);
+  EXPECT_EQ(c->call<Op::DeviceGetAttribute>({100000, 0}), inval);
+  EXPECT_EQ(c->call<Op::DeviceGetAttribute>({1, 7}), cudaErrorInvalidDevice);
+  EXPECT_EQ(c->call<Op::SetDevice>({5, 0}), cudaErrorInvalidDevice);
+  EXPECT_EQ(c->call<Op::SetDevice>({-1, 0}), cudaErrorInvalidDevice);
+  // Frees of what was never allocated, inside an allocation, and twice.
+  EXPECT_EQ(c->call<Op::Free>({d + 8}), inval);
+  EXPECT_EQ(c->call<Op::Free>({0x1234}), inval);
+  EXPECT_EQ(c->call<Op::Free>({d}), 0);
+  EXPECT_EQ(c->call<Op::Free>({d}), inval);
+  EXPECT_EQ(c->call<Op::MemcpyHtoD>({d, P, 16, 0, 0}), inval);  // freed
+  // Posted bad requests surface at the next synchronisation, once.
+  ASSERT_EQ(c->post<Op::Memset>({d, 16, 0, 0, 0}), ring::Status::Ok);
+  EXPECT_EQ(c->call<Op::DeviceSynchronize>({}), inval);
+  EXPECT_EQ(c->call<Op::DeviceSynchronize>({}), 0);
+  // None of these were protocol violations: the session is in good standing.
+  EXPECT_FALSE(c->dropped(100ms));
+  const uint64_t e = c->malloc(256);
+  std::memset(c->data().data() + P, 0x3c, 256);
+  EXPECT_EQ(c->call<Op::MemcpyHtoD>({e, P, 256, 0, 0}), 0);
+  EXPECT_EQ(c->call<Op::MemcpyDtoH>({P + 4096, e, 256, 0, 0}), 0);
+  EXPECT_EQ(std::memcmp(c->data().data() + P, c->data().data() + P + 4096, 256), 0);
+}
+
+// ---------------------------------------------------------------- launches
+
+TEST_F(Hostile, KernelLaunchChecks) {
+  auto image = read_file(WH_HOSTILE_FATBIN);
+  ASSERT_GT(image.size(), 16u);
+  auto c = client();
+  uint64_t mod = 0;
+  ASSERT_EQ(c->load_module(image, &mod), 0);
+  uint32_t pb = 0;
+  const uint64_t fill = c->kernel(mod, "fill_words", &pb);
+  ASSERT_EQ(pb, 16u);
+  const uint64_t d = c->malloc(4096);
+  FillParams fp{d, 7, 1024};
+  auto good = param_bytes(fp);
+  // Names that are not kernels.
+  for (std::string name : {std::string(""), std::string("no_such_kernel"), std::string("fill_words\0x", 12),
+                           std::string(4096, 'k')}) {
+    ModuleGetKernelResp r{};
+    EXPECT_EQ(c->call<Op::ModuleGetKernel>({mod}, &r, {reinterpret_cast<const uint8_t*>(name.data()), name.size()}),
+              cudaErrorInvalidDeviceFunction);
+  }
+  EXPECT_EQ(c->call<Op::ModuleGetGlobal>({mod}, nullptr, {reinterpret_cast<const uint8_t*>("nope"), 4}),
+            cudaErrorInvalidSymbol);
+  // Wrong parameter sizes.
+  for (size_t n : {size_t(0), size_t(15), size_t(17), size_t(1024)}) {
+    std::vector<uint8_t> p(n, 0);
+    std::memcpy(p.data(), good.data(), std::min(n, good.size()));
+    EXPECT_EQ(c->call<Op::Launch>(launch_req(fill, 4, 256), nullptr, p), cudaErrorInvalidValue) << n;
+  }
+  // Absurd configurations.
+  auto cfg = [&](std::array<uint32_t, 3> g, std::array<uint32_t, 3> b, uint32_t shared = 0) {
+    LaunchReq rq = launch_req(fill, 1, 1);
+    std::copy(g.begin(), g.end(), rq.grid);
+    std::copy(b.begin(), b.end(), rq.block);
+    rq.shared_bytes = shared;
+    return c->call<Op::Launch>(rq, nullptr, good);
+  };
+  const int32_t badcfg = cudaErrorInvalidConfiguration;
+  EXPECT_EQ(cfg({0, 1, 1}, {32, 1, 1}), badcfg);
+  EXPECT_EQ(cfg({1, 0, 1}, {32, 1, 1}), badcfg);
+  EXPECT_EQ(cfg({1, 65536, 1}, {32, 1, 1}), badcfg);
+  EXPECT_EQ(cfg({1, 1, 70000}, {32, 1, 1}), badcfg);
+  EXPECT_EQ(cfg({0x80000000u, 1, 1}, {32, 1, 1}), badcfg);
+  EXPECT_EQ(cfg({UINT32_MAX, UINT32_MAX, UINT32_MAX}, {32, 1, 1}), badcfg);
+  EXPECT_EQ(cfg({1, 1, 1}, {0, 1, 1}), badcfg);
+  EXPECT_EQ(cfg({1, 1, 1}, {1025, 1, 1}), badcfg);
+  EXPECT_EQ(cfg({1, 1, 1}, {32, 32, 2}), badcfg);
+  EXPECT_EQ(cfg({1, 1, 1}, {1, 1, 65}), badcfg);
+  EXPECT_EQ(cfg({1, 1, 1}, {UINT32_MAX, UINT32_MAX, 1}), badcfg);  // product overflows 32 bits
+  EXPECT_EQ(cfg({1, 1, 1}, {65536, 65536, 1}), badcfg);
+  EXPECT_EQ(cfg({1, 1, 1}, {32, 1, 1}, 1u << 30), cudaErrorInvalidValue);
+  // Posted: the error comes back at the next synchronisation, and the
+  // session is still usable afterwards.
+  ASSERT_EQ(c->post<Op::Launch>(launch_req(fill, 1, 2048), good), ring::Status::Ok);
+  EXPECT_EQ(c->call<Op::StreamSynchronize>({0}), badcfg);
+  EXPECT_EQ(c->call<Op::Launch>(launch_req(fill, 4, 256), nullptr, good), 0);
+  EXPECT_EQ(c->call<Op::MemcpyDtoH>({kPinnedHeapOffset, d, 4096, 0, 0}), 0);
+  auto* w = reinterpret_cast<const uint32_t*>(c->data().data() + kPinnedHeapOffset);
+  for (int i = 0; i < 1024; i++) ASSERT_EQ(w[i], 7u) << i;
+  // A kernel that strays out of its own allocation faults (sticky), and
+  // cudaDeviceReset gives the session a clean context again.
+  FillParams over{d, 1, 2048};
+  ASSERT_EQ(c->post<Op::Launch>(launch_req(fill, 8, 256), param_bytes(over)), ring::Status::Ok);
+  EXPECT_EQ(c->call<Op::DeviceSynchronize>({}), cudaErrorIllegalAddress);
+  EXPECT_EQ(c->call<Op::MemGetInfo>({}), cudaErrorIllegalAddress);  // sticky
+  EXPECT_EQ(c->call<Op::DeviceReset>({}), 0);
+  EXPECT_GT(c->mem_free(), 0u);
+  EXPECT_EQ(c->call<Op::Launch>(launch_req(fill, 1, 1), nullptr, good), cudaErrorInvalidResourceHandle);  // reset
+  EXPECT_FALSE(c->dropped(100ms));
+}
+
+// ---------------------------------------------------------------- handles
+
+TEST_F(Hostile, ForgedAndStaleHandlesOfEveryKind) {
+  auto image = read_file(WH_HOSTILE_FATBIN);
+  auto c = client();
+  const int32_t bad = cudaErrorInvalidResourceHandle;
+  // Forged values: zero-ish, all ones, each tag with a slot that was never
+  // filled, and each tag with generation 0.
+  std::vector<uint64_t> forged{3, 0x1234, UINT64_MAX, 1ull << 63};
+  for (uint64_t tag : {0x4d, 0x4b, 0x53, 0x45, 0x42})
+    for (uint64_t v : std::vector<uint64_t>{(tag << 56) | (1ull << 32) | 1, (tag << 56) | 1,
+                                            (tag << 56) | (1ull << 32) | 0xffffffff, (tag << 56) | (0xffffffull << 32) | 2})
+      forged.push_back(v);
+  for (uint64_t h : forged) {
+    SCOPED_TRACE(h);
+    EXPECT_EQ(c->call<Op::ModuleUnload>({h}), bad);
+    EXPECT_EQ(c->call<Op::ModuleGetKernel>({h}, nullptr, {reinterpret_cast<const uint8_t*>("k"), 1}), bad);
+    EXPECT_EQ(c->call<Op::ModuleGetGlobal>({h}, nullptr, {reinterpret_cast<const uint8_t*>("g"), 1}), bad);
+    EXPECT_EQ(c->call<Op::FuncGetAttributes>({h}), cudaErrorInvalidDeviceFunction);
+    EXPECT_EQ(c->call<Op::Launch>(launch_req(h, 1, 1)), bad);
+    EXPECT_EQ(c->call<Op::StreamSynchronize>({h}), bad);
+    EXPECT_EQ(c->call<Op::StreamQuery>({h}), bad);
+    EXPECT_EQ(c->call<Op::StreamDestroy>({h}), bad);
+    EXPECT_EQ(c->call<Op::StreamWaitEvent>({h, 0, 0, 0}), bad);
+    EXPECT_EQ(c->call<Op::Memset>({0, 0, h, 0, 0}), bad);
+    EXPECT_EQ(c->call<Op::MemcpyHtoD>({0, 0, 0, h, 0}), bad);
+    EXPECT_EQ(c->call<Op::EventRecord>({h, 0}), bad);
+    EXPECT_EQ(c->call<Op::EventSynchronize>({h}), bad);
+    EXPECT_EQ(c->call<Op::EventQuery>({h}), bad);
+    EXPECT_EQ(c->call<Op::EventElapsedTime>({h, h}), bad);
+    EXPECT_EQ(c->call<Op::EventDestroy>({h}), bad);
+    EXPECT_NE(c->call<Op::BlasDestroy>({h}), 0);
+    BlasAxpyReq ax{};
+    ax.handle = h;
+    ax.n = 1;
+    ax.incx = ax.incy = 1;
+    EXPECT_NE(c->call<Op::BlasAxpy>(ax), 0);
+  }
+  // Stale: created, destroyed, then used; and after the slot was reused.
+  StreamCreateResp s1{}, s2{};
+  ASSERT_EQ(c->call<Op::StreamCreate>({0, 0}, &s1), 0);
+  ASSERT_EQ(c->call<Op::StreamDestroy>({s1.stream}), 0);
+  EXPECT_EQ(c->call<Op::StreamSynchronize>({s1.stream}), bad);
+  EXPECT_EQ(c->call<Op::StreamDestroy>({s1.stream}), bad);
+  ASSERT_EQ(c->call<Op::StreamCreate>({0, 0}, &s2), 0);
+  EXPECT_NE(s1.stream, s2.stream);
+  EXPECT_EQ(c->call<Op::StreamSynchronize>({s1.stream}), bad);
+  EXPECT_EQ(c->call<Op::StreamSynchronize>({s2.stream}), 0);
+  EventCreateResp e1{}, e2{};
+  ASSERT_EQ(c->call<Op::EventCreate>({0, 0}, &e1), 0);
+  ASSERT_EQ(c->call<Op::EventDestroy>({e1.event}), 0);
+  EXPECT_EQ(c->call<Op::EventRecord>({e1.event, 0}), bad);
+  ASSERT_EQ(c->call<Op::EventCreate>({0, 0}, &e2), 0);
+  EXPECT_EQ(c->call<Op::EventElapsedTime>({e1.event, e2.event}), bad);
+  EXPECT_EQ(c->call<Op::EventDestroy>({e1.event}), bad);
+  // Handles of one kind used as another.
+  EXPECT_EQ(c->call<Op::EventRecord>({s2.stream, 0}), bad);
+  EXPECT_EQ(c->call<Op::StreamSynchronize>({e2.event}), bad);
+  BlasCreateResp b1{};
+  ASSERT_EQ(c->call<Op::BlasCreate>({}, &b1), 0);
+  ASSERT_EQ(c->call<Op::BlasDestroy>({b1.handle}), 0);
+  EXPECT_NE(c->call<Op::BlasDestroy>({b1.handle}), 0);
+  BlasScalReq sc{};
+  sc.handle = b1.handle;
+  sc.n = 1;
+  sc.incx = 1;
+  EXPECT_NE(c->call<Op::BlasScal>(sc), 0);
+  uint64_t m1 = 0;
+  ASSERT_EQ(c->load_module(image, &m1), 0);
+  const uint64_t k1 = c->kernel(m1, "empty_kernel");
+  EXPECT_EQ(c->call<Op::Launch>(launch_req(k1, 1, 1)), 0);
+  EXPECT_EQ(c->call<Op::Launch>(launch_req(m1, 1, 1)), bad);        // a module is not a kernel
+  EXPECT_EQ(c->call<Op::ModuleUnload>({k1}), bad);                  // nor the reverse
+  EXPECT_EQ(c->call<Op::Launch>(launch_req(k1, 1, 1)), 0);
+  ASSERT_EQ(c->call<Op::ModuleUnload>({m1}), 0);
+  EXPECT_EQ(c->call<Op::Launch>(launch_req(k1, 1, 1)), bad);        // the kernel died with its module
+  EXPECT_EQ(c->call<Op::FuncGetAttributes>({k1}), cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(c->call<Op::ModuleGetKernel>({m1}, nullptr, {reinterpret_cast<const uint8_t*>("empty_kernel"), 12}), bad);
+  EXPECT_EQ(c->call<Op::ModuleUnload>({m1}), bad);
+  uint64_t m2 = 0;
+  ASSERT_EQ(c->load_module(image, &m2), 0);
+  EXPECT_NE(m1, m2);
+  EXPECT_EQ(c->call<Op::Launch>(launch_req(k1, 1, 1)), bad);
+  // Another session's handles name nothing here.
+  auto other = client();
+  StreamCreateResp so{};
+  EventCreateResp eo{};
+  uint64_t mo = 0;
+  ASSERT_EQ(other->call<Op::StreamCreate>({0, 0}, &so), 0);
+  ASSERT_EQ(other->call<Op::StreamCreate>({0, 0}, &so), 0);  // slot 2: none such in a fresh session
+  ASSERT_EQ(other->call<Op::EventCreate>({0, 0}, &eo), 0);
+  ASSERT_EQ(other->load_module(image, &mo), 0);
+  auto fresh = client();
+  EXPECT_EQ(fresh->call<Op::StreamSynchronize>({so.stream}), bad);
+  EXPECT_EQ(fresh->call<Op::EventQuery>({eo.event}), bad);
+  EXPECT_EQ(fresh->call<Op::ModuleUnload>({mo}), bad);
+  EXPECT_EQ(other->call<Op::StreamSynchronize>({so.stream}), 0);
+  EXPECT_FALSE(c->dropped(100ms));
+}
+
+// ---------------------------------------------------------------- isolation
+
+TEST_F(Hostile, AnotherSessionsMemoryIsNeverReadOrWritten) {
+  auto image = read_file(WH_HOSTILE_FATBIN);
+  constexpr uint32_t kWords = 16384;  // 64 KiB
+  const uint64_t P = kPinnedHeapOffset;
+  auto a = client();
+  const uint64_t dA = a->malloc(kWords * 4);
+  auto* wa = reinterpret_cast<uint32_t*>(a->data().data() + P);
+  for (uint32_t i = 0; i < kWords; i++) wa[i] = pattern(i);
+  ASSERT_EQ(a->call<Op::MemcpyHtoD>({dA, P, kWords * 4, 0, 0}), 0);
+  MapDataAreaResp ma{};
+  ASSERT_EQ(a->call<Op::MapDataArea>({}, &ma), 0);  // A's pinned memory, kernel-addressable
+  const uint64_t mA = ma.dptr + P;
+  uint64_t modA = 0;
+  ASSERT_EQ(a->load_module(image, &modA, P + (1 << 20)), 0);
+
+  // B tries every path to A's device memory and A's mapped pinned memory.
+  auto b = client();
+  const uint64_t dB = b->malloc(kWords * 4);
+  std::memset(b->data().data() + P, 0x11, kWords * 4);
+  const int32_t inval = cudaErrorInvalidValue;
+  for (uint64_t target : {dA, dA + 4096, mA, ma.dptr}) {
+    SCOPED_TRACE(target);
+    EXPECT_EQ(b->call<Op::MemcpyDtoH>({P, target, 4096, 0, 0}), inval);
+    EXPECT_EQ(b->call<Op::MemcpyDtoH>({P, target, 4096, 0, 1}), inval);
+    EXPECT_EQ(b->call<Op::MemcpyHtoD>({target, P, 4096, 0, 0}), inval);
+    std::vector<uint8_t> junk(256, 0xee);
+    EXPECT_EQ(b->call<Op::MemcpyHtoDInline>({target, 0}, nullptr, junk), inval);
+    EXPECT_EQ(b->call<Op::Memset>({target, 4096, 0, 0, 0}), inval);
+    EXPECT_EQ(b->call<Op::MemcpyDtoD>({dB, target, 4096, 0}), inval);
+    EXPECT_EQ(b->call<Op::MemcpyDtoD>({target, dB, 4096, 0}), inval);
+    EXPECT_EQ(b->call<Op::Memcpy2D>({P, 64, target, 64, 64, 4, cudaMemcpyDeviceToHost, 0, 0}), inval);
+    EXPECT_EQ(b->call<Op::Memcpy2D>({target, 64, P, 64, 64, 4, cudaMemcpyHostToDevice, 0, 0}), inval);
+    EXPECT_EQ(b->call<Op::Memcpy2D>({dB, 64, target, 64, 64, 4, cudaMemcpyDeviceToDevice, 0, 0}), inval);
+    EXPECT_EQ(b->call<Op::Free>({target}), inval);
+  }
+  // BLAS on A's memory.
+  BlasCreateResp bh{};
+  ASSERT_EQ(b->call<Op::BlasCreate>({}, &bh), 0);
+  BlasCopyReq cp{};
+  cp.handle = bh.handle;
+  cp.x = dA;
+  cp.y = dB;
+  cp.n = 1024;
+  cp.incx = cp.incy = 1;
+  EXPECT_NE(b->call<Op::BlasCopy>(cp), 0);
+  cp.x = dB;
+  cp.y = dA;
+  EXPECT_NE(b->call<Op::BlasCopy>(cp), 0);
+  for (uint32_t i = 0; i < kWords * 4; i++)
+    ASSERT_EQ(b->data()[P + i], 0x11) << "B's data area received A's bytes at " << i;
+
+  // Kernels of B's own module with A's pointers: reads into B's mapped
+  // pinned memory (visible to B without another call), writes of a marker.
+  auto kernel_attempt = [&](bool write, uint64_t target) {
+    auto k = client();
+    uint64_t mod = 0;
+    EXPECT_EQ(k->load_module(image, &mod, P + (1 << 20)), 0);
+    MapDataAreaResp mk{};
+    EXPECT_EQ(k->call<Op::MapDataArea>({}, &mk), 0);
+    std::memset(k->data().data() + P, 0x22, kWords * 4);
+    if (write) {
+      const uint64_t kf = k->kernel(mod, "fill_words");
+      FillParams fp{target, 0xDEADBEEF, kWords};
+      EXPECT_EQ(k->post<Op::Launch>(launch_req(kf, kWords / 256, 256), param_bytes(fp)), ring::Status::Ok);
+    } else {
+      const uint64_t kc = k->kernel(mod, "copy_words");
+      CopyParams cp{target, mk.dptr + P, kWords};
+      EXPECT_EQ(k->post<Op::Launch>(launch_req(kc, kWords / 256, 256), param_bytes(cp)), ring::Status::Ok);
+    }
+    EXPECT_EQ(k->call<Op::DeviceSynchronize>({}), cudaErrorIllegalAddress) << (write ? "write " : "read ") << target;
+    for (uint32_t i = 0; i < kWords * 4; i++)
+      if (k->data()[P + i] != 0x22) {
+        ADD_FAILURE() << "a kernel of another session read A's memory into its pinned area at byte " << i;
+        break;
+      }
+  };
+  for (uint64_t t : {dA, dA + 1024, mA, ma.dptr + 8}) {
+    kernel_attempt(false, t);
+    kernel_attempt(true, t);
+  }
+  // Addresses around A's allocation and window (sessions' windows are
+  // 1 TiB apart on the sim device; guessing nearby must not help either).
+  for (uint64_t t : std::vector<uint64_t>{dA - 256, dA + kWords * 4, dA & ~((1ull << 40) - 1), dB - (1ull << 40),
+                                          dB + (1ull << 40)}) {
+    EXPECT_EQ(b->call<Op::MemcpyDtoH>({P, t, 256, 0, 0}), inval) << t;
+    EXPECT_EQ(b->call<Op::Memset>({t, 256, 0, 0, 0}), inval) << t;
+  }
+
+  // A's memory is exactly as A left it: device and mapped pinned memory.
+  std::memset(a->data().data() + P + (4 << 20), 0, kWords * 4);
+  ASSERT_EQ(a->call<Op::MemcpyDtoH>({P + (4 << 20), dA, kWords * 4, 0, 0}), 0);
+  auto* back = reinterpret_cast<const uint32_t*>(a->data().data() + P + (4 << 20));
+  for (uint32_t i = 0; i < kWords; i++) ASSERT_EQ(back[i], pattern(i)) << "A's device memory changed at word " << i;
+  for (uint32_t i = 0; i < kWords; i++) ASSERT_EQ(wa[i], pattern(i)) << "A's pinned memory changed at word " << i;
+  // And A's own kernels still work on it.
+  const uint64_t kc = a->kernel(modA, "copy_words");
+  CopyParams cpa{dA, mA + (8 << 20), kWords};
+  ASSERT_EQ(a->call<Op::Launch>(launch_req(kc, kWords / 256, 256), nullptr, param_bytes(cpa)), 0);
+  auto* viak = reinterpret_cast<const uint32_t*>(a->data().data() + P + (8 << 20));
+  for (uint32_t i = 0; i < kWords; i++) ASSERT_EQ(viak[i], pattern(i)) << i;
+}
+
+// ---------------------------------------------------------------- modules
+
+TEST_F(Hostile, GarbageModuleImages) {
+  auto image = read_file(WH_HOSTILE_FATBIN);
+  auto c = client();
+  std::mt19937_64 rng(4);
+  std::vector<uint8_t> junk(8192);
+  for (auto& x : junk) x = uint8_t(rng());
+  uint64_t m = 0;
+  EXPECT_NE(c->load_module(junk, &m), 0);
+  // The fatbin magic in front of garbage.
+  const uint8_t magic[] = {0x50, 0xed, 0x55, 0xba};
+  std::memcpy(junk.data(), magic, 4);
+  EXPECT_NE(c->load_module(junk, &m), 0);
+  // The wrapper magic, pointing nowhere.
+  uint32_t wrapper[] = {0x466243b1, 1, 0xdeadbeef, 0xdeadbeef, 0, 0};
+  EXPECT_NE(c->load_module({reinterpret_cast<const uint8_t*>(wrapper), sizeof wrapper}, &m), 0);
+  // Truncations of a real image.
+  for (size_t n : {size_t(16), size_t(24), size_t(64), size_t(100), image.size() / 2, image.size() - 1})
+    EXPECT_NE(c->load_module({image.data(), n}, &m), 0) << n;
+  // Mutations: whatever they do, a clean status, and the session lives on.
+  int loaded = 0;
+  for (int i = 0; i < 120; i++) {
+    auto mut = image;
+    int flips = 1 + int(rng() % 4);
+    for (int f = 0; f < flips; f++) {
+      size_t at = rng() % (i < 60 ? std::min<size_t>(mut.size(), 256) : mut.size());  // headers first
+      mut[at] = (rng() & 1) ? uint8_t(rng()) : uint8_t(mut[at] ^ (1u << (rng() % 8)));
+    }
+    int32_t st = c->load_module(mut, &m);
+    ASSERT_NE(st, kNoReply) << "no reply to mutation " << i << ": " << ring::to_string(c->last_ring);
+    EXPECT_GE(st, 0);
+    if (st == 0) {
+      loaded++;
+      EXPECT_EQ(c->call<Op::ModuleUnload>({m}), 0);
+    }
+  }
+  ASSERT_EQ(c->load_module(image, &m), 0);
+  EXPECT_NE(c->kernel(m, "empty_kernel"), 0u);
+  EXPECT_FALSE(c->dropped(100ms));
+  std::printf("garbage modules: %d of 120 mutations still loaded\n", loaded);
+}
+
+// ---------------------------------------------------------------- the ring itself
+
+// Writes raw bytes as committed records into a client's request ring.
+void inject(RawClient& c, const std::vector<uint8_t>& bytes, uint64_t advance) {
+  wh_chan_hdr* h = c.region->channel(0);
+  uint8_t* ring = c.region->channel_base(0) + h->req_off;
+  const uint32_t size = c.region->geometry().req_size;
+  uint64_t tail = __atomic_load_n(&h->req_tail, __ATOMIC_ACQUIRE);
+  uint32_t pos = uint32_t(tail & (size - 1));
+  std::memcpy(ring + pos, bytes.data(), std::min<size_t>(bytes.size(), size - pos));
+  __atomic_store_n(&h->req_tail, tail + advance, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&h->req_bell, 1, __ATOMIC_RELEASE);
+  ring::futex_doorbell()->ring(&h->req_bell);
+}
+
+std::vector<uint8_t> record(uint32_t magic, uint16_t op, uint32_t len, size_t payload) {
+  wh_msg_hdr h{};
+  h.magic = magic;
+  h.version = kVersion;
+  h.opcode = op;
+  h.len = len;
+  h.call_id = 99;
+  std::vector<uint8_t> out(sizeof h + payload, 0);
+  std::memcpy(out.data(), &h, sizeof h);
+  return out;
+}
+
+TEST_F(Hostile, RingGarbageDropsOnlyThatClient) {
+  // A well-behaved raw client with data, alive through all of it.
+  auto good = client();
+  const uint64_t d = good->malloc(4096);
+  std::memset(good->data().data() + kPinnedHeapOffset, 0x5e, 4096);
+  ASSERT_EQ(good->call<Op::MemcpyHtoD>({d, kPinnedHeapOffset, 4096, 0, 0}), 0);
+
+  struct Case {
+    const char* what;
+    std::function<void(RawClient&)> act;
+  };
+  std::mt19937_64 rng(7);
+  std::vector<Case> cases{
+      {"bad record magic", [](RawClient& c) { inject(c, record(0x12345678, 8, 8, 8), 40); }},
+      {"length above max_msg",
+       [](RawClient& c) { inject(c, record(WH_MSG_MAGIC, 8, c.ch->max_msg() + 1, 8), 40); }},
+      {"length past the committed tail", [](RawClient& c) { inject(c, record(WH_MSG_MAGIC, 8, 4096, 0), 32); }},
+      {"tail beyond a ring ahead",
+       [](RawClient& c) { inject(c, record(WH_MSG_MAGIC, 8, 8, 8), uint64_t(c.region->geometry().req_size) + 64); }},
+      {"tail not 8-aligned", [](RawClient& c) { inject(c, record(WH_MSG_MAGIC, 8, 8, 8), 41); }},
+      {"tail far behind", [](RawClient& c) { inject(c, {}, uint64_t(0) - 4096); }},
+      {"padding record not at the end", [](RawClient& c) { inject(c, record(WH_MSG_MAGIC, WH_OP_PAD, 64, 64), 96); }},
+      {"random bytes",
+       [&rng](RawClient& c) {
+         std::vector<uint8_t> b(4096);
+         for (auto& x : b) x = uint8_t(rng());
+         inject(c, b, 4096);
+       }},
+      {"response ring head forged", [](RawClient& c) {
+         // The server reads the head when its cached view of the ring runs
+         // out of room: keep it answering until then.
+         // (Our own reader republishes its head after each reply: forge it
+         // again every time.)
+         wh_chan_hdr* h = c.region->channel(0);
+         for (int i = 0; i < 4000; i++) {
+           __atomic_store_n(&h->resp_head, uint64_t(1) << 40, __ATOMIC_RELEASE);
+           if (c.raw(uint16_t(Op::GetDeviceProps), bytes_of(GetDevicePropsReq{0}), nullptr, kVersion, 2s) == kNoReply)
+             break;
+         }
+       }},
+      {"channel state forged to FREE", [](RawClient& c) {
+         wh_chan_hdr* h = c.region->channel(0);
+         __atomic_store_n(&h->state, uint32_t(WH_CHAN_FREE), __ATOMIC_RELEASE);
+       }},
+  };
+  for (auto& cs : cases) {
+    SCOPED_TRACE(cs.what);
+    auto c = client();
+    EXPECT_GT(c->mem_free(), 0u);
+    (void)c->malloc(1 << 20);  // something to free when the session ends
+    cs.act(*c);
+    EXPECT_TRUE(c->dropped(5s)) << "the server kept a client that corrupted its ring";
+    EXPECT_TRUE(server.alive()) << server.log();
+    EXPECT_GT(good->mem_free(), 0u);
+  }
+  // Scribbling over the region and channel headers (the server keeps its
+  // own validated copy of the geometry): the server must neither crash nor
+  // follow the new offsets; a later call works or the client is dropped.
+  {
+    auto c = client();
+    auto* rh = c->region->live_header();
+    std::vector<uint8_t> junk(sizeof(wh_region_hdr));
+    for (auto& x : junk) x = uint8_t(rng());
+    std::memcpy(rh, junk.data(), 64);  // the geometry words, not the heartbeat
+    wh_chan_hdr* h = c->region->channel(0);
+    h->req_off = 1ull << 50;
+    h->resp_off = 12345;
+    h->data_off = UINT64_MAX;
+    int32_t st = c->raw(uint16_t(Op::MemGetInfo), {}, nullptr, kVersion, 3s);
+    EXPECT_TRUE(st == 0 || c->dropped(5s)) << st;
+  }
+  // The well-behaved client's memory and session are untouched.
+  std::memset(good->data().data() + kPinnedHeapOffset, 0, 4096);
+  ASSERT_EQ(good->call<Op::MemcpyDtoH>({kPinnedHeapOffset, d, 4096, 0, 0}), 0);
+  for (int i = 0; i < 4096; i++) ASSERT_EQ(good->data()[kPinnedHeapOffset + i], 0x5e) << i;
+  EXPECT_FALSE(good->dropped(100ms));
+}
+
+// ---------------------------------------------------------------- the violation limit
+
+TEST_F(Hostile, ClientOverTheViolationLimitIsDropped) {
+  // Under the limit (64): still served.
+  auto ok = client();
+  for (int i = 0; i < 60; i++) ASSERT_EQ(ok->post_raw(0x7000, {}), ring::Status::Ok);
+  EXPECT_GT(ok->mem_free(), 0u);
+  EXPECT_FALSE(ok->dropped(200ms));
+  // Over it with posted unknown opcodes (no reply to wait for).
+  auto c = client();
+  for (int i = 0; i < 70; i++)
+    if (c->post_raw(0x7000 + i, {}) != ring::Status::Ok) break;
+  EXPECT_TRUE(c->dropped(5s)) << "a client past the violation limit was kept";
+  // Over it with malformed payloads, as calls.
+  auto s = client();
+  for (int i = 0; i < 70; i++)
+    if (s->raw(uint16_t(Op::Malloc), {}, nullptr, kVersion, 2s) == kNoReply) break;
+  EXPECT_TRUE(s->dropped(5s));
+  // Over it with messages of a protocol version nobody negotiated.
+  auto v = client();
+  for (int i = 0; i < 70; i++)
+    if (v->post_raw(uint16_t(Op::MemGetInfo), {}, 9) != ring::Status::Ok) break;
+  EXPECT_TRUE(v->dropped(5s)) << "wrong-version messages never count as violations";
+  EXPECT_GT(ok->mem_free(), 0u);
+  std::string st = ok->stats();
+  auto p = st.find("rejected ");
+  ASSERT_NE(p, std::string::npos) << st;
+  EXPECT_GE(std::stoull(st.substr(p + 9)), 60u + 65u + 65u + 65u) << st;
+}
+
+}  // namespace
