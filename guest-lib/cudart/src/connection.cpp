@@ -9,6 +9,7 @@
 #include <set>
 
 #include "wormhole/ivshmem.hpp"
+#include "wormhole/vmfunc.hpp"
 
 namespace wh::guest {
 
@@ -34,8 +35,75 @@ ring::Message& Connection::reply_buffer() {
 }
 
 cudaError_t Connection::link_error(ring::Status s) {
-  log_once(std::string("link to wormhole-server lost: ") + ring::to_string(s) + " " + chan_->error());
+  std::string why = gate_ && gate_->dead() ? gate_->error() : chan_->error();
+  log_once(std::string("link to wormhole-server lost: ") + ring::to_string(s) + " " + why);
   return cudaErrorDevicesUnavailable;
+}
+
+// ---- vmfunc transport (docs/exitless.md "The vmfunc transport") ----------
+// Synchronous calls whose request and response fit a gate slot go through
+// the gate (SUBMIT, then POLL: no VM exit); posted calls, bulk data and
+// larger messages use the VM's ivshmem channel as before. A gate request
+// carries the request ring's tail, so the server handles it only after the
+// posted requests this process wrote before it (program order).
+ring::Status Connection::transmit(uint16_t op, std::span<const std::span<const uint8_t>> parts,
+                                  ring::Message& m, size_t resp_max) {
+  issued_.fetch_add(1, std::memory_order_relaxed);
+  if (gate_) {
+    if (gate_->dead()) return ring::Status::Closed;
+    size_t len = 0;
+    for (auto p : parts) len += p.size();
+    if (vmfunc::Link::fits(len, resp_max)) {
+      uint64_t barrier = __atomic_load_n(&region_->channel(chan_->index())->req_tail, __ATOMIC_ACQUIRE);
+      ring::Status s = gate_->call(op, 0, version_, parts, barrier, m);
+      if (s != ring::Status::Full) return s;  // Full: another thread holds the slot
+    }
+  }
+  return chan_->call(op, 0, parts, m, version_);
+}
+
+bool Connection::note_posted() {
+  issued_.fetch_add(1, std::memory_order_relaxed);
+  return !(gate_ && gate_->dead());
+}
+
+// The published record counts as our answer only when the server has
+// handled every request we sent (it then says what a round trip would).
+bool Connection::local_mem_info(uint64_t* free, uint64_t* total) {
+  wh_gate_chan_state st;
+  if (!gate_->query(&st) || st.handled != issued_.load(std::memory_order_relaxed) || st.pending_error)
+    return false;
+  *free = st.mem_free;
+  *total = st.mem_total;
+  return true;
+}
+
+// The default stream is complete when all our work was handled, nothing is
+// outstanding on any stream, and no deferred error waits to be reported.
+bool Connection::local_idle() {
+  wh_gate_chan_state st;
+  return gate_->query(&st) && st.handled == issued_.load(std::memory_order_relaxed) && st.idle &&
+         st.pending_error == 0;
+}
+
+bool Connection::connect_vmfunc(std::unique_ptr<vmfunc::Device> dev, bool fallback, std::string* err) {
+  if (!connect_ivshmem(err)) return false;
+  vmfunc::Options o;
+  if (const char* t = std::getenv("WORMHOLE_GATE_TIMEOUT_MS")) o.timeout = std::chrono::milliseconds(atol(t));
+  o.server_heartbeat = &region_->channel(chan_->index())->server_heartbeat;
+  o.hb_timeout_ms = region_->geometry().hb_timeout_ms;
+  std::string gerr;
+  gate_ = vmfunc::Link::bind(std::move(dev), chan_->index(), chan_->generation(), o, &gerr);
+  if (!gate_) {
+    if (!fallback) {
+      *err = "vmfunc: " + gerr;
+      return false;
+    }
+    log("vmfunc gate not usable (%s): using ivshmem", gerr.c_str());
+    return true;  // transport_ stays "ivshmem"
+  }
+  transport_ = "vmfunc";
+  return true;
 }
 
 // A VM channel is reused by the VM's successive processes: forget the copy
@@ -48,6 +116,7 @@ void Connection::reset_status_page() {
 }
 
 Connection::~Connection() {
+  gate_.reset();  // closes the gate slot
   chan_.reset();  // says goodbye to the server
   region_.reset();
   if (ivshmem_) delete static_cast<ivshmem::Mapping*>(ivshmem_);
@@ -148,15 +217,30 @@ Connection* Connection::get() {
     auto* c = new Connection();
     std::string err;
     const char* t = std::getenv("WORMHOLE_TRANSPORT");
-    std::string want = t ? t : "auto";
+    std::string want = t && *t ? t : "auto";
+    // vmfunc: the gate device must exist and answer INFO (the module loads
+    // only where the VMM set up a gate). A missing device is silent (the
+    // usual case); one that exists but fails is logged.
+    std::unique_ptr<vmfunc::Device> gate;
+    std::string gerr;
+    if (want == "auto" || want == "vmfunc") {
+      std::string path = vmfunc::device_path();
+      gate = vmfunc::open_device(path, &gerr);
+      if (!gate && want == "auto" && access(path.c_str(), F_OK) == 0)
+        log("vmfunc gate not usable (%s): using ivshmem", gerr.c_str());
+    }
+    bool ivsh = std::getenv("WORMHOLE_DEVICE") || !ivshmem::find_devices().empty();
+    vmfunc::Choice ch = vmfunc::choose(t, gate != nullptr, ivsh);
     bool ok = false;
-    if (want == "ivshmem" || (want == "auto" && (std::getenv("WORMHOLE_DEVICE") ||
-                                                 !ivshmem::find_devices().empty())))
-      ok = c->connect_ivshmem(&err);
-    else if (want == "shm" || want == "auto")
-      ok = c->connect_socket(&err);
-    else
-      err = "unknown WORMHOLE_TRANSPORT '" + want + "' (shm, ivshmem)";
+    switch (ch.transport) {
+      case vmfunc::Transport::Vmfunc:
+        if (gate) ok = c->connect_vmfunc(std::move(gate), ch.fallback_to_ivshmem, &err);
+        else err = "WORMHOLE_TRANSPORT=vmfunc: " + gerr;
+        break;
+      case vmfunc::Transport::Ivshmem: ok = c->connect_ivshmem(&err); break;
+      case vmfunc::Transport::Shm: ok = c->connect_socket(&err); break;
+      default: err = ch.error;
+    }
     if (!ok) {
       log("%s", err.c_str());
       delete c;

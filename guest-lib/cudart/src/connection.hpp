@@ -1,9 +1,12 @@
 // The guest's link to wormhole-server: picks a transport (a unix-socket
-// rendezvous handing over a memfd region, or a VM's ivshmem BAR), claims a
-// channel, and offers typed calls generated from the API table.
+// rendezvous handing over a memfd region, a VM's ivshmem BAR, or the
+// exitless gate plus the ivshmem BAR: `vmfunc`), claims a channel, and
+// offers typed calls generated from the API table.
 #pragma once
 
 #include <cuda_runtime_api.h>
+
+#include <atomic>
 
 #include <memory>
 #include <mutex>
@@ -12,6 +15,11 @@
 
 #include "wormhole/proto/wire.hpp"
 #include "wormhole/ring.hpp"
+
+namespace wh::vmfunc {
+class Device;
+class Link;
+}  // namespace wh::vmfunc
 
 namespace wh::guest {
 
@@ -26,13 +34,20 @@ class Connection {
   template <proto::Op O>
   cudaError_t call(const typename proto::OpTraits<O>::Request& rq, typename proto::OpTraits<O>::Response* rs = nullptr,
                    std::span<const uint8_t> tail = {}, std::vector<uint8_t>* rtail = nullptr) {
+    constexpr size_t n = proto::wire_size<typename proto::OpTraits<O>::Response>;
+    // vmfunc: read-only queries answered from the state the server publishes
+    // in the gate (one QUERY, no round trip) when it covers all our requests.
+    if constexpr (O == proto::Op::MemGetInfo)
+      if (gate_ && rs && local_mem_info(&rs->free, &rs->total)) return cudaSuccess;
+    if constexpr (O == proto::Op::StreamQuery)
+      if (gate_ && rq.stream == 0 && local_idle()) return cudaSuccess;
     auto fixed = proto::fixed_bytes(rq);
     std::array<std::span<const uint8_t>, 2> parts{fixed, tail};
     ring::Message& m = reply_buffer();
-    ring::Status s = chan_->call(uint16_t(O), 0, parts, m, version_);
+    // The ring, or (vmfunc) the gate when request and response fit a slot.
+    ring::Status s = transmit(uint16_t(O), parts, m, rtail ? SIZE_MAX : n);
     if (s != ring::Status::Ok) return link_error(s);
     if (m.hdr.status < 0) return cudaErrorUnknown;  // protocol violation, should not happen
-    constexpr size_t n = proto::wire_size<typename proto::OpTraits<O>::Response>;
     if (m.hdr.status == 0 && m.payload.size() < n) return cudaErrorUnknown;
     if constexpr (n > 0)
       if (rs && m.payload.size() >= n) std::memcpy(rs, m.payload.data(), n);
@@ -44,7 +59,9 @@ class Connection {
   cudaError_t post(const typename proto::OpTraits<O>::Request& rq, std::span<const uint8_t> tail = {}) {
     auto fixed = proto::fixed_bytes(rq);
     std::array<std::span<const uint8_t>, 2> parts{fixed, tail};
-    ring::Status s = chan_->post(uint16_t(O), 0, parts, version_);
+    // Posted requests always take the ring (they never wait; the gate holds
+    // one request at a time). note_posted() counts them for vmfunc.
+    ring::Status s = note_posted() ? chan_->post(uint16_t(O), 0, parts, version_) : ring::Status::Closed;
     return s == ring::Status::Ok ? cudaSuccess : link_error(s);
   }
   // Either kind: posted when async, else a call.
@@ -62,6 +79,15 @@ class Connection {
   Connection() = default;
   bool connect_socket(std::string* err);
   bool connect_ivshmem(std::string* err);
+  // vmfunc (docs/exitless.md): ivshmem channel + a gate slot bound to it.
+  // `fallback`: chosen automatically, so a gate that cannot be bound leaves
+  // a working ivshmem connection (one log line) instead of failing.
+  bool connect_vmfunc(std::unique_ptr<vmfunc::Device> dev, bool fallback, std::string* err);
+  ring::Status transmit(uint16_t op, std::span<const std::span<const uint8_t>> parts, ring::Message& m,
+                        size_t resp_max);
+  bool note_posted();  // false once the gate link died
+  bool local_mem_info(uint64_t* free, uint64_t* total);
+  bool local_idle();
   cudaError_t link_error(ring::Status s);
   void reset_status_page();
   static ring::Message& reply_buffer();
@@ -72,6 +98,8 @@ class Connection {
   uint16_t version_ = proto::kVersion;
   const char* transport_ = "none";
   void* ivshmem_ = nullptr;  // keeps the BAR mapping alive
+  std::unique_ptr<vmfunc::Link> gate_;  // vmfunc only
+  std::atomic<uint64_t> issued_{0};     // requests sent (ring + gate), for vmfunc state freshness
 };
 
 // Logs a message once per distinct text (stderr, prefixed "wormhole:").

@@ -1,0 +1,94 @@
+// A user-space stand-in for /dev/wormhole-gate and the view behind it: the
+// gate window is plain memory, and FakeDevice performs what
+// kvm-module/gate/gate.S and wormhole_gate.ko do for SUBMIT / POLL / QUERY
+// (same offsets, same -16 rule, length bounded, seq before data on POLL).
+// The server side of the tests runs the real wh::server::gate::Window and
+// Poller over the same memory.
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "wormhole/vmfunc.hpp"
+
+namespace wh::test {
+
+struct FakeWindow {
+  std::vector<uint64_t> words = std::vector<uint64_t>(WH_GATE_WINDOW / 8, 0);
+  uint8_t* base() { return reinterpret_cast<uint8_t*>(words.data()); }
+  uint8_t* chan(uint32_t slot) { return base() + WH_GATE_CHAN_OFF + slot * 0x1000u; }
+};
+
+inline uint32_t ld32(const uint8_t* p) { return __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_ACQUIRE); }
+inline void st32(uint8_t* p, uint32_t v) { __atomic_store_n(reinterpret_cast<uint32_t*>(p), v, __ATOMIC_RELEASE); }
+
+class FakeDevice final : public vmfunc::Device {
+ public:
+  FakeDevice(FakeWindow& w, uint32_t slot) : w_(w), slot_(slot) {}
+  std::atomic<int> info_errno{0};   // INFO fails with -info_errno when set
+  std::atomic<int> call_errno{0};   // every CALL ioctl fails when set
+  std::atomic<uint64_t> submits{0}, busy{0}, polls{0}, queries{0};
+
+  int info(wh_gate_info* i) override {
+    if (info_errno) return -info_errno;
+    *i = {};
+    i->version = WH_GATE_VERSION;
+    i->nslots = WH_GATE_NSLOTS;
+    i->slot_max = WH_SLOT_MAX;
+    i->view_index = WH_GATE_VIEW_INDEX;
+    i->gate_gpa = 0x1000000000ull;
+    i->slot = slot_;
+    return 0;
+  }
+  int call(wh_gate_call* c) override {
+    if (call_errno) return -call_errno;
+    if (c->op < WH_GATE_OP_SUBMIT || c->op > WH_GATE_OP_NOP || c->len > WH_SLOT_MAX) return -EINVAL;
+    uint8_t* ch = w_.chan(slot_);
+    auto* buf = reinterpret_cast<uint8_t*>(uintptr_t(c->buf));
+    switch (c->op) {
+      case WH_GATE_OP_SUBMIT: {
+        submits++;
+        uint32_t req = ld32(ch + WH_CHAN_REQ_SEQ);
+        if (ld32(ch + WH_CHAN_ACK_SEQ) != req) {
+          busy++;
+          c->result = WH_GATE_EBUSY;
+          return 0;
+        }
+        std::memcpy(ch + WH_SLOT_REQ, &c->len, 4);
+        std::memcpy(ch + WH_SLOT_REQ + 8, buf, c->len);
+        st32(ch + WH_CHAN_REQ_SEQ, req + 1);
+        c->result = req + 1;
+        return 0;
+      }
+      case WH_GATE_OP_POLL: {
+        polls++;
+        uint32_t seq = ld32(ch + WH_CHAN_RESP_SEQ);
+        uint32_t n = std::min<uint32_t>(ld32(ch + WH_SLOT_RESP), WH_SLOT_MAX);
+        std::memcpy(buf, ch + WH_SLOT_RESP + 8, n);
+        c->len = n;
+        c->resp_seq = seq;
+        c->result = seq;
+        return 0;
+      }
+      case WH_GATE_OP_QUERY:
+        queries++;
+        std::memcpy(buf, w_.base() + WH_GATE_STATE_OFF, WH_SLOT_MAX);
+        c->len = WH_SLOT_MAX;
+        c->resp_seq = 0;
+        c->result = 0;
+        return 0;
+      default:
+        c->result = 0;
+        return 0;
+    }
+  }
+
+ private:
+  FakeWindow& w_;
+  uint32_t slot_;
+};
+
+}  // namespace wh::test
