@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   app.add_option("--vm", vm_args, "serve a VM's ivshmem region: NAME=PATH[:CHANNELS]");
   uint32_t vm_channels = 8;
   app.add_option("--vm-channels", vm_channels, "default channels (guest processes at once) per VM region");
+  app.add_option("--heartbeat-timeout-ms", cfg.heartbeat_timeout_ms,
+                 "silence after which a client (or the server, as clients see it) is dead")
+      ->check(CLI::Range(200u, 600000u));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
   app.add_flag("!--no-stats", stats_on_exit, "do not print forwarding statistics at exit");
   CLI11_PARSE(app, argc, argv);
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
       sim_memory_mb = t["sim_memory_mb"].value_or(sim_memory_mb);
       sim_threads = t["sim_threads"].value_or(sim_threads);
       vm_channels = t["vm_channels"].value_or(vm_channels);
+      cfg.heartbeat_timeout_ms = t["heartbeat_timeout_ms"].value_or(cfg.heartbeat_timeout_ms);
       log_level = t["log_level"].value_or(log_level);
       if (auto* vms = t["vm"].as_array())
         for (auto& v : *vms)

@@ -161,6 +161,7 @@ void Server::serve_socket_client(int fd) {
   ring::RegionConfig rc;
   rc.nchan = 1;
   rc.data_size = proto::kPinnedHeapOffset + cfg_.pinned_bytes;
+  rc.hb_timeout_ms = cfg_.heartbeat_timeout_ms;
   std::string err;
   auto region = ring::Region::create_memfd("wormhole-client", rc, &err);
   if (!region) return refuse(cudaErrorMemoryAllocation, "region: " + err);
@@ -205,7 +206,9 @@ void Server::serve_vm(const VmSpec& vm) {
   std::string err;
   ring::RegionConfig rc;
   rc.nchan = vm.channels;
+  rc.features = 0;  // the guest runs another kernel: no futex across the boundary
   rc.data_size = proto::kPinnedHeapOffset + cfg_.pinned_bytes;
+  rc.hb_timeout_ms = cfg_.heartbeat_timeout_ms;
   // QEMU maps the file as the guest's BAR when the VM starts, and a BAR
   // cannot grow: when the file already exists, fit the channels' data
   // areas (their pinned heaps) into its size instead of growing it.

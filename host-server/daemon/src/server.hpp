@@ -29,6 +29,7 @@ struct ServerConfig {
   uint64_t quota_bytes = 0;         // per-session device memory (0: device size)
   uint64_t pinned_bytes = 256ull << 20;  // per-client pinned heap in the data area
   uint32_t max_violations = 64;     // malformed requests before a client is dropped
+  uint32_t heartbeat_timeout_ms = 600;  // silence after which a peer is dead
   std::vector<VmSpec> vms;
 };
 
