@@ -197,7 +197,9 @@ copy_host_file() {  # copy_host_file SRC DEST-in-image (follows symlinks)
 copy_deps() {  # the shared libraries that ldd resolves for $1, and the loader
   local f=$1 line name path
   local out
-  out=$(ldd "$f" 2>&1) || {
+  # Resolve against the carried libraries first (the drop-ins), as the
+  # guest's loader will, not against a host CUDA install.
+  out=$(LD_LIBRARY_PATH="$LIBSRC_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$f" 2>&1) || {
     grep -q 'not a dynamic executable\|statically linked' <<<"$out" && return 0
     die "ldd $f: $out"
   }
@@ -224,6 +226,8 @@ copy_deps() {  # the shared libraries that ldd resolves for $1, and the loader
 
 MISSING=() HOSTCUDA=()
 LDDIRS=()
+LIBSRC_PATH=""
+for spec in "${LIBS[@]}"; do LIBSRC_PATH+="${LIBSRC_PATH:+:}$(dirname "${spec%%:*}")"; done
 # Libraries first, so that their sonames are known before programs resolve.
 for spec in "${LIBS[@]}"; do
   src=${spec%%:*}; dir=/usr/lib/wormhole
