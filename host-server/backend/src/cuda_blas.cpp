@@ -112,6 +112,12 @@ cublasOperation_t op(BlasOp o) { return cublasOperation_t(o); }
 struct CuBlasHandle : BlasHandle {
   cublasHandle_t h = nullptr;
   std::function<void()> make_current;
+  // What the handle was last set to: cublasSetStream is not free (it rebinds
+  // the workspace), so settings are applied only when they change.
+  bool set = false;
+  cudaStream_t stream = nullptr;
+  bool device_scalars = false;
+  uint32_t math = 0;
   ~CuBlasHandle() override {
     if (h) {
       make_current();
@@ -143,9 +149,15 @@ class CudaBlas final : public Blas {
   cublasHandle_t prep(BlasHandle& hb, const BlasCall& c) {
     make_current_();
     auto& h = static_cast<CuBlasHandle&>(hb);
-    lib().cublasSetStream_v2(h.h, c.stream ? static_cast<cudaStream_t>(c.stream->native()) : nullptr);
-    lib().cublasSetPointerMode_v2(h.h, c.device_scalars ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST);
-    lib().cublasSetMathMode(h.h, cublasMath_t(c.math_mode));
+    cudaStream_t st = c.stream ? static_cast<cudaStream_t>(c.stream->native()) : nullptr;
+    if (!h.set || st != h.stream) lib().cublasSetStream_v2(h.h, st);
+    if (!h.set || c.device_scalars != h.device_scalars)
+      lib().cublasSetPointerMode_v2(h.h, c.device_scalars ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST);
+    if (!h.set || c.math_mode != h.math) lib().cublasSetMathMode(h.h, cublasMath_t(c.math_mode));
+    h.set = true;
+    h.stream = st;
+    h.device_scalars = c.device_scalars;
+    h.math = c.math_mode;
     return h.h;
   }
 
