@@ -437,7 +437,7 @@ TEST_F(Hostile, KernelLaunchChecks) {
   // Wrong parameter sizes.
   for (size_t n : {size_t(0), size_t(15), size_t(17), size_t(1024)}) {
     std::vector<uint8_t> p(n, 0);
-    std::memcpy(p.data(), good.data(), std::min(n, good.size()));
+    if (n) std::memcpy(p.data(), good.data(), std::min(n, good.size()));
     EXPECT_EQ(c->call<Op::Launch>(launch_req(fill, 4, 256), nullptr, p), cudaErrorInvalidValue) << n;
   }
   // Absurd configurations.
@@ -738,7 +738,7 @@ void inject(RawClient& c, const std::vector<uint8_t>& bytes, uint64_t advance) {
   const uint32_t size = c.region->geometry().req_size;
   uint64_t tail = __atomic_load_n(&h->req_tail, __ATOMIC_ACQUIRE);
   uint32_t pos = uint32_t(tail & (size - 1));
-  std::memcpy(ring + pos, bytes.data(), std::min<size_t>(bytes.size(), size - pos));
+  if (!bytes.empty()) std::memcpy(ring + pos, bytes.data(), std::min<size_t>(bytes.size(), size - pos));
   __atomic_store_n(&h->req_tail, tail + advance, __ATOMIC_RELEASE);
   __atomic_fetch_add(&h->req_bell, 1, __ATOMIC_RELEASE);
   ring::futex_doorbell()->ring(&h->req_bell);
