@@ -104,7 +104,13 @@ void Window::publish(std::span<const wh_gate_chan_state> chans) {
   uint8_t* p = base_ + WH_GATE_STATE_OFF;
   uint64_t seq = pub_seq_ += 2;
   store64(p + offsetof(wh_gate_state, begin_seq), seq - 1);  // odd: update under way
+#if defined(__SANITIZE_THREAD__)
+  // GCC's TSan rejects thread fences. x86 keeps stores in order (TSO), so
+  // stopping the compiler from reordering is all the odd mark needs here.
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+#else
   __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
   wh_gate_state st{};
   st.magic = WH_GATE_STATE_MAGIC;
   st.version = WH_GATE_PROTO_VERSION;
