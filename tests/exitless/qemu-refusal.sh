@@ -28,6 +28,8 @@ while (($#)); do
     *) echo "usage: $0 [--build DIR] [--out DIR]" >&2; exit 2 ;;
   esac
 done
+mkdir -p "$OUT"
+BUILD=$(realpath -m "$BUILD") OUT=$(realpath "$OUT")   # the script cds into OUT
 T00=$(date +%s)
 "$REPO/scripts/deps.sh" vm
 "$REPO/qemu-patches/build-qemu.sh" >/dev/null
