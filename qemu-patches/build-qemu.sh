@@ -22,7 +22,10 @@ if [[ -z $DSC ]]; then "$HERE/get-source.sh" "$SRCDIR"; DSC=$(ls "$SRCDIR"/qemu_
 RECIPE=1
 CONFIGURE=(--target-list=x86_64-softmmu --enable-kvm --disable-docs --disable-user
   --disable-gtk --disable-sdl --disable-opengl --disable-spice --disable-vnc --disable-curses
-  --disable-xen --disable-install-blobs --enable-slirp)
+  --disable-xen --disable-install-blobs --enable-slirp
+  # Debian's firmware locations (seabios, ipxe), as its own QEMU has them, so
+  # that the binary finds bios-256k.bin without -L (libvirt passes none).
+  --firmwarepath=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu)
 HASH=$( (basename "$DSC"; echo "recipe=$RECIPE ${CONFIGURE[*]}"
          cat "$HERE"/*.patch "$REPO"/kvm-module/gate/{wh_gate.h,gate.S,mkgate.sh}) | sha256sum | cut -c1-16)
 OUT=$WH_CACHE/qemu-$HASH

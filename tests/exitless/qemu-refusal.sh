@@ -48,7 +48,7 @@ echo "qemu: $(readlink -f "$Q")"
 if [[ -r /dev/kvm && -w /dev/kvm ]]; then
   t0=$(date +%s.%N)
   set +e
-  timeout 60 "$Q" -accel kvm -machine pc -m 64 -display none -S -L /usr/share/qemu -monitor none \
+  timeout 60 "$Q" -accel kvm -machine pc -m 64 -display none -S -monitor none \
     "${GATE[@]}" >kvm.out 2>&1
   rc=$?; set -e
   dt=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}")
@@ -63,7 +63,7 @@ fi
 
 # 2. TCG: a warning, and QEMU goes on (stopped with -S, ended by timeout).
 set +e
-timeout 10 "$Q" -accel tcg -machine pc -m 64 -display none -S -L /usr/share/qemu -monitor none \
+timeout 10 "$Q" -accel tcg -machine pc -m 64 -display none -S -monitor none \
   "${GATE[@]}" >tcg-warn.out 2>&1
 rc=$?; set -e
 if [[ $rc -eq 124 ]] && grep -q 'accelerator is not KVM' tcg-warn.out; then
@@ -83,8 +83,8 @@ if [[ -x $SERVER && -f $CUDART && -x $TOOL && -x $VADD ]]; then
   t0=$(date +%s)
   set +e
   WORMHOLE_QEMU=$Q "$REPO/vm/run-vms.sh" --image "$OUT/image" --workdir "$OUT/run" --timeout 400 \
-    --shm-size 64 \
-    --host "$SERVER --backend sim --sim-threads 1 --vm-channels 2 --socket $OUT/srv.sock \$WH_SERVER_VM_ARGS" \
+    --shm-size 128 \
+    --host "$SERVER --backend sim --sim-threads 1 --vm-channels 1 --socket $OUT/srv.sock \$WH_SERVER_VM_ARGS" \
     --vm g --job-name tcg-fallback --expect no_gate_device,vector_add \
       --qemu-arg -object --qemu-arg "memory-backend-file,id=whgate,share=on,mem-path=$GATE_SHM,size=1M" \
       --qemu-arg -object --qemu-arg wormhole-gate,id=gate0,memdev=whgate >run.out 2>&1
@@ -117,7 +117,7 @@ INIT
   (cd initrd && find . | cpio -o -H newc --quiet) > initrd.img
   printf '\x57\x48\x4f\x4b' | dd of="$SHM" conv=notrunc status=none   # "WHOK" = 0x4B4F4857
   set +e
-  timeout 120 "$Q" -accel tcg -machine pc -m 256 -display none -serial stdio -no-reboot -L /usr/share/qemu \
+  timeout 120 "$Q" -accel tcg -machine pc -m 256 -display none -serial stdio -no-reboot \
     -kernel "/boot/vmlinuz-$KREL" -initrd initrd.img -append "console=ttyS0 quiet panic=-1" \
     -object "memory-backend-file,id=wh,share=on,mem-path=$SHM,size=1M" -device ivshmem-plain,memdev=wh \
     "${GATE[@]}" >tcg.out 2>&1
