@@ -144,8 +144,12 @@ struct World {
     std::string err;
     std::unique_ptr<wh::ring::ServerChannel> ch;
     while (!stop && !ch) {
-      if (__atomic_load_n(&region->channel(0)->state, __ATOMIC_ACQUIRE) == WH_CHAN_CLAIMED)
+      if (__atomic_load_n(&region->channel(0)->state, __ATOMIC_ACQUIRE) == WH_CHAN_CLAIMED) {
+        // Know the claim's generation before the channel turns ACTIVE: the
+        // guest binds its gate slot as soon as it sees ACTIVE.
+        generation = __atomic_load_n(&region->channel(0)->generation, __ATOMIC_ACQUIRE);
         ch = wh::ring::ServerChannel::attach(*region, 0, &err);
+      }
       else
         std::this_thread::sleep_for(1ms);
     }
