@@ -104,7 +104,7 @@ else
   cat > initrd/init <<'INIT'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
-mount -t proc proc /proc; mount -t sysfs sys /sys
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 for d in /sys/bus/pci/devices/*; do
   if [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x1110 ]; then
     bar=$(sed -n 3p $d/resource | cut -d' ' -f1)
