@@ -61,14 +61,12 @@ bool gemm_args_ok(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int 
 #define WH_HANDLE(h) \
   if (!(h)) return CUBLAS_STATUS_NOT_INITIALIZED
 
-template <class T>
-cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                    const T* alpha, const T* A, int lda, const T* B, int ldb, const T* beta, T* C, int ldc) {
-  WH_HANDLE(h);
-  if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc)) return CUBLAS_STATUS_INVALID_VALUE;
-  if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+// The fields every gemm request shares: handle, stream, scalars (by value
+// or device address, as the pointer mode says), shape, transposes, type.
+template <class T, class Req>
+void fill_gemm(Req& rq, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+               const T* alpha, const T* beta, int lda, int ldb, int ldc) {
   constexpr bool d = sizeof(T) == 8;
-  BlasGemmReq rq{};
   rq.handle = h->server;
   rq.stream = sh(h);
   if constexpr (d) {
@@ -78,12 +76,22 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
     rq.alpha = fscalar(h, alpha);
     rq.beta = fscalar(h, beta);
   }
-  rq.A = dev(A), rq.B = dev(B), rq.C = dev(C);
   rq.lda = lda, rq.ldb = ldb, rq.ldc = ldc;
   rq.m = m, rq.n = n, rq.k = k;
   rq.transa = ta, rq.transb = tb;
   rq.dtype = d ? kBlasF64 : kBlasF32;
   rq.flags = flags_of(h);
+}
+
+template <class T>
+cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                    const T* alpha, const T* A, int lda, const T* B, int ldb, const T* beta, T* C, int ldc) {
+  WH_HANDLE(h);
+  if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+  BlasGemmReq rq{};
+  fill_gemm(rq, h, ta, tb, m, n, k, alpha, beta, lda, ldb, ldc);
+  rq.A = dev(A), rq.B = dev(B), rq.C = dev(C);
   return B::status(B::post<Op::BlasGemm>(rq));
 }
 
@@ -94,24 +102,11 @@ cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ta, cublasOperat
   WH_HANDLE(h);
   if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc) || batch < 0 || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
   if (sA < 0 || sB < 0 || sC < 0) return CUBLAS_STATUS_INVALID_VALUE;
-  constexpr bool d = sizeof(T) == 8;
   BlasGemmStridedBatchedReq rq{};
-  rq.handle = h->server;
-  rq.stream = sh(h);
-  if constexpr (d) {
-    rq.alpha = dscalar(h, alpha);
-    rq.beta = dscalar(h, beta);
-  } else {
-    rq.alpha = fscalar(h, alpha);
-    rq.beta = fscalar(h, beta);
-  }
+  fill_gemm(rq, h, ta, tb, m, n, k, alpha, beta, lda, ldb, ldc);
   rq.A = dev(A), rq.B = dev(Bm), rq.C = dev(C);
-  rq.lda = lda, rq.ldb = ldb, rq.ldc = ldc;
   rq.strideA = sA, rq.strideB = sB, rq.strideC = sC;
-  rq.m = m, rq.n = n, rq.k = k, rq.batch = batch;
-  rq.transa = ta, rq.transb = tb;
-  rq.dtype = d ? kBlasF64 : kBlasF32;
-  rq.flags = flags_of(h);
+  rq.batch = batch;
   return B::status(B::post<Op::BlasGemmStridedBatched>(rq));
 }
 
@@ -121,23 +116,10 @@ cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             const void* Carray, int ldc, int batch) {
   WH_HANDLE(h);
   if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc) || batch < 0 || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
-  constexpr bool d = sizeof(T) == 8;
   BlasGemmBatchedReq rq{};
-  rq.handle = h->server;
-  rq.stream = sh(h);
-  if constexpr (d) {
-    rq.alpha = dscalar(h, alpha);
-    rq.beta = dscalar(h, beta);
-  } else {
-    rq.alpha = fscalar(h, alpha);
-    rq.beta = fscalar(h, beta);
-  }
+  fill_gemm(rq, h, ta, tb, m, n, k, alpha, beta, lda, ldb, ldc);
   rq.Aarray = dev(Aarray), rq.Barray = dev(Barray), rq.Carray = dev(Carray);
-  rq.lda = lda, rq.ldb = ldb, rq.ldc = ldc;
-  rq.m = m, rq.n = n, rq.k = k, rq.batch = batch;
-  rq.transa = ta, rq.transb = tb;
-  rq.dtype = d ? kBlasF64 : kBlasF32;
-  rq.flags = flags_of(h);
+  rq.batch = batch;
   return B::status(B::post<Op::BlasGemmBatched>(rq));
 }
 
