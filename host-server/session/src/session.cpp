@@ -74,13 +74,16 @@ std::string Stats::render() const {
   uint64_t total = 0;
   double total_ns = 0;
   const double k = ns_per_tick();
+  int width = 0;  // the longest name of an op that was called
+  for (size_t i = 1; i < kOpCount; i++)
+    if (calls[i].load()) width = std::max(width, int(std::strlen(op_name(uint16_t(i)))));
   for (size_t i = 1; i < kOpCount; i++) {
     uint64_t c = calls[i].load();
     if (!c) continue;
     total += c;
     total_ns += double(ticks[i].load()) * k;
-    char line[128];
-    std::snprintf(line, sizeof line, "  %-20s %10llu calls  %9.2f us mean service\n", op_name(uint16_t(i)),
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-*s %10llu calls  %9.2f us mean service\n", width, op_name(uint16_t(i)),
                   (unsigned long long)c, double(ticks[i].load()) * k / 1e3 / double(c));
     o << line;
   }
