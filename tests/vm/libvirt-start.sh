@@ -7,14 +7,29 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 IMAGE=${1:?} T=${2:?} W=${3:?}
 URI=${WORMHOLE_LIBVIRT_URI:-qemu:///system}
+# No systemd here (CI, containers): as root, start virtlogd and libvirtd for
+# this test and stop them afterwards, as FACTS.md describes.
+OWN_PIDS=()
+stop_daemons() { for p in "${OWN_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
+if command -v virsh >/dev/null && ! virsh -c "$URI" version >/dev/null 2>&1 &&
+   [ "$(id -u)" = 0 ] && [ "$URI" = qemu:///system ] && command -v libvirtd >/dev/null; then
+  mkdir -p /run/libvirt
+  if ! pgrep -x virtlogd >/dev/null; then
+    virtlogd -d --pid-file /run/wh-test-virtlogd.pid && OWN_PIDS+=("$(cat /run/wh-test-virtlogd.pid)")
+  fi
+  libvirtd -d --pid-file /run/wh-test-libvirtd.pid && OWN_PIDS+=("$(cat /run/wh-test-libvirtd.pid)")
+  for _ in $(seq 50); do virsh -c "$URI" version >/dev/null 2>&1 && break; sleep 0.2; done
+  echo "started libvirtd for this test (pids ${OWN_PIDS[*]})"
+fi
 if ! command -v virsh >/dev/null || ! virsh -c "$URI" version >/dev/null 2>&1; then
+  stop_daemons
   echo "SKIP: no libvirtd at $URI (start virtlogd and libvirtd, see docs/vms.md)"; exit 77
 fi
 mkdir -p "$W"; W=$(cd "$W" && pwd)
 NAME=wh-test-$$
 SHM=/dev/shm/$NAME
 QUSER=$(id -u libvirt-qemu >/dev/null 2>&1 && echo libvirt-qemu || echo root)
-trap 'virsh -c "$URI" destroy "$NAME" >/dev/null 2>&1 || true; rm -f "$SHM"' EXIT
+trap 'virsh -c "$URI" destroy "$NAME" >/dev/null 2>&1 || true; rm -f "$SHM"; stop_daemons' EXIT
 # The qemu process runs as libvirt-qemu: it must be able to open the region.
 truncate -s 16M "$SHM"
 chown "$QUSER:$QUSER" "$SHM" 2>/dev/null || true
