@@ -108,6 +108,10 @@ class SimBlas final : public Blas {
 
   template <class T>
   T* view(uint64_t dptr, uint64_t bytes) {
+    // A guest may pass any address; a GPU faults on a misaligned operand,
+    // and we must not form a misaligned T* on the server. (Device and host
+    // addresses share their alignment: allocations are page-mapped.)
+    if (dptr % alignof(T)) return nullptr;
     return reinterpret_cast<T*>(ctx_.host_view(dptr, bytes));
   }
   // Reads a scalar (host value or device address) as T.
