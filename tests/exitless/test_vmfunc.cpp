@@ -371,12 +371,15 @@ TEST(VmfuncState, TornStaleOrForgedSnapshotsAreRejected) {
 // ---- server end: copy once, validate, bind ---------------------------------
 
 namespace {
-void put_req(FakeWindow& fw, uint32_t slot, const void* p, uint32_t len) {
+// Writes n bytes of p as slot's request, declaring `declared` bytes (a
+// hostile guest may declare more than it wrote).
+void put_req(FakeWindow& fw, uint32_t slot, const void* p, uint32_t n, uint32_t declared) {
   uint8_t* ch = fw.chan(slot);
-  std::memcpy(ch + WH_SLOT_REQ, &len, 4);
-  std::memcpy(ch + WH_SLOT_REQ + 8, p, std::min<uint32_t>(len, WH_SLOT_MAX));
+  std::memcpy(ch + WH_SLOT_REQ, &declared, 4);
+  std::memcpy(ch + WH_SLOT_REQ + 8, p, std::min<uint32_t>(n, WH_SLOT_MAX));
   wh::test::st32(ch + WH_CHAN_REQ_SEQ, wh::test::ld32(ch + WH_CHAN_REQ_SEQ) + 1);
 }
+void put_req(FakeWindow& fw, uint32_t slot, const void* p, uint32_t len) { put_req(fw, slot, p, len, len); }
 int32_t resp_status(FakeWindow& fw, uint32_t slot) {
   wh_gate_resp r;
   std::memcpy(&r, fw.chan(slot) + WH_SLOT_RESP + 8, sizeof r);
@@ -391,7 +394,7 @@ TEST(GateServer, MalformedSlotsAreRefusedAndAcknowledged) {
   Poller p(w, 8, [](uint32_t) { return kGen; }, [&](uint32_t, Window::Request&&) { delivered++; });
   EXPECT_EQ(p.poll_once(), 0);
   uint32_t huge = 0xffffffff;
-  put_req(fw, 0, &huge, 0xffffffffu);  // length far beyond the slot
+  put_req(fw, 0, &huge, sizeof huge, 0xffffffffu);  // length far beyond the slot
   wh_gate_req g{WH_GATE_REQ_MAGIC, 9 /*kind*/, WH_GATE_PROTO_VERSION, 0, 0, kGen, 0, {}};
   put_req(fw, 1, &g, sizeof g);        // unknown kind
   g.kind = WH_GATE_KIND_CALL;
