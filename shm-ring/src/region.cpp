@@ -24,8 +24,9 @@ void set_err(std::string* err, std::string s) {
 }
 uint32_t effective_max_msg(const RegionConfig& c) {
   uint32_t ring = std::min(c.req_size, c.resp_size);
-  // A record plus a padding record must always fit into an empty ring.
-  uint32_t cap = ring / 2 - sizeof(wh_msg_hdr);
+  // A record, a padding record and the reserve for the next record's magic
+  // must always fit into an empty ring (region.h, "Records").
+  uint32_t cap = ring / 2 - 2 * sizeof(wh_msg_hdr);
   return c.max_msg ? std::min(c.max_msg, cap) : cap;
 }
 uint64_t chan_stride(const RegionConfig& c) {
@@ -119,7 +120,7 @@ bool Region::load_geometry(std::string* err) {
   if (g.chan_off > g.region_size ||
       uint64_t(g.nchan) * g.chan_stride > g.region_size - g.chan_off)
     return bad("channels exceed region");
-  if (g.max_msg == 0 || g.max_msg > std::min(g.req_size, g.resp_size) / 2 - sizeof(wh_msg_hdr))
+  if (g.max_msg == 0 || g.max_msg > std::min(g.req_size, g.resp_size) / 2 - 2 * sizeof(wh_msg_hdr))
     return bad("max_msg");
   if (g.hb_period_ms == 0 || g.hb_timeout_ms <= g.hb_period_ms || g.hb_timeout_ms > 600000)
     return bad("heartbeat");
