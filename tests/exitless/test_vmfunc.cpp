@@ -468,3 +468,86 @@ TEST(GateServer, SlotIsCopiedOnceBeforeValidation) {
   EXPECT_EQ(std::memcmp(out.payload.data(), "abcd", 4), 0);
   EXPECT_EQ(w.take(5, &out, &why), Window::Take::Bad);  // REQ_SEQ moved (scribbled): new, malformed
 }
+
+TEST(GateServer, BindsRefusalsAndBoundToAreCounted) {
+  FakeWindow fw;
+  Window w(fw.base(), WH_GATE_WINDOW);
+  uint64_t gen = kGen;
+  Poller p(w, 8, [&](uint32_t c) { return c == kChan ? gen : 0; }, [](uint32_t, Window::Request&&) {});
+  wh_gate_req b{WH_GATE_REQ_MAGIC, WH_GATE_KIND_BIND, WH_GATE_PROTO_VERSION, kChan, 0, kGen, 0, {}};
+  put_req(fw, 2, &b, sizeof b);
+  p.poll_once();
+  EXPECT_EQ(p.binds(), 1u);
+  EXPECT_TRUE(p.bound_to(2, kChan, kGen));
+  EXPECT_FALSE(p.bound_to(2, kChan, kGen + 1));
+  EXPECT_FALSE(p.bound_to(3, kChan, kGen));
+  EXPECT_FALSE(p.bound_to(99, kChan, kGen));
+  b.generation = kGen + 1;  // forged
+  put_req(fw, 2, &b, sizeof b);
+  p.poll_once();
+  EXPECT_EQ(resp_status(fw, 2), -ESTALE);
+  EXPECT_EQ(p.refusals(), 1u);
+  EXPECT_FALSE(p.bound_to(2, kChan, kGen));  // a refused BIND unbinds the slot
+  EXPECT_EQ(p.violations(), 0u);
+}
+
+TEST(GateServer, SessionQueueHandsOutRequestsBehindTheirRingBarrier) {
+  using wh::server::gate::SessionQueue;
+  SessionQueue q;
+  auto rq = [](uint32_t seq, uint64_t barrier, uint64_t gen = kGen) {
+    Window::Request r;
+    r.seq = seq;
+    r.g.generation = gen;
+    r.g.ring_barrier = barrier;
+    return r;
+  };
+  Window::Request out;
+  EXPECT_EQ(q.push(rq(1, 0)), SessionQueue::Push::Stale);  // no owner yet
+  q.open(kGen);
+  EXPECT_EQ(q.generation(), kGen);
+  EXPECT_EQ(q.push(rq(1, 100)), SessionQueue::Push::Ok);
+  EXPECT_EQ(q.push(rq(2, 50)), SessionQueue::Push::Ok);
+  EXPECT_EQ(q.push(rq(3, 0, kGen + 1)), SessionQueue::Push::Stale);  // another owner's
+  EXPECT_FALSE(q.empty());
+  EXPECT_FALSE(q.pop_ready(99, 0, &out));  // the ring has not reached the oldest's barrier
+  ASSERT_TRUE(q.pop_ready(100, 0, &out));
+  EXPECT_EQ(out.seq, 1u);
+  ASSERT_TRUE(q.pop_ready(100, 0, &out));
+  EXPECT_EQ(out.seq, 2u);
+  EXPECT_FALSE(q.pop_ready(~0ull, 0, &out));
+  EXPECT_TRUE(q.empty());
+  // A barrier past everything the ring will hold: due once the ring was
+  // found drained after it was queued, not before.
+  EXPECT_EQ(q.push(rq(4, 1ull << 60)), SessionQueue::Push::Ok);
+  const uint64_t looked = q.pushed();
+  EXPECT_EQ(q.push(rq(5, 1ull << 60)), SessionQueue::Push::Ok);
+  ASSERT_TRUE(q.pop_ready(0, looked, &out));
+  EXPECT_EQ(out.seq, 4u);
+  EXPECT_FALSE(q.pop_ready(0, looked, &out));  // queued after the look: its records may be on the way
+  ASSERT_TRUE(q.pop_ready(0, q.pushed(), &out));
+  EXPECT_EQ(out.seq, 5u);
+  // Bounded, and closing hands back what is left and refuses from then on.
+  for (size_t i = 0; i < SessionQueue::kMax; i++) EXPECT_EQ(q.push(rq(10 + uint32_t(i), 1ull << 60)), SessionQueue::Push::Ok);
+  EXPECT_EQ(q.push(rq(99, 0)), SessionQueue::Push::Full);
+  auto left = q.close();
+  EXPECT_EQ(left.size(), SessionQueue::kMax);
+  EXPECT_EQ(left.front().seq, 10u);
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.generation(), 0u);
+  EXPECT_EQ(q.push(rq(100, 0)), SessionQueue::Push::Stale);
+  EXPECT_FALSE(q.pop_ready(~0ull, ~0ull, &out));
+}
+
+TEST(VmfuncBind, WithdrawnStatePageIsNotServed) {
+  FakeWindow fw;
+  Window w(fw.base(), WH_GATE_WINDOW);
+  wh_gate_chan_state cs[kChan + 1]{};
+  cs[kChan] = {kGen, 0, 1000, 4000, 0, 1, 0};
+  w.publish(cs);
+  w.withdraw();  // the server stopped
+  std::string err;
+  EXPECT_EQ(Link::bind(dev(fw), kChan, kGen, opts(), &err), nullptr);
+  EXPECT_NE(err.find("no gate state"), std::string::npos) << err;
+  wh_gate_chan_state st;
+  EXPECT_FALSE(wh::vmfunc::read_state(fw.base() + WH_GATE_STATE_OFF, WH_SLOT_MAX, kChan, &st));
+}

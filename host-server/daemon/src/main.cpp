@@ -1,8 +1,10 @@
 // wormhole-server: serves forwarded CUDA calls from client processes and VMs.
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 #include <toml++/toml.h>
@@ -19,7 +21,7 @@ void on_signal(int) {
 int main(int argc, char** argv) {
   CLI::App app{"wormhole-server: runs CUDA calls forwarded from guests on a GPU (or the sim device)"};
   std::string backend_name = "auto", config_path, log_level = "info";
-  std::vector<std::string> vm_args;
+  std::vector<std::string> vm_args, vm_gate_args;
   uint64_t quota_mb = 0, sim_memory_mb = 8192, pinned_mb = 256;
   unsigned sim_threads = 0;
   bool stats_on_exit = true;
@@ -35,6 +37,9 @@ int main(int argc, char** argv) {
   app.add_option("--sim-memory-mb", sim_memory_mb, "device memory of the sim device");
   app.add_option("--sim-threads", sim_threads, "host threads running sim kernels (0: all cores)");
   app.add_option("--vm", vm_args, "serve a VM's ivshmem region: NAME=PATH[:CHANNELS]");
+  app.add_option("--vm-gate", vm_gate_args,
+                 "serve a VM's exitless gate: NAME=PATH, PATH the file behind the memory-backend-file of "
+                 "QEMU's -object wormhole-gate (NAME as in --vm)");
   uint32_t vm_channels = 8;
   app.add_option("--vm-channels", vm_channels, "default channels (guest processes at once) per VM region");
   app.add_option("--heartbeat-timeout-ms", cfg.heartbeat_timeout_ms,
@@ -59,6 +64,9 @@ int main(int argc, char** argv) {
       if (auto* vms = t["vm"].as_array())
         for (auto& v : *vms)
           if (auto s = v.value<std::string>()) vm_args.push_back(*s);
+      if (auto* gates = t["vm_gate"].as_array())
+        for (auto& v : *gates)
+          if (auto s = v.value<std::string>()) vm_gate_args.push_back(*s);
     } catch (const toml::parse_error& e) {
       std::fprintf(stderr, "wormhole-server: %s: %s\n", config_path.c_str(), e.what());
       return 2;
@@ -82,6 +90,45 @@ int main(int argc, char** argv) {
       vm.path.resize(c);
     }
     cfg.vms.push_back(vm);
+  }
+  for (auto& a : vm_gate_args) {
+    auto eq = a.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == a.size()) {
+      std::fprintf(stderr, "wormhole-server: --vm-gate wants NAME=PATH, got '%s'\n", a.c_str());
+      return 2;
+    }
+    std::string name = a.substr(0, eq);
+    auto vm = std::find_if(cfg.vms.begin(), cfg.vms.end(), [&](const auto& v) { return v.name == name; });
+    if (vm == cfg.vms.end()) {
+      std::fprintf(stderr, "wormhole-server: --vm-gate %s: no VM named '%s' (give it with --vm %s=PATH)\n",
+                   a.c_str(), name.c_str(), name.c_str());
+      return 2;
+    }
+    if (!vm->gate_path.empty()) {
+      std::fprintf(stderr, "wormhole-server: --vm-gate: VM '%s' has two gates (%s and %s)\n", name.c_str(),
+                   vm->gate_path.c_str(), a.substr(eq + 1).c_str());
+      return 2;
+    }
+    vm->gate_path = a.substr(eq + 1);
+  }
+  // One memory object per VM, and never a VM's ivshmem region: the server
+  // writes both, each in its own layout.
+  for (size_t i = 0; i < cfg.vms.size(); i++) {
+    struct stat gs{};
+    if (cfg.vms[i].gate_path.empty() || stat(cfg.vms[i].gate_path.c_str(), &gs) != 0) continue;
+    for (size_t j = 0; j < cfg.vms.size(); j++) {
+      struct stat os{};
+      auto same = [&](const std::string& p) {
+        return !p.empty() && stat(p.c_str(), &os) == 0 && os.st_dev == gs.st_dev && os.st_ino == gs.st_ino;
+      };
+      const char* clash = same(cfg.vms[j].path) ? "is the ivshmem region of VM" :
+                          j != i && same(cfg.vms[j].gate_path) ? "is also the gate of VM" : nullptr;
+      if (clash) {
+        std::fprintf(stderr, "wormhole-server: --vm-gate %s=%s: that file %s '%s'\n", cfg.vms[i].name.c_str(),
+                     cfg.vms[i].gate_path.c_str(), clash, cfg.vms[j].name.c_str());
+        return 2;
+      }
+    }
   }
 
   std::unique_ptr<wh::server::Backend> backend;

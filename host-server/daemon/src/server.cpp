@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 
+#include "gate_vm.hpp"
 #include "wormhole/proto/dispatch.hpp"
 #include "wormhole/ring.hpp"
 
@@ -69,6 +70,37 @@ const char* to_string(End e) {
   return "?";
 }
 
+// One request read from a channel's ring: handled, then answered on the
+// ring unless posted. `before_answer` runs between the two (the gate's
+// state page must be current when the answer arrives). False: the answer
+// could not be written.
+template <class BeforeAnswer>
+bool ring_request(ring::ServerChannel& ch, Session& s, const ring::Message& msg, proto::DispatchResult& res,
+                  BeforeAnswer&& before_answer) {
+  const auto& h = msg.hdr;
+  if (h.version != proto::kVersion || (h.flags & WH_MSG_F_RESPONSE)) {
+    res.status = proto::kBadRequest;
+    res.fixed.clear();
+    res.tail.clear();
+    s.note_violation();  // counts toward the limit like any malformed request
+    before_answer();
+    if (!(h.flags & WH_MSG_F_POSTED)) {
+      std::span<const uint8_t> none;
+      std::array<std::span<const uint8_t>, 1> parts{none};
+      ch.reply(h.call_id, h.opcode, res.status, 0, parts);
+    }
+    return true;
+  }
+  bool respond = s.handle(h.opcode, h.flags, msg.payload, ch.max_msg(), res);
+  before_answer();
+  if (respond) {
+    std::array<std::span<const uint8_t>, 2> parts{std::span<const uint8_t>(res.fixed),
+                                                 std::span<const uint8_t>(res.tail)};
+    if (ch.reply(h.call_id, h.opcode, res.status, 0, parts) != ring::Status::Ok) return false;
+  }
+  return true;
+}
+
 // The request loop of one session, shared by socket clients and VM channels.
 End serve_channel(ring::ServerChannel& ch, Session& s, uint32_t max_violations,
                   const std::atomic<bool>& stopping, const std::function<bool()>& client_gone) {
@@ -84,26 +116,142 @@ End serve_channel(ring::ServerChannel& ch, Session& s, uint32_t max_violations,
     if (st == ring::Status::Closed) return End::ClientClosed;
     if (st == ring::Status::PeerDead) return End::ClientDied;
     if (st != ring::Status::Ok) return End::Corrupt;
-    const auto& h = msg.hdr;
-    if (h.version != proto::kVersion || (h.flags & WH_MSG_F_RESPONSE)) {
-      res.status = proto::kBadRequest;
-      res.fixed.clear();
-      res.tail.clear();
-      if (!(h.flags & WH_MSG_F_POSTED)) {
-        std::span<const uint8_t> none;
-        std::array<std::span<const uint8_t>, 1> parts{none};
-        ch.reply(h.call_id, h.opcode, res.status, 0, parts);
+    if (!ring_request(ch, s, msg, res, [] {})) return End::ReplyFailed;
+    if (s.violations() > max_violations) return End::Violations;
+  }
+}
+
+// What the gate publishes for a channel: its owner's generation, the
+// requests handled for it (ring and gate), and what a MemGetInfo or
+// StreamQuery(0) would answer now.
+wh_gate_chan_state gate_record(Session& s, uint64_t generation, uint64_t handled) {
+  Session::Snapshot sn = s.snapshot();
+  wh_gate_chan_state r{};
+  r.generation = generation;
+  r.handled = handled;
+  r.mem_free = sn.mem_free;
+  r.mem_total = sn.mem_total;
+  r.pending_error = sn.pending_error;
+  r.idle = sn.idle ? 1 : 0;
+  return r;
+}
+
+bool same_answers(const wh_gate_chan_state& a, const wh_gate_chan_state& b) {
+  return a.mem_free == b.mem_free && a.mem_total == b.mem_total && a.pending_error == b.pending_error &&
+         a.idle == b.idle;
+}
+
+// The request loop of a VM channel whose process may also call through the
+// exitless gate (docs/exitless.md): one thread serves the ring and the
+// channel's gate queue. A gate request waits until the ring has been
+// consumed up to its ring_barrier, so requests the process posted before
+// it run first. Every handled request, from either path, is counted in the
+// channel's published record, rewritten before its answer leaves: a
+// process holding an answer finds the record current.
+//
+// `req_head` is the ring's consumer index in the region: our own
+// ServerChannel writes it after each record. The guest can overwrite it,
+// but that only moves its own requests' order; a barrier that the ring
+// never reaches is served once the ring is found drained, so no guest
+// value stalls or spins the loop.
+End serve_gate_channel(ring::ServerChannel& ch, Session& s, GateVm& gate, uint32_t chan, uint64_t generation,
+                       const uint64_t* req_head, const ring::WaitPolicy& pol, uint32_t max_violations,
+                       const std::atomic<bool>& stopping, Stats& stats) {
+  gate::SessionQueue& q = gate.queue(chan);
+  uint64_t handled = 0;
+  wh_gate_chan_state last = gate_record(s, generation, handled);
+  gate.publish(chan, last);
+  auto publish = [&] {
+    last = gate_record(s, generation, handled);
+    gate.publish(chan, last);
+  };
+  const uint32_t gate_max = std::min<uint32_t>(ch.max_msg(), WH_GATE_RESP_PAYLOAD_MAX);
+  std::vector<uint8_t> out;
+  proto::DispatchResult res;
+  auto serve_gate = [&](const gate::Window::Request& rq) {
+    const wh_msg_hdr& h = rq.hdr;  // validated by Window::take: a request, len == payload
+    wh_msg_hdr rh{};
+    rh.magic = WH_MSG_MAGIC;
+    rh.version = proto::kVersion;
+    rh.opcode = h.opcode;
+    rh.flags = WH_MSG_F_RESPONSE;
+    rh.call_id = h.call_id;
+    out.clear();
+    if (h.version != proto::kVersion) {
+      s.note_violation();
+      rh.status = proto::kBadRequest;
+    } else {
+      s.handle(h.opcode, h.flags, rq.payload, gate_max, res);
+      rh.status = res.status;
+      out.insert(out.end(), res.fixed.begin(), res.fixed.end());
+      out.insert(out.end(), res.tail.begin(), res.tail.end());
+    }
+    handled++;
+    publish();
+    gate.respond(rq, 0, &rh, out);
+    stats.gate_calls++;
+  };
+  auto head = [req_head] { return __atomic_load_n(req_head, __ATOMIC_ACQUIRE); };
+  auto serve_due = [&](uint64_t drained_before) {
+    gate::Window::Request rq;
+    if (!q.pop_ready(head(), drained_before, &rq)) return false;
+    serve_gate(rq);
+    return true;
+  };
+  ring::Message msg;
+  ring::Status st = ring::Status::Empty;
+  bool have = false;  // msg holds a ring request not handled yet
+  // While waiting, the ring is looked at with try_recv (validated, not raw
+  // indices a guest could make disagree forever); a request read there is
+  // kept in msg.
+  auto ready = [&] {
+    if (!q.empty() || (gate.poll() > 0 && !q.empty())) return true;
+    st = ch.try_recv(msg);
+    have = st == ring::Status::Ok;
+    return st != ring::Status::Empty;
+  };
+  for (;;) {
+    if (!have) {
+      // Gate requests the ring has caught up with go first (nothing read
+      // from the ring is unhandled here, so the head is exact). Taking new
+      // ones from the window ourselves is cheaper than waiting for the
+      // poller thread to be scheduled.
+      gate.poll();
+      if (serve_due(0)) {
+        if (s.violations() > max_violations) return End::Violations;
+        continue;
       }
-      s.note_violation();  // counts toward the limit like any malformed request
-      if (s.violations() > max_violations) return End::Violations;
-      continue;
+      const uint64_t queued = q.pushed();  // before looking at the ring: see SessionQueue::pop_ready
+      st = ch.try_recv(msg);
+      have = st == ring::Status::Ok;
+      if (st == ring::Status::Empty) {
+        if (serve_due(queued)) {  // the ring is drained
+          if (s.violations() > max_violations) return End::Violations;
+          continue;
+        }
+        if (!ring::wait_until(pol, nullptr, nullptr, ready, ring::Clock::now() + 100ms)) {
+          if (stopping) return End::Stopping;
+          if (ch.peer_dead()) return End::ClientDied;
+          // Idle: other sessions' allocations move the device's free
+          // memory and posted work completes; keep the record truthful.
+          wh_gate_chan_state now = gate_record(s, generation, handled);
+          if (!same_answers(now, last)) {
+            last = now;
+            gate.publish(chan, last);
+          }
+          continue;
+        }
+        if (st == ring::Status::Empty) continue;  // woken by a gate request
+      }
+      if (!have) {
+        if (st == ring::Status::Closed) return End::ClientClosed;
+        if (st == ring::Status::PeerDead) return End::ClientDied;
+        return End::Corrupt;
+      }
     }
-    bool respond = s.handle(h.opcode, h.flags, msg.payload, ch.max_msg(), res);
-    if (respond) {
-      std::array<std::span<const uint8_t>, 2> parts{std::span<const uint8_t>(res.fixed),
-                                                   std::span<const uint8_t>(res.tail)};
-      if (ch.reply(h.call_id, h.opcode, res.status, 0, parts) != ring::Status::Ok) return End::ReplyFailed;
-    }
+    have = false;
+    handled++;
+    if (!ring_request(ch, s, msg, res, publish)) return End::ReplyFailed;
     if (s.violations() > max_violations) return End::Violations;
   }
 }
@@ -202,7 +350,7 @@ void Server::serve_socket_client(int fd) {
   close(fd);
 }
 
-void Server::serve_vm(const VmSpec& vm) {
+void Server::serve_vm(const VmSpec& vm, GateVm* gate) {
   std::string err;
   ring::RegionConfig rc;
   rc.nchan = vm.channels;
@@ -224,6 +372,7 @@ void Server::serve_vm(const VmSpec& vm) {
       spdlog::error("vm {}: {} ({} MiB) is too small for {} channels; each needs at least {} MiB", vm.name,
                     vm.path, st.st_size >> 20, rc.nchan,
                     (ring::Region::required_size(probe) / rc.nchan + proto::kPinnedHeapOffset + (1u << 20)) >> 20);
+      if (gate) gate->withdraw();  // nothing will answer a BIND
       return;
     }
     rc.data_size = per;
@@ -231,36 +380,90 @@ void Server::serve_vm(const VmSpec& vm) {
   auto region = ring::Region::create_file(vm.path, rc, &err);
   if (!region) {
     spdlog::error("vm {}: cannot serve {}: {}", vm.name, vm.path, err);
+    if (gate) gate->withdraw();
     return;
   }
   spdlog::info("vm {}: serving {} channels in {} ({} MiB)", vm.name, vm.channels, vm.path,
                region->size() >> 20);
+  if (gate) gate->start(stopping_);
+  // Gate sessions wait on the ring and their gate queue together, by polling
+  // (no futex across the VM boundary anyway).
+  ring::WaitPolicy gate_wait = ring::effective_policy(ring::WaitPolicy::from_env(), region->geometry());
+  gate_wait.sleep = ring::WaitPolicy::Sleep::Poll;
   std::vector<std::thread> sessions;
   std::vector<std::atomic<bool>> busy(vm.channels);
+  std::vector<uint32_t> unsettled(vm.channels, 0);
   while (!stopping_) {
     for (uint32_t i = 0; i < vm.channels; i++) {
       if (busy[i].load()) continue;
       auto* chh = region->channel(i);
-      if (__atomic_load_n(&chh->state, __ATOMIC_ACQUIRE) != WH_CHAN_CLAIMED) continue;
-      auto ch = ring::ServerChannel::attach(*region, i, &err);
-      if (!ch) continue;
+      if (__atomic_load_n(&chh->state, __ATOMIC_ACQUIRE) != WH_CHAN_CLAIMED) {
+        unsettled[i] = 0;
+        continue;
+      }
+      bool gated = gate && i < gate->nchan();
+      uint64_t gen = 0;
+      if (gated) {
+        // The guest binds its gate slot with the generation its claim
+        // produced, as soon as it sees the channel ACTIVE; so BINDs for it
+        // must be accepted (and its record published) before we attach.
+        // A claim flips the state first and bumps the generation after; it
+        // stores client_pid last (release), so once that is set the
+        // generation is the claimer's. A claimer that never finishes (it
+        // died, or it is hostile) is attached after ~0.5 s anyway, as
+        // before: its generation then only risks its own gate binding.
+        if (__atomic_load_n(&chh->client_pid, __ATOMIC_ACQUIRE) == 0 && ++unsettled[i] < 250) continue;
+        gen = __atomic_load_n(&chh->generation, __ATOMIC_ACQUIRE);
+      }
+      unsettled[i] = 0;
       ContextLimits lim;
       lim.memory_quota = cfg_.quota_bytes;
-      auto ctx = backend_.create_context(0, lim, &err);
+      std::unique_ptr<Context> ctx;
+      if (gated) {
+        ctx = backend_.create_context(0, lim, &err);
+        if (ctx) {
+          wh_gate_chan_state first{};
+          first.generation = gen;
+          first.idle = 1;
+          if (ctx->mem_info(&first.mem_free, &first.mem_total) != cudaSuccess) first.pending_error = cudaErrorUnknown;
+          gate->begin(i, gen, first);
+        }
+      }
+      auto ch = ring::ServerChannel::attach(*region, i, &err);
+      if (!ch) {
+        if (gated && ctx) gate->end(i);
+        continue;
+      }
+      if (!gated) ctx = backend_.create_context(0, lim, &err);
       if (!ctx) {
         ch->reclaim();
         continue;
       }
+      if (gated && ch->generation() != gen) {
+        // Moved between our look and the attach: only a guest writing the
+        // word itself does that. Serve this claim over the ring only.
+        spdlog::warn("vm {}: channel {} generation moved while attaching; no gate for this session", vm.name, i);
+        gate->end(i);
+        gated = false;
+      }
       busy[i] = true;
       uint64_t sid = next_session_++;
-      sessions.emplace_back([this, &busy, i, sid, &vm, ch = std::move(ch), ctx = std::move(ctx)]() mutable {
+      const uint64_t* req_head = &chh->req_head;
+      sessions.emplace_back([this, &busy, i, sid, &vm, gate = gated ? gate : nullptr, gen, req_head, &gate_wait,
+                             ch = std::move(ch), ctx = std::move(ctx)]() mutable {
         live_sessions_++;
         {
           Session session(sid, backend_, std::move(ctx), ch->data(), stats_);
-          spdlog::info("session {}: vm {} channel {} (guest pid {})", sid, vm.name, i, ch->client_pid());
-          End why = serve_channel(*ch, session, cfg_.max_violations, stopping_, nullptr);
+          spdlog::info("session {}: vm {} channel {} (guest pid {}){}", sid, vm.name, i, ch->client_pid(),
+                       gate ? ", gate" : "");
+          End why = gate ? serve_gate_channel(*ch, session, *gate, i, gen, req_head, gate_wait, cfg_.max_violations,
+                                              stopping_, stats_)
+                         : serve_channel(*ch, session, cfg_.max_violations, stopping_, nullptr);
           spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, to_string(why),
                        session.device_bytes());
+          // Its gate binding is stale from here on, before the channel can
+          // be claimed again.
+          if (gate) gate->end(i);
         }
         // The channel is free for the VM's next process: nothing of this
         // session's copy bookkeeping may leak into the next one.
@@ -273,10 +476,32 @@ void Server::serve_vm(const VmSpec& vm) {
     std::this_thread::sleep_for(2ms);
   }
   for (auto& t : sessions) t.join();
+  if (gate) {
+    gate->join();
+    gate->withdraw();
+  }
 }
 
 int Server::run() {
-  for (const auto& vm : cfg_.vms) track([this, vm] { serve_vm(vm); });
+  // Every VM's gate memory object is checked before anything is served: a
+  // wrong path is a configuration error, not something to find out later.
+  gates_.clear();
+  for (const auto& vm : cfg_.vms) {
+    std::unique_ptr<GateVm> g;
+    if (!vm.gate_path.empty()) {
+      std::string err;
+      g = GateVm::open(vm.name, vm.gate_path, vm.channels, stats_, &err);
+      if (!g) {
+        spdlog::error("vm {}: --vm-gate: {}", vm.name, err);
+        return 2;
+      }
+    }
+    gates_.push_back(std::move(g));
+  }
+  for (size_t k = 0; k < cfg_.vms.size(); k++) {
+    GateVm* g = gates_[k].get();
+    track([this, vm = cfg_.vms[k], g] { serve_vm(vm, g); });
+  }
 
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};

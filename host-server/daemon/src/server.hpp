@@ -22,6 +22,9 @@ struct VmSpec {
   std::string name;
   std::string path;        // the file QEMU maps as the ivshmem BAR
   uint32_t channels = 8;  // client processes the VM may run at once
+  // The VM's exitless gate memory object (the file behind the
+  // memory-backend-file of QEMU's -object wormhole-gate); empty: no gate.
+  std::string gate_path;
 };
 
 struct ServerConfig {
@@ -33,18 +36,21 @@ struct ServerConfig {
   std::vector<VmSpec> vms;
 };
 
+class GateVm;
+
 class Server {
  public:
   Server(ServerConfig cfg, Backend& backend);
   ~Server();
-  // Serves until stop() (or a signal handler calling it). Returns 0 on a clean stop.
+  // Serves until stop() (or a signal handler calling it). Returns 0 on a
+  // clean stop, 2 when the socket or a VM's gate memory object is unusable.
   int run();
   void stop();
   const Stats& stats() const { return stats_; }
 
  private:
   void serve_socket_client(int fd);
-  void serve_vm(const VmSpec& vm);
+  void serve_vm(const VmSpec& vm, GateVm* gate);
   // Runs fn on a thread of its own; joins threads that already finished
   // (a finished, unjoined thread keeps its stack: one per past client).
   void track(std::function<void()> fn);
@@ -62,6 +68,7 @@ class Server {
     std::shared_ptr<std::atomic<bool>> done;
   };
   std::vector<Tracked> threads_;
+  std::vector<std::unique_ptr<GateVm>> gates_;  // per cfg_.vms entry; null: no gate
 };
 
 std::string default_socket_path();

@@ -124,6 +124,13 @@ void Window::publish(std::span<const wh_gate_chan_state> chans) {
   store64(p + offsetof(wh_gate_state, end_seq), seq);
 }
 
+void Window::withdraw() {
+  if (!base_) return;
+  uint8_t* p = base_ + WH_GATE_STATE_OFF;
+  store64(p + offsetof(wh_gate_state, begin_seq), (pub_seq_ += 2) - 1);  // odd: never consistent again
+  store32(p + offsetof(wh_gate_state, magic), 0);
+}
+
 int Poller::poll_once() {
   int n = 0;
   for (uint32_t slot = 0; slot < WH_GATE_NSLOTS; slot++) {
@@ -145,8 +152,13 @@ int Poller::poll_once() {
       int32_t st = 0;
       if (g.chan >= nchan_) st = -EINVAL;
       else if (cur == 0 || cur != g.generation) st = -ESTALE;
-      if (st == 0) bind_[slot] = {g.chan, g.generation};
-      else bind_[slot] = {};
+      if (st == 0) {
+        bind_[slot] = {g.chan, g.generation};
+        binds_++;
+      } else {
+        bind_[slot] = {};
+        refusals_++;
+      }
       w_.respond(slot, rq.seq, st, nullptr, {});
       w_.ack(slot, rq.seq);
       continue;
@@ -156,6 +168,7 @@ int Poller::poll_once() {
     const Binding& b = bind_[slot];
     if (b.generation == 0 || g.chan != b.chan || g.generation != b.generation || cur != b.generation) {
       last_error_ = "slot " + std::to_string(slot) + ": call for an unbound or stale channel";
+      refusals_++;
       w_.respond(slot, rq.seq, -ESTALE, nullptr, {});
       w_.ack(slot, rq.seq);
       continue;
@@ -165,6 +178,50 @@ int Poller::poll_once() {
     w_.ack(slot, seq);
   }
   return n;
+}
+
+void SessionQueue::open(uint64_t generation) {
+  std::lock_guard lk(mu_);
+  generation_ = generation;
+}
+
+std::vector<Window::Request> SessionQueue::close() {
+  std::lock_guard lk(mu_);
+  generation_ = 0;
+  std::vector<Window::Request> left;
+  for (auto& e : q_) left.push_back(std::move(e.rq));
+  q_.clear();
+  count_.store(0, std::memory_order_release);
+  return left;
+}
+
+uint64_t SessionQueue::generation() const {
+  std::lock_guard lk(mu_);
+  return generation_;
+}
+
+SessionQueue::Push SessionQueue::push(Window::Request&& rq) {
+  std::lock_guard lk(mu_);
+  // Checked here, under the lock that close() takes: the poller's earlier
+  // look at the generation may predate the owner's departure.
+  if (generation_ == 0 || rq.g.generation != generation_) return Push::Stale;
+  if (q_.size() >= kMax) return Push::Full;
+  q_.push_back({pushed_.load(std::memory_order_relaxed), std::move(rq)});
+  count_.store(q_.size(), std::memory_order_release);
+  pushed_.fetch_add(1, std::memory_order_release);
+  return Push::Ok;
+}
+
+bool SessionQueue::pop_ready(uint64_t consumed, uint64_t drained_before, Window::Request* out) {
+  if (empty()) return false;
+  std::lock_guard lk(mu_);
+  if (q_.empty()) return false;
+  Entry& e = q_.front();
+  if (e.rq.g.ring_barrier > consumed && e.ticket >= drained_before) return false;
+  *out = std::move(e.rq);
+  q_.pop_front();
+  count_.store(q_.size(), std::memory_order_release);
+  return true;
 }
 
 }  // namespace wh::server::gate

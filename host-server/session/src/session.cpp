@@ -95,6 +95,16 @@ std::string Stats::render() const {
                 bytes_htod.load() / 1048576.0, bytes_dtoh.load() / 1048576.0, bytes_dtod.load() / 1048576.0,
                 (unsigned long long)rejected.load(), (unsigned long long)sessions.load());
   o << tail;
+  if (gate_served.load()) {
+    char line[384];
+    std::snprintf(line, sizeof line,
+                  "  gate: %llu calls served through the gate, %llu state publications (QUERYs read them "
+                  "without reaching the server), %llu binds, %llu refused, %llu violations\n",
+                  (unsigned long long)gate_calls.load(), (unsigned long long)gate_publishes.load(),
+                  (unsigned long long)gate_binds.load(), (unsigned long long)gate_refused.load(),
+                  (unsigned long long)gate_violations.load());
+    o << line;
+  }
   return o.str();
 }
 
@@ -121,6 +131,22 @@ uint64_t Session::device_bytes() const {
   uint64_t n = 0;
   for (auto& [d, b] : allocs_) n += b;
   return n;
+}
+
+Session::Snapshot Session::snapshot() {
+  Snapshot s;
+  if (sticky_ != cudaSuccess) {  // every call but a few answers the fault
+    s.pending_error = sticky_;
+    s.idle = false;
+    return s;
+  }
+  s.pending_error = deferred_;
+  if (Err e = ctx_->mem_info(&s.mem_free, &s.mem_total); e != cudaSuccess) {
+    s.pending_error = e;  // the guest then asks the server
+    s.mem_free = s.mem_total = 0;
+  }
+  s.idle = ctx_->stream_query(nullptr) == cudaSuccess;
+  return s;
 }
 
 bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> payload,

@@ -24,6 +24,15 @@ struct Stats {
   std::atomic<uint64_t> bytes_htod{0}, bytes_dtoh{0}, bytes_dtod{0};
   std::atomic<uint64_t> rejected{0};  // malformed or invalid requests
   std::atomic<uint64_t> sessions{0};
+  // The exitless gate (VMs served with --vm-gate). QUERYs never reach the
+  // server (the gate code copies the state page), so they are not counted
+  // here; the state page's rewrites are.
+  std::atomic<bool> gate_served{false};        // some VM has a gate: render() shows the line
+  std::atomic<uint64_t> gate_calls{0};         // requests handled from the gate and answered there
+  std::atomic<uint64_t> gate_binds{0};         // slots bound to a channel
+  std::atomic<uint64_t> gate_refused{0};       // stale/unbound/foreign bindings, full queues, dropped at reclaim
+  std::atomic<uint64_t> gate_violations{0};    // malformed slots (answered -EINVAL)
+  std::atomic<uint64_t> gate_publishes{0};     // state-page rewrites
   std::string render() const;
 };
 
@@ -46,6 +55,17 @@ class Session {
     stats_.rejected++;
   }
   uint64_t device_bytes() const;
+
+  // What a synchronous MemGetInfo / StreamQuery(0) would see now: the
+  // exitless gate publishes it so that the guest can answer those locally
+  // (docs/exitless.md). pending_error: the error the next call would
+  // return (a kernel fault, else a deferred error of posted work).
+  struct Snapshot {
+    uint64_t mem_free = 0, mem_total = 0;
+    int32_t pending_error = 0;
+    bool idle = true;  // the legacy default stream has nothing outstanding
+  };
+  Snapshot snapshot();
 
   // ---- the API table's bodies (see proto/cudart_api.def)
 #define WH_X_DECL(Name, K, RQ, RS)                                                   \
