@@ -91,6 +91,10 @@ bool Region::format(void* base, size_t size, const RegionConfig& c, std::string*
     ch->resp_off = WH_CHAN_HDR_SIZE + c.req_size;
     ch->data_off = round_up(WH_CHAN_HDR_SIZE + uint64_t(c.req_size) + c.resp_size, kPage);
     ch->generation = 1;
+    // Each ring's first magic is the consumer's first doorbell (region.h):
+    // a file formatted again over an old session's records must not ring.
+    store_rel(reinterpret_cast<uint32_t*>(reinterpret_cast<uint8_t*>(ch) + ch->req_off), 0u);
+    store_rel(reinterpret_cast<uint32_t*>(reinterpret_cast<uint8_t*>(ch) + ch->resp_off), 0u);
     store_rel(&ch->state, uint32_t(WH_CHAN_FREE));
   }
   store_rel(&h->magic, WH_REGION_MAGIC);

@@ -59,6 +59,48 @@ TEST(RegionHeader, FormatThenAttachRoundTrip) {
   EXPECT_NE(offsetof(wh_chan_hdr, client_heartbeat) / 64, offsetof(wh_chan_hdr, server_heartbeat) / 64);
 }
 
+// A file formatted again over an old session's bytes: the rings' first
+// magics (the consumers' first doorbells) are cleared, so neither side of a
+// new channel takes an old record for a new one.
+TEST(RegionHeader, FormatOverOldRecordsRingsNoDoorbell) {
+  Formatted f;
+  const uint64_t chan_off = f.hdr()->chan_off, stride = f.hdr()->chan_stride;
+  std::memset(f.map.base, 0x5a, f.size);
+  wh_msg_hdr old{};
+  old.magic = WH_MSG_MAGIC;
+  old.version = 1;
+  old.opcode = 7;
+  old.len = 8;
+  for (uint32_t i = 0; i < 2; i++) {  // an old record at the start of every ring
+    uint8_t* ch = f.map.base + chan_off + i * stride;
+    std::memcpy(ch + WH_CHAN_HDR_SIZE, &old, sizeof old);
+    std::memcpy(ch + WH_CHAN_HDR_SIZE + f.cfg.req_size, &old, sizeof old);
+  }
+  std::string err;
+  ASSERT_TRUE(Region::format(f.map.base, f.size, f.cfg, &err)) << err;
+  auto r = f.attach(&err);
+  ASSERT_TRUE(r) << err;
+  for (uint32_t i = 0; i < 2; i++) {
+    uint8_t* ch = r->channel_base(i);
+    std::memcpy(ch + WH_CHAN_HDR_SIZE + 64, &old, sizeof old);  // old records further on
+    EXPECT_EQ(*reinterpret_cast<uint32_t*>(ch + WH_CHAN_HDR_SIZE), 0u) << i;
+    EXPECT_EQ(*reinterpret_cast<uint32_t*>(ch + WH_CHAN_HDR_SIZE + f.cfg.req_size), 0u) << i;
+  }
+  auto c = ClientChannel::claim(*r, 0, &err);
+  ASSERT_TRUE(c) << err;
+  auto s = ServerChannel::attach(*r, 0, &err);
+  ASSERT_TRUE(s) << err;
+  Message m;
+  EXPECT_EQ(s->try_recv(m), Status::Empty);
+  uint8_t payload[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::span<const uint8_t> parts[] = {payload};
+  ASSERT_EQ(c->post(9, 0, parts), Status::Ok);
+  ASSERT_EQ(s->try_recv(m), Status::Ok);
+  EXPECT_EQ(m.hdr.opcode, 9);
+  EXPECT_EQ(m.payload, std::vector<uint8_t>(payload, payload + 8));
+  EXPECT_EQ(s->try_recv(m), Status::Empty);
+}
+
 TEST(RegionHeader, MemfdCreateAndAttachFd) {
   std::string err;
   auto cfg = small_config();
