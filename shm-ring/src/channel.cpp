@@ -117,11 +117,9 @@ std::unique_ptr<ClientChannel> ClientChannel::claim(Region& region, int index, s
     c->data_ = {l.data, size_t(g.data_size)};
     store_rel(&ch->req_tail, uint64_t(0));
     store_rel(&ch->resp_head, uint64_t(0));
-    c->writer_ = RingWriter(l.req, g.req_size, &ch->req_tail, &ch->req_head, g.max_msg);
-    c->writer_.start();
-    c->reader_ = RingReader(l.resp, g.resp_size, &ch->resp_tail, &ch->resp_head, g.max_msg);
-    // Last: a server may take the channel as settled once it sees our pid.
     store_rel(&ch->client_pid, uint32_t(getpid()));
+    c->writer_ = RingWriter(l.req, g.req_size, &ch->req_tail, &ch->req_head, g.max_msg);
+    c->reader_ = RingReader(l.resp, g.resp_size, &ch->resp_tail, &ch->resp_head, g.max_msg);
     c->monitor_ = PeerMonitor(&ch->server_heartbeat, g.hb_timeout_ms);
     c->pending_.reserve(16);
     Heartbeat::instance().add(&ch->client_heartbeat, g.hb_period_ms);
@@ -517,9 +515,7 @@ void ServerChannel::reclaim() {
   store_rel(&ch_->client_pid, 0u);
   fetch_add(&ch_->generation, uint64_t(1));
   reader_.reset();
-  writer_.start();
-  // The request ring's first magic too: the next client's first record.
-  store_rel(reinterpret_cast<uint32_t*>(layout(*region_, index_).req), 0u);
+  writer_.reset();
   store_rel(&ch_->state, uint32_t(WH_CHAN_FREE));
   broken_ = Status::Closed;
 }

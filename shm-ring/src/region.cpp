@@ -24,9 +24,8 @@ void set_err(std::string* err, std::string s) {
 }
 uint32_t effective_max_msg(const RegionConfig& c) {
   uint32_t ring = std::min(c.req_size, c.resp_size);
-  // A record, a padding record and the reserve for the next record's magic
-  // must always fit into an empty ring (region.h, "Records").
-  uint32_t cap = ring / 2 - 2 * sizeof(wh_msg_hdr);
+  // A record plus a padding record must always fit into an empty ring.
+  uint32_t cap = ring / 2 - sizeof(wh_msg_hdr);
   return c.max_msg ? std::min(c.max_msg, cap) : cap;
 }
 uint64_t chan_stride(const RegionConfig& c) {
@@ -91,10 +90,6 @@ bool Region::format(void* base, size_t size, const RegionConfig& c, std::string*
     ch->resp_off = WH_CHAN_HDR_SIZE + c.req_size;
     ch->data_off = round_up(WH_CHAN_HDR_SIZE + uint64_t(c.req_size) + c.resp_size, kPage);
     ch->generation = 1;
-    // Each ring's first magic is the consumer's first doorbell (region.h):
-    // a file formatted again over an old session's records must not ring.
-    store_rel(reinterpret_cast<uint32_t*>(reinterpret_cast<uint8_t*>(ch) + ch->req_off), 0u);
-    store_rel(reinterpret_cast<uint32_t*>(reinterpret_cast<uint8_t*>(ch) + ch->resp_off), 0u);
     store_rel(&ch->state, uint32_t(WH_CHAN_FREE));
   }
   store_rel(&h->magic, WH_REGION_MAGIC);
@@ -124,7 +119,7 @@ bool Region::load_geometry(std::string* err) {
   if (g.chan_off > g.region_size ||
       uint64_t(g.nchan) * g.chan_stride > g.region_size - g.chan_off)
     return bad("channels exceed region");
-  if (g.max_msg == 0 || g.max_msg > std::min(g.req_size, g.resp_size) / 2 - 2 * sizeof(wh_msg_hdr))
+  if (g.max_msg == 0 || g.max_msg > std::min(g.req_size, g.resp_size) / 2 - sizeof(wh_msg_hdr))
     return bad("max_msg");
   if (g.hb_period_ms == 0 || g.hb_timeout_ms <= g.hb_period_ms || g.hb_timeout_ms > 600000)
     return bad("heartbeat");

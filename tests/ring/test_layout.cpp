@@ -41,7 +41,7 @@ TEST(RegionHeader, FormatThenAttachRoundTrip) {
   EXPECT_EQ(g.version, WH_REGION_VERSION);
   EXPECT_EQ(g.nchan, 2u);
   EXPECT_EQ(g.req_size, 1u << 14);
-  EXPECT_EQ(g.max_msg, (1u << 14) / 2 - 2 * sizeof(wh_msg_hdr));
+  EXPECT_EQ(g.max_msg, (1u << 14) / 2 - sizeof(wh_msg_hdr));
   EXPECT_EQ(g.chan_off % 4096, 0u);
   EXPECT_EQ(g.chan_stride % 4096, 0u);
   EXPECT_LE(g.chan_off + g.nchan * g.chan_stride, f.size);
@@ -57,48 +57,6 @@ TEST(RegionHeader, FormatThenAttachRoundTrip) {
   EXPECT_NE(offsetof(wh_chan_hdr, req_tail) / 64, offsetof(wh_chan_hdr, req_head) / 64);
   EXPECT_NE(offsetof(wh_chan_hdr, resp_tail) / 64, offsetof(wh_chan_hdr, resp_head) / 64);
   EXPECT_NE(offsetof(wh_chan_hdr, client_heartbeat) / 64, offsetof(wh_chan_hdr, server_heartbeat) / 64);
-}
-
-// A file formatted again over an old session's bytes: the rings' first
-// magics (the consumers' first doorbells) are cleared, so neither side of a
-// new channel takes an old record for a new one.
-TEST(RegionHeader, FormatOverOldRecordsRingsNoDoorbell) {
-  Formatted f;
-  const uint64_t chan_off = f.hdr()->chan_off, stride = f.hdr()->chan_stride;
-  std::memset(f.map.base, 0x5a, f.size);
-  wh_msg_hdr old{};
-  old.magic = WH_MSG_MAGIC;
-  old.version = 1;
-  old.opcode = 7;
-  old.len = 8;
-  for (uint32_t i = 0; i < 2; i++) {  // an old record at the start of every ring
-    uint8_t* ch = f.map.base + chan_off + i * stride;
-    std::memcpy(ch + WH_CHAN_HDR_SIZE, &old, sizeof old);
-    std::memcpy(ch + WH_CHAN_HDR_SIZE + f.cfg.req_size, &old, sizeof old);
-  }
-  std::string err;
-  ASSERT_TRUE(Region::format(f.map.base, f.size, f.cfg, &err)) << err;
-  auto r = f.attach(&err);
-  ASSERT_TRUE(r) << err;
-  for (uint32_t i = 0; i < 2; i++) {
-    uint8_t* ch = r->channel_base(i);
-    std::memcpy(ch + WH_CHAN_HDR_SIZE + 64, &old, sizeof old);  // old records further on
-    EXPECT_EQ(*reinterpret_cast<uint32_t*>(ch + WH_CHAN_HDR_SIZE), 0u) << i;
-    EXPECT_EQ(*reinterpret_cast<uint32_t*>(ch + WH_CHAN_HDR_SIZE + f.cfg.req_size), 0u) << i;
-  }
-  auto c = ClientChannel::claim(*r, 0, &err);
-  ASSERT_TRUE(c) << err;
-  auto s = ServerChannel::attach(*r, 0, &err);
-  ASSERT_TRUE(s) << err;
-  Message m;
-  EXPECT_EQ(s->try_recv(m), Status::Empty);
-  uint8_t payload[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  std::span<const uint8_t> parts[] = {payload};
-  ASSERT_EQ(c->post(9, 0, parts), Status::Ok);
-  ASSERT_EQ(s->try_recv(m), Status::Ok);
-  EXPECT_EQ(m.hdr.opcode, 9);
-  EXPECT_EQ(m.payload, std::vector<uint8_t>(payload, payload + 8));
-  EXPECT_EQ(s->try_recv(m), Status::Empty);
 }
 
 TEST(RegionHeader, MemfdCreateAndAttachFd) {
@@ -214,7 +172,7 @@ TEST(RegionHeader, FormatRejectsBadConfig) {
   EXPECT_EQ(reinterpret_cast<wh_region_hdr*>(m.base)->max_msg, 1000u);
   c.max_msg = 1u << 20;
   ASSERT_TRUE(Region::format(m.base, m.size, c, &err));
-  EXPECT_EQ(reinterpret_cast<wh_region_hdr*>(m.base)->max_msg, (1u << 14) / 2 - 64);
+  EXPECT_EQ(reinterpret_cast<wh_region_hdr*>(m.base)->max_msg, (1u << 14) / 2 - 32);
 }
 
 // ------------------------------------------------------- raw ring framing
@@ -230,7 +188,7 @@ struct RawRing {
   RingWriter w;
   RingReader r;
   explicit RawRing(uint32_t sz = 4096, uint32_t maxm = 0)
-      : size(sz), max_msg(maxm ? maxm : sz / 2 - 2 * kHdr) /* as Region::format */, map(sz),
+      : size(sz), max_msg(maxm ? maxm : sz / 2 - kHdr), map(sz),
         w(map.base, size, &tail, &head, max_msg), r(map.base, size, &tail, &head, max_msg) {}
 
   Status put(uint32_t len, uint64_t id, uint8_t fill = 0) {
@@ -299,7 +257,7 @@ TEST(RawRing, PayloadPartsAreConcatenatedAndPadded) {
 
 TEST(RawRing, MaxMessageSize) {
   RawRing rr;
-  EXPECT_EQ(rr.max_msg, 4096u / 2 - 2 * kHdr);
+  EXPECT_EQ(rr.max_msg, 4096u / 2 - kHdr);
   EXPECT_EQ(rr.put(rr.max_msg + 1, 1), Status::TooBig);
   EXPECT_EQ(rr.tail, 0u);
   ASSERT_EQ(rr.put(rr.max_msg, 2), Status::Ok);
@@ -312,7 +270,7 @@ TEST(RawRing, MaxMessageSize) {
     uint32_t remaining = off;
     uint64_t id = 1;
     while (remaining) {
-      uint32_t chunk = std::min(remaining, rec(rr.max_msg));
+      uint32_t chunk = std::min(remaining, 2048u);
       if (remaining - chunk != 0 && remaining - chunk < kHdr) chunk = remaining - kHdr;
       ASSERT_EQ(q.put(chunk - kHdr, id), Status::Ok);
       q.expect(chunk - kHdr, id++);
@@ -345,18 +303,16 @@ TEST(RawRing, MaxMsgNotMultipleOf8) {
 
 TEST(RawRing, FullThenDrainThenFullAgain) {
   RawRing rr;
-  // 63 records of 32+32 bytes: a 64th would leave no room for the next
-  // record's magic (the writer keeps a header's bytes free, region.h).
+  // 64 records of 32+32 bytes fill 4096 exactly.
   int n = 0;
   while (rr.put(32, uint64_t(n + 1)) == Status::Ok) n++;
-  EXPECT_EQ(n, 63);
-  EXPECT_EQ(rr.tail, 4032u);
-  EXPECT_EQ(rr.put(1, 99), Status::Full);  // 40 bytes + the 32 reserved > 64 free
-  rr.expect(32, 1);
-  EXPECT_EQ(rr.put(32, 100), Status::Ok);  // the freed record's room
+  EXPECT_EQ(n, 64);
   EXPECT_EQ(rr.tail, 4096u);
-  EXPECT_EQ(rr.put(1, 101), Status::Full);
-  for (int i = 2; i <= 63; i++) rr.expect(32, uint64_t(i));
+  EXPECT_EQ(rr.put(0, 99), Status::Full);  // even an empty record needs 32 bytes
+  rr.expect(32, 1);
+  EXPECT_EQ(rr.put(32, 100), Status::Ok);  // exactly the freed record's room
+  EXPECT_EQ(rr.put(0, 101), Status::Full);
+  for (int i = 2; i <= 64; i++) rr.expect(32, uint64_t(i));
   rr.expect(32, 100);
   Message m;
   EXPECT_EQ(rr.r.read(m), Status::Empty);
@@ -365,19 +321,17 @@ TEST(RawRing, FullThenDrainThenFullAgain) {
 
 TEST(RawRing, RecordEndingExactlyAtRingEnd) {
   RawRing rr;
-  // 4096 = 2 * (32 + 1984) + (32 + 32): the third record ends exactly at the end.
-  ASSERT_EQ(rr.put(1984, 1), Status::Ok);
-  rr.expect(1984, 1);
-  ASSERT_EQ(rr.put(1984, 2), Status::Ok);
-  ASSERT_EQ(rr.put(32, 3), Status::Ok);
+  // 4096 = 2 * (32 + 2016): the second record ends exactly at the end.
+  ASSERT_EQ(rr.put(2016, 1), Status::Ok);
+  ASSERT_EQ(rr.put(2016, 2), Status::Ok);
   EXPECT_EQ(rr.tail, 4096u);
-  rr.expect(1984, 2);
-  rr.expect(32, 3);
+  rr.expect(2016, 1);
+  rr.expect(2016, 2);
   // The next one starts at position 0 with no padding.
-  ASSERT_EQ(rr.put(8, 4), Status::Ok);
+  ASSERT_EQ(rr.put(8, 3), Status::Ok);
   EXPECT_EQ(rr.tail, 4096u + rec(8));
-  EXPECT_EQ(rr.at(4096)->call_id, 4u);
-  rr.expect(8, 4);
+  EXPECT_EQ(rr.at(4096)->call_id, 3u);
+  rr.expect(8, 3);
 }
 
 TEST(RawRing, PaddingRecordWhenRecordDoesNotFit) {
@@ -403,17 +357,15 @@ TEST(RawRing, PaddingRecordWhenRecordDoesNotFit) {
 TEST(RawRing, PaddingRecordWithEmptyBody) {
   RawRing rr;
   // Exactly 32 bytes left: a padding record with len 0.
-  ASSERT_EQ(rr.put(1984, 1), Status::Ok);
-  rr.expect(1984, 1);
-  ASSERT_EQ(rr.put(1984, 2), Status::Ok);
-  ASSERT_EQ(rr.put(0, 3), Status::Ok);
+  ASSERT_EQ(rr.put(2016, 1), Status::Ok);
+  ASSERT_EQ(rr.put(2016 - 32, 2), Status::Ok);
   EXPECT_EQ(rr.tail, 4096u - 32);
-  rr.expect(1984, 2);
-  rr.expect(0, 3);
-  ASSERT_EQ(rr.put(1, 4), Status::Ok);  // rec 40 > 32
+  rr.expect(2016, 1);
+  rr.expect(2016 - 32, 2);
+  ASSERT_EQ(rr.put(1, 3), Status::Ok);  // rec 40 > 32
   EXPECT_EQ(rr.at(4096 - 32)->opcode, WH_OP_PAD);
   EXPECT_EQ(rr.at(4096 - 32)->len, 0u);
-  rr.expect(1, 4);
+  rr.expect(1, 3);
 }
 
 class ImplicitSkip : public ::testing::TestWithParam<uint32_t> {};
@@ -421,15 +373,13 @@ class ImplicitSkip : public ::testing::TestWithParam<uint32_t> {};
 TEST_P(ImplicitSkip, FewerThanHeaderBytesAreSkippedSilently) {
   const uint32_t left = GetParam();  // 8, 16 or 24 bytes before the end
   RawRing rr;
-  uint32_t fill = 4096 - left;  // three records covering `fill` bytes
-  uint32_t a = 1984, b = 32 - left;  // rec(a) * 2 + rec(b) == fill
+  uint32_t fill = 4096 - left;  // two records covering `fill` bytes
+  uint32_t a = 2016, b = fill - rec(a) - kHdr;
   ASSERT_EQ(rr.put(a, 1), Status::Ok);
-  rr.expect(a, 1);
-  ASSERT_EQ(rr.put(a, 2), Status::Ok);
-  ASSERT_EQ(rr.put(b, 9), Status::Ok);
+  ASSERT_EQ(rr.put(b, 2), Status::Ok);
   ASSERT_EQ(rr.tail, fill);
-  rr.expect(a, 2);
-  rr.expect(b, 9);
+  rr.expect(a, 1);
+  rr.expect(b, 2);
   // The reader at fill with head == tail: Empty (nothing to skip yet).
   Message m;
   EXPECT_EQ(rr.r.read(m), Status::Empty);
@@ -454,42 +404,36 @@ TEST(RawRing, ImplicitSkipWhenReaderIsBehind) {
   // The reader reaches the < 32 byte remainder with more records committed
   // after it (head != tail): it must skip and continue.
   RawRing rr;
-  ASSERT_EQ(rr.put(1984, 1), Status::Ok);
-  rr.expect(1984, 1);
-  ASSERT_EQ(rr.put(1984, 2), Status::Ok);
-  ASSERT_EQ(rr.put(8, 6), Status::Ok);  // ends 24 bytes before the end
+  ASSERT_EQ(rr.put(2016, 1), Status::Ok);
+  ASSERT_EQ(rr.put(2016 - 24 - 32, 2), Status::Ok);  // ends 24 bytes before the end
+  rr.expect(2016, 1);
   ASSERT_EQ(rr.put(40, 3), Status::Ok);  // wraps: implicit skip of 24
   EXPECT_EQ(rr.tail, 4096u + rec(40));
-  rr.expect(1984, 2);
-  rr.expect(8, 6);
+  rr.expect(2016 - 24 - 32, 2);
   rr.expect(40, 3);
 }
 
 TEST(RawRing, FullAcrossWrapAccountsForSkippedBytes) {
   RawRing rr;
-  ASSERT_EQ(rr.put(1984, 1), Status::Ok);
-  rr.expect(1984, 1);                      // head 2016
-  ASSERT_EQ(rr.put(1928, 2), Status::Ok);  // tail 3976
-  ASSERT_EQ(rr.put(32, 7), Status::Ok);    // tail 4040: 56 bytes left
-  // rec(64)=96 does not fit in 56: skip 56 + 96 = 152 needed (+32 reserved).
+  ASSERT_EQ(rr.put(2016, 1), Status::Ok);
+  ASSERT_EQ(rr.put(1960, 2), Status::Ok);  // tail 4040: 56 bytes left
+  rr.expect(2016, 1);                      // head 2048
+  // rec(64)=96 does not fit in 56: skip 56 + 96 = 152 needed; 2048+56 free.
   ASSERT_EQ(rr.put(64, 3), Status::Ok);
   EXPECT_EQ(rr.tail, 4096u + 96);
-  // Now free = 4096 - (4192 - 2016) = 1920: rec(1856)=1888 plus the 32
-  // reserved fits exactly.
-  EXPECT_EQ(rr.put(1857, 4), Status::Full);
-  ASSERT_EQ(rr.put(1856, 4), Status::Ok);
+  // Now free = 4096 - (4192 - 2048) = 1952. rec(1920)=1952 fits exactly.
+  EXPECT_EQ(rr.put(1921, 4), Status::Full);
+  ASSERT_EQ(rr.put(1920, 4), Status::Ok);
   EXPECT_EQ(rr.put(0, 5), Status::Full);
-  rr.expect(1928, 2);
-  rr.expect(32, 7);
+  rr.expect(1960, 2);
   rr.expect(64, 3);
-  rr.expect(1856, 4);
+  rr.expect(1920, 4);
 }
 
 // Random sizes, random interleaving: a model queue must agree with the ring
 // over many wrap-arounds (covers every padding/skip position).
 TEST(RawRing, RandomisedAgainstModel) {
-  // 64 KiB is large enough for the early wrap (RingWriter::kHotWindow).
-  for (uint32_t size : {4096u, 8192u, 65536u}) {
+  for (uint32_t size : {4096u, 8192u}) {
     RawRing rr(size);
     std::mt19937_64 rng(42 + size);
     std::deque<std::pair<uint32_t, uint64_t>> model;
@@ -510,18 +454,17 @@ TEST(RawRing, RandomisedAgainstModel) {
         } else {
           ASSERT_EQ(s, Status::Full);
           fulls++;
-          // Full only when the record (plus any skip, plus the reserve for
-          // the next record's magic) really does not fit.
+          // Full only when the record (plus any skip) really does not fit.
           uint32_t pos = uint32_t(rr.tail & (size - 1));
           uint32_t to_end = size - pos;
           uint32_t need = rec(len) + (to_end < rec(len) ? to_end : 0);
-          ASSERT_LT(size - (rr.tail - rr.head), need + kHdr);
+          ASSERT_LT(size - (rr.tail - rr.head), need);
         }
       } else {
         Message m;
         Status s = rr.r.read(m);
         if (model.empty()) {
-          ASSERT_EQ(s, Status::Empty) << rr.r.error();
+          ASSERT_EQ(s, Status::Empty);
           ASSERT_EQ(rr.head, rr.tail);  // head catches up over padding/skip? see below
         } else {
           ASSERT_EQ(s, Status::Ok) << rr.r.error();
@@ -542,78 +485,6 @@ TEST(RawRing, RandomisedAgainstModel) {
     EXPECT_GT(fulls, 0u);
     EXPECT_GT(read, 1000u / WH_RING_TEST_SCALE);
   }
-}
-
-// The consumer polls the next record's magic (region.h, "Records"): over
-// stale bytes the writer keeps that word 0 until the record is published,
-// and a record whose tail is published before its magic is not yet there.
-TEST(RawRing, NextMagicStaysZeroUntilPublished) {
-  RawRing rr;
-  std::memset(rr.map.base, 0xff, rr.size);  // a previous owner's bytes
-  rr.w.start();
-  EXPECT_EQ(rr.at(0)->magic, 0u);
-  EXPECT_FALSE(rr.r.readable());
-  for (uint64_t id = 1; id < 400; id++) {
-    const uint32_t len = uint32_t(id * 37 % 300);
-    ASSERT_EQ(rr.put(len, id), Status::Ok);
-    // Behind an implicit skip the next magic lives at position 0.
-    const uint64_t next = (rr.size - (rr.tail & (rr.size - 1)) < kHdr) ? 0 : rr.tail;
-    EXPECT_EQ(rr.at(next)->magic, 0u) << id;
-    EXPECT_TRUE(rr.r.readable());
-    if (id % 3 == 0) {  // between the producer's two stores
-      const uint32_t m = rr.at(rr.tail - rec(len))->magic;
-      ASSERT_EQ(m, WH_MSG_MAGIC);
-      rr.at(rr.tail - rec(len))->magic = 0;
-      Message msg;
-      EXPECT_EQ(rr.r.read(msg), Status::Empty);
-      rr.at(rr.tail - rec(len))->magic = m;
-    }
-    rr.expect(len, id);
-    EXPECT_FALSE(rr.r.readable()) << id;
-  }
-}
-
-// Past the hot window a drained ring starts again at position 0 (padding
-// covers the rest); one the consumer has not caught up with goes on.
-TEST(RawRing, EarlyWrapOnlyWhenDrained) {
-  constexpr uint32_t kSize = 65536, kHot = RingWriter::kHotWindow;
-  RawRing rr(kSize);
-  uint64_t id = 1;
-  // Ping-pong until the write position passes the hot window.
-  while ((rr.tail & (kSize - 1)) < kHot) {
-    ASSERT_EQ(rr.put(64, id), Status::Ok);
-    rr.expect(64, id++);
-  }
-  const uint64_t wrap_at = rr.tail;
-  ASSERT_EQ(rr.put(64, id), Status::Ok);
-  EXPECT_EQ(rr.tail, wrap_at + (kSize - (wrap_at & (kSize - 1))) + rec(64));
-  EXPECT_EQ(rr.at(wrap_at)->opcode, WH_OP_PAD);
-  EXPECT_EQ(rr.at(0)->call_id, id);
-  rr.expect(64, id++);
-  EXPECT_EQ(rr.head, rr.tail);
-  // Not drained: records keep streaming past the window, no padding.
-  while ((rr.tail & (kSize - 1)) < kHot) ASSERT_EQ(rr.put(64, id++), Status::Ok);
-  const uint64_t first_unread = id - 1 - (rr.tail - rr.head) / rec(64) + 1;
-  for (int i = 0; i < 8; i++) {
-    uint64_t before = rr.tail;
-    ASSERT_EQ(rr.put(64, id++), Status::Ok);
-    EXPECT_EQ(rr.tail, before + rec(64)) << "record " << i;
-  }
-  // Drained now, but the writer looked at the head a moment ago: it looks
-  // again only a hot window further on, and wraps then.
-  for (uint64_t k = first_unread; k < id; k++) rr.expect(64, k);
-  uint64_t streamed = 0;
-  for (;;) {
-    uint64_t before = rr.tail;
-    ASSERT_EQ(rr.put(64, id), Status::Ok);
-    rr.expect(64, id++);
-    if (rr.tail != before + rec(64)) break;
-    streamed += rec(64);
-    ASSERT_LE(streamed, uint64_t(kHot)) << "never wrapped early";
-  }
-  EXPECT_GT(streamed, 0u);
-  EXPECT_EQ(rr.at(rr.tail - rec(64))->call_id, id - 1);
-  EXPECT_EQ(rr.tail & (kSize - 1), rec(64));
 }
 
 // ------------------------------------------------ peer-written garbage
@@ -639,29 +510,20 @@ TEST(RawRingCorrupt, LengthAboveMaxMsg) {
   EXPECT_EQ(rr.r.read(m), Status::Corrupt);
 }
 
-// The magic commits a record, so a length running past the published tail
-// is taken as far as the ring allows (the peer's own bytes, inside the
-// ring: guard pages around it); the tail now behind the reader's head is
-// reported at the next read, and nothing more is read from this ring.
 TEST(RawRingCorrupt, LengthPastCommittedTail) {
   RawRing rr;
   ASSERT_EQ(rr.put(8, 1), Status::Ok);
-  rr.at(0)->len = 1000;
+  rr.at(0)->len = 16;
   Message m;
-  ASSERT_EQ(rr.r.read(m), Status::Ok);
-  EXPECT_EQ(m.payload.size(), 1000u);
-  EXPECT_EQ(rr.head, rec(1000));
-  EXPECT_EQ(rr.r.read(m), Status::Corrupt);
-  EXPECT_NE(rr.r.error().find("tail index out of range"), std::string::npos) << rr.r.error();
   EXPECT_EQ(rr.r.read(m), Status::Corrupt);
 }
 
 TEST(RawRingCorrupt, RecordWrapsTheEnd) {
   RawRing rr;
-  ASSERT_EQ(rr.put(1984, 1), Status::Ok);
+  ASSERT_EQ(rr.put(2016, 1), Status::Ok);
   ASSERT_EQ(rr.put(1960, 2), Status::Ok);
-  rr.expect(1984, 1);
-  rr.at(2016)->len = 2040;  // 2016 + 32 + 2040 > 4096 (the writer's max is 1984)
+  rr.expect(2016, 1);
+  rr.at(2048)->len = 2000;  // 2048 + 32 + 2000 > 4096
   Message m;
   EXPECT_EQ(rr.r.read(m), Status::Corrupt);
 }
@@ -698,12 +560,10 @@ TEST(RawRingCorrupt, TailIndexGarbage) {
 
 TEST(RawRingCorrupt, TailEndingInsideImplicitSkip) {
   RawRing rr;
-  ASSERT_EQ(rr.put(1984, 1), Status::Ok);
-  rr.expect(1984, 1);
-  ASSERT_EQ(rr.put(1984, 2), Status::Ok);
-  ASSERT_EQ(rr.put(8, 3), Status::Ok);  // tail = 4072
-  rr.expect(1984, 2);
-  rr.expect(8, 3);
+  ASSERT_EQ(rr.put(2016, 1), Status::Ok);
+  ASSERT_EQ(rr.put(2016 - 24 - 32, 2), Status::Ok);  // tail = 4072
+  rr.expect(2016, 1);
+  rr.expect(2016 - 24 - 32, 2);
   rr.tail += 8;  // commits 8 of the 24 skip bytes only
   Message m;
   EXPECT_EQ(rr.r.read(m), Status::Corrupt);

@@ -27,41 +27,21 @@
  *
  * Rings.  A ring is a byte array of size 2^k plus a producer index (tail)
  * and a consumer index (head): free-running 64-bit byte counters, position
- * = index & (size - 1).  Each side keeps a private copy of the index it owns
- * and only ever writes it to the region, never reads it back: a peer
- * scribbling over our index cannot confuse us.
+ * = index & (size - 1).  Bytes [head, tail) hold committed records.  The
+ * producer writes a record, then publishes tail with a release store; the
+ * consumer reads tail with an acquire load, consumes, then publishes head.
+ * Each side keeps a private copy of the index it owns and only ever writes
+ * it to the region, never reads it back: a peer scribbling over our index
+ * cannot confuse us.
  *
  * Records.  Every record is a struct wh_msg_hdr followed by `len` payload
  * bytes, padded to 8.  A record never wraps: when it does not fit before the
  * ring's end, the producer writes a padding record (opcode WH_OP_PAD, its
- * len covering the rest of the ring; never at position 0) and the record
- * starts at position 0.  When fewer than sizeof(wh_msg_hdr) bytes remain
- * before the end, both sides skip them implicitly (no room for a padding
- * header); the next record's magic is then the one at position 0.  The same
- * header frames messages on stream transports (TCP), so it is also the wire
+ * len covering the rest of the ring) and the record starts at position 0.
+ * When fewer than sizeof(wh_msg_hdr) bytes remain before the end, both
+ * sides skip them implicitly (no room for a padding header).  The same header
+ * frames messages on stream transports (TCP), so it is also the wire
  * protocol's fixed header.
- *
- * Publishing (version 2).  The record's magic word is the doorbell, so the
- * consumer's poll brings the record's first line with it:
- *   producer: write payload and header with magic 0; store 0 into the NEXT
- *             record's magic; release-store tail; release-store this
- *             record's magic (a padding record's magic after the record's).
- *   consumer: poll the magic at head (acquire).  Nonzero: the record is
- *             committed; validate (magic, length, bounds), copy, publish
- *             head.  Zero: read tail; tail == head is an empty ring, a tail
- *             ahead is a producer between its stores, anything else (behind
- *             head, more than a ring ahead, misaligned) is garbage.
- * So the magic the consumer polls is 0 until its record is published, which
- * needs one rule: the producer keeps sizeof(wh_msg_hdr) bytes free beyond
- * every record (room for the next magic), hence max_msg <= ring/2 - 64.
- * Records start at position 0 of a fresh ring, whose first magic the
- * claimer clears.  A lying producer only garbles its own channel: the
- * consumer never reads outside the ring whatever the words say.
- *
- * Early wrap.  A producer past the first 4 KiB that finds the ring drained
- * (head == tail) pads to the end and starts again at 0, so a latency-bound
- * channel keeps reusing a few hot KiB instead of streaming through the
- * whole ring (RingWriter::kHotWindow).
  *
  * Waiting.  Spinning is the fast path.  A side that wants to sleep sets its
  * *_sleeping word, re-checks the ring, and sleeps on the matching *_bell
@@ -81,7 +61,7 @@
 #define WH_CACHELINE 64
 
 #define WH_REGION_MAGIC 0x47524857u /* "WHRG" little-endian */
-#define WH_REGION_VERSION 2u        /* bump on any layout change (2: magic doorbell) */
+#define WH_REGION_VERSION 1u        /* bump on any layout change */
 #define WH_REGION_HDR_SIZE 4096u
 #define WH_CHAN_HDR_SIZE 4096u
 #define WH_MSG_MAGIC 0x534d4857u    /* "WHMS" */
@@ -116,7 +96,7 @@ struct wh_region_hdr {
   uint32_t req_size;   /* request ring bytes per channel, power of two */
   uint32_t resp_size;  /* response ring bytes per channel, power of two */
   uint64_t data_size;  /* data area bytes per channel, multiple of 4096 */
-  uint32_t max_msg;    /* largest payload a record may carry (<= ring/2 - 64) */
+  uint32_t max_msg;    /* largest payload a record may carry */
   uint32_t hb_period_ms;  /* how often each side bumps its heartbeat */
   uint32_t hb_timeout_ms; /* silence after which a peer is presumed dead */
   uint32_t reserved0;

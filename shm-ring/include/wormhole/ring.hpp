@@ -178,13 +178,8 @@ class RingWriter {
   // TooBig above max_msg, Invalid for opcode WH_OP_PAD (0, reserved).
   Status write(const wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts);
   uint64_t tail() const { return tail_; }
-  // Starts the ring afresh at index 0 (a claimed or reclaimed channel):
-  // also clears the first record's magic, which the consumer polls.
-  void start();
+  void reset() { tail_ = head_ = 0; }
   bool poisoned() const { return poisoned_; }
-  // Writes past this ring position go back to position 0 as soon as the
-  // consumer has drained the ring (see write()). 0 disables it.
-  static constexpr uint32_t kHotWindow = 4096;
 
  private:
   uint8_t* ring_ = nullptr;
@@ -194,9 +189,7 @@ class RingWriter {
   uint32_t max_msg_ = 0;
   uint64_t tail_ = 0;  // private: we own it
   uint64_t head_ = 0;  // last validated peer head
-  uint64_t next_hot_check_ = 0;  // tail index before which we do not look again
   bool poisoned_ = false;
-  bool refresh_head();  // loads and validates the peer's head; false: poisoned
 };
 
 class RingReader {
@@ -207,7 +200,7 @@ class RingReader {
   // Copies the next record out. Empty if none; Corrupt on garbage.
   Status read(Message& out);
   bool readable();  // a record may be waiting (cheap, unvalidated)
-  void reset() { head_ = 0; }
+  void reset() { head_ = tail_ = 0; }
   std::string error() const { return error_; }
 
  private:
@@ -217,8 +210,8 @@ class RingReader {
   const uint64_t* tail_word_ = nullptr;
   uint64_t* head_word_ = nullptr;
   uint32_t max_msg_ = 0;
-  uint64_t head_ = 0;   // private: we own it
-  uint32_t polls_ = 0;  // readable() calls, to look at the tail now and then
+  uint64_t head_ = 0;  // private: we own it
+  uint64_t tail_ = 0;  // last validated peer tail
   bool poisoned_ = false;
   std::string error_;
 };

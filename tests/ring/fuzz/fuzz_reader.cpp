@@ -2,9 +2,8 @@
 // a ring image (4096 bytes, in a buffer exactly that big so ASan catches any
 // access outside it) followed by 8-byte tail values that a hostile producer
 // publishes between reads. The reader must return Ok/Empty/Corrupt, never
-// touch memory outside the ring, never hand out a payload above max_msg or a
-// record without the magic that commits it (region.h), and never move its
-// head by more than a ring for one record.
+// touch memory outside the ring, never hand out a payload above max_msg, and
+// never move its head past the committed tail.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +14,7 @@
 using namespace wh::ring;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  constexpr uint32_t kRing = 4096, kMax = kRing / 2 - 64;
+  constexpr uint32_t kRing = 4096, kMax = kRing / 2 - 32;
   if (size < 1) return 0;
   // Script: k (1 byte), k tail steps (4 bytes each), then the ring image.
   size_t k = data[0] & 15;
@@ -42,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (s == Status::Ok) {
         if (m.payload.size() > kMax || m.hdr.magic != WH_MSG_MAGIC || m.hdr.opcode == WH_OP_PAD)
           abort();
-        if (head < last_head || head - last_head > kRing) abort();
+        if (head < last_head || head > tail || head - last_head > kRing) abort();
         last_head = head;
         continue;
       }
