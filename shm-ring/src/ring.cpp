@@ -15,6 +15,17 @@ RingWriter::RingWriter(uint8_t* ring, uint32_t size, uint64_t* tail_word,
                        const uint64_t* head_word, uint32_t max_msg)
     : ring_(ring), size_(size), tail_word_(tail_word), head_word_(head_word), max_msg_(max_msg) {}
 
+bool RingWriter::refresh_head() {
+  uint64_t h = load_acq(head_word_);
+  // The consumer's head may only move forward and never past our tail.
+  if (h < head_ || h > tail_) {
+    poisoned_ = true;
+    return false;
+  }
+  head_ = h;
+  return true;
+}
+
 Status RingWriter::write(const wh_msg_hdr& hdr_in, std::span<const std::span<const uint8_t>> parts) {
   if (poisoned_) return Status::Corrupt;
   // Opcode 0 frames padding: a message carrying it would be read as padding
@@ -28,16 +39,23 @@ Status RingWriter::write(const wh_msg_hdr& hdr_in, std::span<const std::span<con
   const uint32_t pos = uint32_t(tail_ & mask);
   const uint32_t to_end = size_ - pos;
   // Skip the rest of the ring when the record would wrap (see region.h).
-  const uint64_t skip = (to_end < need) ? to_end : 0;
+  uint64_t skip = (to_end < need) ? to_end : 0;
+  // Early wrap: past the hot window, a ring the consumer has drained starts
+  // again at 0 (a padding record covers the rest), so a latency-bound
+  // channel keeps reusing a few KiB of lines both cores hold instead of
+  // streaming through the whole ring (measured in docs/benchmarks.md). A
+  // busy channel still streams. Reading the head costs a line transfer:
+  // at most one look per hot window of progress.
+  if (!skip && pos >= kHotWindow && size_ >= 4 * kHotWindow && need <= pos && tail_ >= next_hot_check_) {
+    if (!refresh_head()) return Status::Corrupt;
+    if (head_ == tail_)
+      skip = to_end;
+    else
+      next_hot_check_ = tail_ + kHotWindow;
+  }
   const uint64_t total = skip + need;
   if (size_ - (tail_ - head_) < total) {
-    uint64_t h = load_acq(head_word_);
-    // The consumer's head may only move forward and never past our tail.
-    if (h < head_ || h > tail_) {
-      poisoned_ = true;
-      return Status::Corrupt;
-    }
-    head_ = h;
+    if (!refresh_head()) return Status::Corrupt;
     if (size_ - (tail_ - head_) < total) return Status::Full;
   }
   if (skip >= kHdr) {

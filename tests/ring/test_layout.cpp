@@ -433,7 +433,8 @@ TEST(RawRing, FullAcrossWrapAccountsForSkippedBytes) {
 // Random sizes, random interleaving: a model queue must agree with the ring
 // over many wrap-arounds (covers every padding/skip position).
 TEST(RawRing, RandomisedAgainstModel) {
-  for (uint32_t size : {4096u, 8192u}) {
+  // 64 KiB is large enough for the early wrap (RingWriter::kHotWindow).
+  for (uint32_t size : {4096u, 8192u, 65536u}) {
     RawRing rr(size);
     std::mt19937_64 rng(42 + size);
     std::deque<std::pair<uint32_t, uint64_t>> model;
@@ -485,6 +486,49 @@ TEST(RawRing, RandomisedAgainstModel) {
     EXPECT_GT(fulls, 0u);
     EXPECT_GT(read, 1000u / WH_RING_TEST_SCALE);
   }
+}
+
+// Past the hot window a drained ring starts again at position 0 (padding
+// covers the rest); one the consumer has not caught up with goes on.
+TEST(RawRing, EarlyWrapOnlyWhenDrained) {
+  constexpr uint32_t kSize = 65536, kHot = RingWriter::kHotWindow;
+  RawRing rr(kSize);
+  uint64_t id = 1;
+  // Ping-pong until the write position passes the hot window.
+  while ((rr.tail & (kSize - 1)) < kHot) {
+    ASSERT_EQ(rr.put(64, id), Status::Ok);
+    rr.expect(64, id++);
+  }
+  const uint64_t wrap_at = rr.tail;
+  ASSERT_EQ(rr.put(64, id), Status::Ok);
+  EXPECT_EQ(rr.tail, wrap_at + (kSize - (wrap_at & (kSize - 1))) + rec(64));
+  EXPECT_EQ(rr.at(wrap_at)->opcode, WH_OP_PAD);
+  EXPECT_EQ(rr.at(0)->call_id, id);
+  rr.expect(64, id++);
+  EXPECT_EQ(rr.head, rr.tail);
+  // Not drained: records keep streaming past the window, no padding.
+  const uint64_t first_unread = id;
+  while ((rr.tail & (kSize - 1)) < kHot) ASSERT_EQ(rr.put(64, id++), Status::Ok);
+  for (int i = 0; i < 8; i++) {
+    uint64_t before = rr.tail;
+    ASSERT_EQ(rr.put(64, id++), Status::Ok);
+    EXPECT_EQ(rr.tail, before + rec(64)) << "record " << i;
+  }
+  // Drained now, but the writer looked at the head a moment ago: it looks
+  // again only a hot window further on, and wraps then.
+  for (uint64_t k = first_unread; k < id; k++) rr.expect(64, k);
+  uint64_t streamed = 0;
+  for (;;) {
+    uint64_t before = rr.tail;
+    ASSERT_EQ(rr.put(64, id), Status::Ok);
+    rr.expect(64, id++);
+    if (rr.tail != before + rec(64)) break;
+    streamed += rec(64);
+    ASSERT_LE(streamed, uint64_t(kHot)) << "never wrapped early";
+  }
+  EXPECT_GT(streamed, 0u);
+  EXPECT_EQ(rr.at(0)->call_id, id - 1);
+  EXPECT_EQ(rr.tail & (kSize - 1), rec(64));
 }
 
 // ------------------------------------------------ peer-written garbage

@@ -178,8 +178,11 @@ class RingWriter {
   // TooBig above max_msg, Invalid for opcode WH_OP_PAD (0, reserved).
   Status write(const wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts);
   uint64_t tail() const { return tail_; }
-  void reset() { tail_ = head_ = 0; }
+  void reset() { tail_ = head_ = next_hot_check_ = 0; }
   bool poisoned() const { return poisoned_; }
+  // A write past this ring position goes back to position 0 when the
+  // consumer has drained the ring (see write()).
+  static constexpr uint32_t kHotWindow = 4096;
 
  private:
   uint8_t* ring_ = nullptr;
@@ -189,7 +192,9 @@ class RingWriter {
   uint32_t max_msg_ = 0;
   uint64_t tail_ = 0;  // private: we own it
   uint64_t head_ = 0;  // last validated peer head
+  uint64_t next_hot_check_ = 0;  // no early-wrap look at the head before this tail
   bool poisoned_ = false;
+  bool refresh_head();  // loads and validates the consumer's head; false: poisoned
 };
 
 class RingReader {
