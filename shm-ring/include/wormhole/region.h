@@ -38,6 +38,9 @@
  * bytes, padded to 8.  A record never wraps: when it does not fit before the
  * ring's end, the producer writes a padding record (opcode WH_OP_PAD, its
  * len covering the rest of the ring) and the record starts at position 0.
+ * It may also pad early, once past the first 4 KiB, when the consumer has
+ * drained the ring: a latency-bound channel then keeps reusing the same few
+ * hot KiB (RingWriter::kHotWindow).
  * When fewer than sizeof(wh_msg_hdr) bytes remain before the end, both
  * sides skip them implicitly (no room for a padding header).  The same header
  * frames messages on stream transports (TCP), so it is also the wire
