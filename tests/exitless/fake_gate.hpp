@@ -9,17 +9,33 @@
 // it over the file the server maps through --vm-gate.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "wormhole/vmfunc.hpp"
 
 namespace wh::test {
+
+// Whether fd is open on `path` (a test's stand-in for /dev/wormhole-gate,
+// whose ioctls the test interposes).
+inline bool fd_opens(int fd, const std::string& path) {
+  if (path.empty()) return false;
+  char link[64], target[4096];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0) return false;
+  target[n] = 0;
+  return path == target;
+}
 
 struct FakeWindow {
   std::vector<uint64_t> words = std::vector<uint64_t>(WH_GATE_WINDOW / 8, 0);

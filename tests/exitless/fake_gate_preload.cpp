@@ -70,13 +70,7 @@ struct Gate {
 
   bool is_gate_fd(int fd) {
     std::call_once(once, [this] { init(); });
-    if (!dev) return false;
-    char link[64], target[4096];
-    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, target, sizeof target - 1);
-    if (n <= 0) return false;
-    target[n] = 0;
-    return dev_path == target;
+    return dev && wh::test::fd_opens(fd, dev_path);
   }
 
   void report() {

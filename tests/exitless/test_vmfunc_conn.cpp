@@ -33,15 +33,7 @@ namespace {
 wh::test::FakeDevice* g_fake = nullptr;
 std::string g_gate_path;
 
-bool is_gate_fd(int fd) {
-  if (!g_fake) return false;
-  char link[64], target[512];
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  ssize_t n = readlink(link, target, sizeof target - 1);
-  if (n <= 0) return false;
-  target[n] = 0;
-  return g_gate_path == target;
-}
+bool is_gate_fd(int fd) { return g_fake && wh::test::fd_opens(fd, g_gate_path); }
 }  // namespace
 
 // Interposes libc's ioctl for the fake gate's fd only.
