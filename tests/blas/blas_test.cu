@@ -36,6 +36,12 @@ static bool g_verbose = false;
     }                                                                                          \
   } while (0)
 
+// The legacy cuBLAS API (cublas.h) cannot be included beside cublas_v2.h,
+// which maps the same names to the _v2 functions: declared by symbol here.
+extern "C" float wh_legacy_sdot(int n, const float* x, int incx, const float* y, int incy) __asm__("cublasSdot");
+extern "C" cuDoubleComplex wh_legacy_zdotc(int n, const cuDoubleComplex* x, int incx, const cuDoubleComplex* y,
+                                           int incy) __asm__("cublasZdotc");
+
 static void report(bool ok, const std::string& name, const std::string& detail = "") {
   if (ok) {
     g_pass++;
@@ -556,6 +562,15 @@ static void test_handle_and_modes() {
                                   &one, d.p, 2, d.p + 8, 2);
   report(ts == CUBLAS_STATUS_NOT_SUPPORTED || ts == CUBLAS_STATUS_SUCCESS, "Strsm: NOT_SUPPORTED or real",
          cublasGetStatusName(ts));
+  // The legacy API returns results by value, not a status. An unforwarded
+  // legacy function reads 0 (float, double and complex results alike) and
+  // reports through cublasGetError; natively, on zeros, the result is 0 too.
+  CK(cudaMemset(d.p, 0, 64 * sizeof(float)));
+  const float ldot = wh_legacy_sdot(8, d.p, 1, d.p, 1);
+  report(ldot == 0.f, "legacy cublasSdot reads 0", std::to_string(ldot));
+  const auto* z = reinterpret_cast<const cuDoubleComplex*>(d.p);
+  const cuDoubleComplex lz = wh_legacy_zdotc(4, z, 1, z, 1);
+  report(lz.x == 0. && lz.y == 0., "legacy cublasZdotc reads 0", std::to_string(lz.x) + "," + std::to_string(lz.y));
   CK(cudaDeviceSynchronize());
   // Several handles at once.
   cublasHandle_t h2;
