@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -140,7 +141,10 @@ struct Heartbeat::Impl {
 };
 
 namespace {
-Heartbeat* g_heartbeat = nullptr;
+// Atomic: a thread may fork (and run the handlers below) while another
+// thread constructs the heartbeat; glibc orders the two with a lock that
+// TSan cannot see, so say it in the language.
+std::atomic<Heartbeat*> g_heartbeat{nullptr};
 }  // namespace
 
 // fork() copies only the calling thread: in the child the beating thread is
@@ -150,17 +154,23 @@ Heartbeat* g_heartbeat = nullptr;
 // the child start over with a fresh Impl (the old one is leaked on purpose:
 // destroying a joinable std::thread terminates).
 Heartbeat::Heartbeat() : impl_(std::make_unique<Impl>()) {
-  g_heartbeat = this;
-  pthread_atfork([] { if (g_heartbeat) g_heartbeat->impl_->mu.lock(); },
-                 [] { if (g_heartbeat) g_heartbeat->impl_->mu.unlock(); },
-                 [] {
-                   if (!g_heartbeat) return;
-                   (void)g_heartbeat->impl_.release();
-                   g_heartbeat->impl_ = std::make_unique<Impl>();
-                 });
+  g_heartbeat.store(this, std::memory_order_release);
+  pthread_atfork(
+      [] {
+        if (Heartbeat* hb = g_heartbeat.load(std::memory_order_acquire)) hb->impl_->mu.lock();
+      },
+      [] {
+        if (Heartbeat* hb = g_heartbeat.load(std::memory_order_acquire)) hb->impl_->mu.unlock();
+      },
+      [] {
+        Heartbeat* hb = g_heartbeat.load(std::memory_order_acquire);
+        if (!hb) return;
+        (void)hb->impl_.release();
+        hb->impl_ = std::make_unique<Impl>();
+      });
 }
 Heartbeat::~Heartbeat() {
-  g_heartbeat = nullptr;
+  g_heartbeat.store(nullptr, std::memory_order_release);
   {
     std::lock_guard lk(impl_->mu);
     impl_->stop = true;

@@ -136,10 +136,15 @@ struct World {
     std::string err;
     std::unique_ptr<wh::ring::ServerChannel> ch;
     while (!stop && !ch) {
-      if (__atomic_load_n(&region->channel(0)->state, __ATOMIC_ACQUIRE) == WH_CHAN_CLAIMED) {
-        // Know the claim's generation before the channel turns ACTIVE: the
-        // guest binds its gate slot as soon as it sees ACTIVE.
-        generation = __atomic_load_n(&region->channel(0)->generation, __ATOMIC_ACQUIRE);
+      wh_chan_hdr* h = region->channel(0);
+      // As wormhole-server does: once the claim is complete (the claimer
+      // stores its pid last), know its generation and publish the record
+      // before the channel turns ACTIVE: the guest binds its gate slot and
+      // trusts the record as soon as it sees ACTIVE.
+      if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) == WH_CHAN_CLAIMED &&
+          __atomic_load_n(&h->client_pid, __ATOMIC_ACQUIRE) != 0) {
+        generation = __atomic_load_n(&h->generation, __ATOMIC_ACQUIRE);
+        if (win) publish();
         ch = wh::ring::ServerChannel::attach(*region, 0, &err);
       }
       else
