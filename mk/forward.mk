@@ -11,7 +11,7 @@ bench-forward: build
 # libFuzzer on the server's request decoder and session bodies (clang++ -fsanitize=fuzzer,address,undefined).
 fuzz-server: build
 	cmake --build $(BUILD) --target session_fuzz
-	tests/forward/fuzz/run_fuzz.sh cmake $(BUILD) $(BUILD)/tests/forward/session_fuzzer $(BUILD)/tests/forward \
+	WH_FUZZ_SEED=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ') tests/forward/fuzz/run_fuzz.sh cmake $(BUILD) $(BUILD)/tests/forward/session_fuzzer $(BUILD)/tests/forward \
 	  tests/forward/fuzz/corpus $(BUILD)/tests/forward/hostile_kernels.fatbin $(FORWARD_FUZZ_SECONDS)
 
 .PHONY: fuzz-server

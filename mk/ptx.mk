@@ -9,7 +9,7 @@ bench-ptx: build
 # libFuzzer on the PTX and fatbin parsers (clang++ -fsanitize=fuzzer,address,undefined).
 fuzz-ptx: build
 	cmake --build $(BUILD) --target ptx_fuzz
-	tests/ptx/run_fuzz.sh cmake $(BUILD) $(BUILD)/tests/ptx/ptx_fuzzer $(BUILD)/tests/ptx tests/ptx/fuzz_corpus $(PTX_FUZZ_SECONDS)
+	WH_FUZZ_SEED=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ') tests/ptx/run_fuzz.sh cmake $(BUILD) $(BUILD)/tests/ptx/ptx_fuzzer $(BUILD)/tests/ptx tests/ptx/fuzz_corpus $(PTX_FUZZ_SECONDS)
 
 .PHONY: fuzz-ptx
 fuzz: fuzz-ptx

@@ -30,6 +30,7 @@ TEST(PtxParse, MalformedInputIsAnErrorWithALine) {
       {wrap("  .reg .b32 %r1;\n  call.uni nofunc, ();"), "undeclared function"},
       {".version 8.0\n.global .u64 p = generic(x);\n", "unsupported initializer"},
       {wrap("  \"unterminated"), "unterminated string"},
+      {wrap("  .reg .b64 %rd<2>;\n  add.s64 %rd1, %rd1, 1.8e273;"), "out of range for an integer operand"},
   };
   for (auto& c : cases) {
     std::string err;

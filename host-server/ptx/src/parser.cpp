@@ -337,6 +337,11 @@ class Parser {
       if (n.fk == 0 && !o.minus) return n.u & 0xffff;  // raw bits (0x3c00)
       return t == T_F16 ? to_half(d) : to_bf16(d);
     }
+    // A decimal floating-point literal as an integer operand: truncated, as
+    // ptxas does, when it fits; beyond int64 (or NaN) the conversion would
+    // be undefined, so it is refused (the PTX fuzzer found 1.8e273 here).
+    if (n.fk == 3 && !(n.d > -9.2e18 && n.d < 9.2e18))
+      fail(L.line(), "floating-point literal out of range for an integer operand");
     uint64_t v = n.fk == 1 ? n.u : n.fk == 2 ? n.u : n.fk == 3 ? uint64_t(int64_t(n.d)) : n.u;
     if (o.minus) v = uint64_t(0) - v;
     if (t == T_Pred) v = v != 0;

@@ -14,5 +14,7 @@ WORK="$WDIR/session_fuzz_work"
 mkdir -p "$WORK/corpus" "$WORK/artifacts"
 cp "$SEEDS"/* "$WORK/corpus/" 2>/dev/null
 export WH_FUZZ_FATBIN="$FATBIN"
-exec "$BIN" -max_total_time="$SECS" -timeout=20 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
+# A fixed seed (WH_FUZZ_SEED, default 1): a ctest run is reproducible;
+# `make fuzz-server` explores with a fresh one each time.
+exec "$BIN" -seed="${WH_FUZZ_SEED:-1}" -max_total_time="$SECS" -timeout=20 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
   -artifact_prefix="$WORK/artifacts/" "$WORK/corpus"
