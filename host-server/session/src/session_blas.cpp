@@ -369,50 +369,34 @@ int32_t Session::on_BlasDot(const BlasDotReq& rq, std::span<const uint8_t>, Blas
   return b->dot(*h, c, rq.n, rq.x, rq.incx, rq.y, rq.incy, r, &rs.value);
 }
 
-Err Session::blas_reduce_begin(uint64_t handle, uint64_t stream, uint32_t flags, uint64_t result, uint64_t x,
-                               int64_t n, int64_t incx, Blas** b, BlasHandle** h, BlasCall* c, BlasScalar* r) {
-  if (Err e = blas_begin(handle, stream, flags, b, h, c); e != cudaSuccess) return e;
-  *r = result_of(flags, result);
-  if (r->device && !device_range(result, 4)) return cudaErrorInvalidValue;
+template <class Rq, class Out>
+int32_t Session::blas_reduce(const Rq& rq, Out* value,
+                             Err (Blas::*op)(BlasHandle&, const BlasCall&, int, uint64_t, int, const BlasScalar&,
+                                             Out*)) {
+  Blas* b;
+  BlasHandle* h;
+  BlasCall c;
+  if (Err e = blas_begin(rq.handle, rq.stream, rq.flags, &b, &h, &c); e != cudaSuccess) return e;
+  const BlasScalar r = result_of(rq.flags, rq.result);
+  if (r.device && !device_range(rq.result, 4)) return cudaErrorInvalidValue;
   // incx <= 0: cuBLAS returns 0 without reading x.
-  if (incx > 0 && !blas_vector(x, n, incx, 4)) return cudaErrorInvalidValue;
-  return cudaSuccess;
+  if (rq.incx > 0 && !blas_vector(rq.x, rq.n, rq.incx, 4)) return cudaErrorInvalidValue;
+  return (b->*op)(*h, c, rq.n, rq.x, rq.incx, r, value);
 }
 
 int32_t Session::on_BlasNrm2(const BlasNrm2Req& rq, std::span<const uint8_t>, BlasNrm2Resp& rs,
                              std::vector<uint8_t>&) {
-  Blas* b;
-  BlasHandle* h;
-  BlasCall c;
-  BlasScalar r;
-  if (Err e = blas_reduce_begin(rq.handle, rq.stream, rq.flags, rq.result, rq.x, rq.n, rq.incx, &b, &h, &c, &r);
-      e != cudaSuccess)
-    return e;
-  return b->nrm2(*h, c, rq.n, rq.x, rq.incx, r, &rs.value);
+  return blas_reduce(rq, &rs.value, &Blas::nrm2);
 }
 
 int32_t Session::on_BlasAsum(const BlasAsumReq& rq, std::span<const uint8_t>, BlasAsumResp& rs,
                              std::vector<uint8_t>&) {
-  Blas* b;
-  BlasHandle* h;
-  BlasCall c;
-  BlasScalar r;
-  if (Err e = blas_reduce_begin(rq.handle, rq.stream, rq.flags, rq.result, rq.x, rq.n, rq.incx, &b, &h, &c, &r);
-      e != cudaSuccess)
-    return e;
-  return b->asum(*h, c, rq.n, rq.x, rq.incx, r, &rs.value);
+  return blas_reduce(rq, &rs.value, &Blas::asum);
 }
 
 int32_t Session::on_BlasIamax(const BlasIamaxReq& rq, std::span<const uint8_t>, BlasIamaxResp& rs,
                               std::vector<uint8_t>&) {
-  Blas* b;
-  BlasHandle* h;
-  BlasCall c;
-  BlasScalar r;
-  if (Err e = blas_reduce_begin(rq.handle, rq.stream, rq.flags, rq.result, rq.x, rq.n, rq.incx, &b, &h, &c, &r);
-      e != cudaSuccess)
-    return e;
-  return b->iamax(*h, c, rq.n, rq.x, rq.incx, r, &rs.value);
+  return blas_reduce(rq, &rs.value, &Blas::iamax);
 }
 
 }  // namespace wh::server

@@ -103,9 +103,10 @@ class Session {
   bool blas_vector(uint64_t ptr, int64_t n, int64_t inc, uint64_t es) const;
   bool blas_scalar(uint32_t flags, uint64_t word, uint64_t es, bool as_double, BlasScalar* out) const;
   // nrm2, asum, iamax: one float vector in, one scalar out (to the host or,
-  // in device pointer mode, to a checked device address).
-  Err blas_reduce_begin(uint64_t handle, uint64_t stream, uint32_t flags, uint64_t result, uint64_t x,
-                        int64_t n, int64_t incx, Blas** blas, BlasHandle** h, BlasCall* call, BlasScalar* r);
+  // in device pointer mode, to a checked device address), run by `op`.
+  template <class Rq, class Out>
+  int32_t blas_reduce(const Rq& rq, Out* value,
+                      Err (Blas::*op)(BlasHandle&, const BlasCall&, int, uint64_t, int, const BlasScalar&, Out*));
 
   Err resolve_stream(uint64_t h, Stream** out);
   bool device_range(uint64_t addr, uint64_t n) const;  // inside one of our allocations
