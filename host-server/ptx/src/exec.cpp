@@ -619,25 +619,14 @@ struct EngineImpl {
           }
           break;
         }
-        case Ctl::Exit: {
-          w.exited |= m;
-          active &= ~m;
-          if (active) {
-            ++pc;
-            if (pc == fr->min_wait) merge(*fr, pc, active);
-          } else {
-            group_empty = true;
-          }
-          break;
-        }
+        case Ctl::Exit:
         case Ctl::Ret: {
-          if (w.frames.size() == 1) {  // return from the kernel = exit
+          // A return from the kernel's own frame is an exit.
+          if (I.ctl == Ctl::Exit || w.frames.size() == 1)
             w.exited |= m;
-            active &= ~m;
-          } else {
+          else
             fr->returned |= m;
-            active &= ~m;
-          }
+          active &= ~m;
           if (active) {
             ++pc;
             if (pc == fr->min_wait) merge(*fr, pc, active);
