@@ -250,6 +250,10 @@ Status ClientChannel::drain_responses() {
       std::swap(*own_->reply, m);
       own_->state.store(1, std::memory_order_relaxed);
       own_ = nullptr;
+      // Alone on the channel, the caller's reply is all there is to
+      // deliver: return without another look at the ring. Waiters that
+      // arrive later are handed the reader role when the caller leaves.
+      if (npending_.load(std::memory_order_relaxed) == 0) return Status::Ok;
       continue;
     }
     std::lock_guard lk(pending_mu_);

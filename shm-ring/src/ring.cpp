@@ -8,7 +8,6 @@ namespace wh::ring {
 
 namespace {
 constexpr uint32_t kHdr = sizeof(wh_msg_hdr);
-inline uint64_t align8(uint64_t v) { return (v + 7) & ~uint64_t(7); }
 }  // namespace
 
 RingWriter::RingWriter(uint8_t* ring, uint32_t size, uint64_t* tail_word,
@@ -26,15 +25,14 @@ bool RingWriter::refresh_head() {
   return true;
 }
 
-Status RingWriter::write(const wh_msg_hdr& hdr_in, std::span<const std::span<const uint8_t>> parts) {
+Status RingWriter::write_slow(const wh_msg_hdr& hdr_in,
+                              std::span<const std::span<const uint8_t>> parts, uint64_t len) {
   if (poisoned_) return Status::Corrupt;
   // Opcode 0 frames padding: a message carrying it would be read as padding
   // (and poison the peer's reader), so it is refused here.
   if (hdr_in.opcode == WH_OP_PAD) return Status::Invalid;
-  uint64_t len = 0;
-  for (auto& p : parts) len += p.size();
   if (len > max_msg_) return Status::TooBig;
-  const uint64_t need = kHdr + align8(len);
+  const uint64_t need = record_bytes(len);
   const uint32_t mask = size_ - 1;
   const uint32_t pos = uint32_t(tail_ & mask);
   const uint32_t to_end = size_ - pos;
@@ -65,16 +63,7 @@ Status RingWriter::write(const wh_msg_hdr& hdr_in, std::span<const std::span<con
     pad.len = uint32_t(skip - kHdr);
     std::memcpy(ring_ + pos, &pad, kHdr);
   }
-  uint8_t* dst = ring_ + ((tail_ + skip) & mask);
-  wh_msg_hdr h = hdr_in;
-  h.magic = WH_MSG_MAGIC;
-  h.len = uint32_t(len);
-  std::memcpy(dst, &h, kHdr);
-  uint8_t* out = dst + kHdr;
-  for (auto& p : parts) {
-    if (!p.empty()) std::memcpy(out, p.data(), p.size());
-    out += p.size();
-  }
+  emit(ring_ + ((tail_ + skip) & mask), hdr_in, uint32_t(len), parts);
   tail_ += total;
   store_rel(tail_word_, tail_);
   return Status::Ok;
@@ -84,23 +73,12 @@ RingReader::RingReader(const uint8_t* ring, uint32_t size, const uint64_t* tail_
                        uint64_t* head_word, uint32_t max_msg)
     : ring_(ring), size_(size), tail_word_(tail_word), head_word_(head_word), max_msg_(max_msg) {}
 
-Status RingReader::fail(std::string why) {
+// Failures are rare: formatting the reason stays out of the hot path.
+Status RingReader::fail(const char* why, uint64_t at, uint64_t value) {
   poisoned_ = true;
-  error_ = std::move(why);
+  error_ = why;
+  error_ += " (at " + std::to_string(at) + ", value " + std::to_string(value) + ")";
   return Status::Corrupt;
-}
-
-bool RingReader::readable() {
-  if (poisoned_) return true;
-  if (head_ != load_acq(tail_word_)) return true;
-  // While polling, also pull the lines where the next record will land: when
-  // the tail moves the record is (mostly) here already, instead of costing a
-  // second cache-line transfer after the tail's (measured: ~8% off the round
-  // trip). A prefetch never faults, and nothing read this way is acted on.
-  const uint32_t pos = uint32_t(head_ & (size_ - 1));
-  __builtin_prefetch(ring_ + pos, 0, 3);
-  if (pos + 64 < size_) __builtin_prefetch(ring_ + pos + 64, 0, 3);
-  return false;
 }
 
 Status RingReader::read(Message& out) {
@@ -110,39 +88,44 @@ Status RingReader::read(Message& out) {
     if (head_ == tail_) {
       uint64_t t = load_acq(tail_word_);
       if (t == head_) return Status::Empty;
-      // The producer's tail moves forward, by whole 8-byte-aligned records,
+      // The producer's tail moves forward, by whole WH_MSG_ALIGN-aligned records,
       // and never more than a ring ahead of our head.
-      if (t < tail_ || t - head_ > size_ || (t & 7))
-        return fail("tail index out of range: head=" + std::to_string(head_) +
-                    " tail=" + std::to_string(t));
+      if (t < tail_ || t - head_ > size_ || (t & (WH_MSG_ALIGN - 1))) [[unlikely]]
+        return fail("tail index out of range", head_, t);
       tail_ = t;
     }
     const uint64_t avail = tail_ - head_;
     const uint32_t pos = uint32_t(head_ & mask);
     const uint32_t to_end = size_ - pos;
-    if (to_end < kHdr) {  // implicit skip
-      if (avail < to_end) return fail("committed bytes end inside an implicit skip");
+    if (to_end < kHdr) [[unlikely]] {  // implicit skip
+      if (avail < to_end) return fail("committed bytes end inside an implicit skip", head_, tail_);
       head_ += to_end;
       continue;
     }
-    if (avail < kHdr) return fail("committed bytes shorter than a record header");
-    wh_msg_hdr h;
+    if (avail < kHdr) [[unlikely]]
+      return fail("committed bytes shorter than a record header", head_, tail_);
+    // One snapshot of the header, straight into the caller's message: the
+    // peer may rewrite the ring under us, so everything below is checked on
+    // this copy, never re-read.
+    wh_msg_hdr& h = out.hdr;
     std::memcpy(&h, ring_ + pos, kHdr);
-    if (h.magic != WH_MSG_MAGIC) return fail("bad record magic at " + std::to_string(head_));
-    if (h.opcode == WH_OP_PAD) {
+    if (h.magic != WH_MSG_MAGIC) [[unlikely]]
+      return fail("bad record magic", head_, h.magic);
+    if (h.opcode == WH_OP_PAD) [[unlikely]] {
       if (uint64_t(h.len) + kHdr != to_end || avail < to_end)
-        return fail("padding record does not end at the ring's end");
+        return fail("padding record does not end at the ring's end", head_, h.len);
       head_ += to_end;
       store_rel(head_word_, head_);
       continue;
     }
-    if (h.len > max_msg_) return fail("record length " + std::to_string(h.len) + " > max_msg");
-    const uint64_t rec = kHdr + align8(h.len);
-    if (rec > to_end) return fail("record wraps the ring's end");
-    if (rec > avail) return fail("record extends past the committed tail");
-    out.hdr = h;
+    if (h.len > max_msg_) [[unlikely]]
+      return fail("record length > max_msg", head_, h.len);
+    const uint64_t rec = record_bytes(h.len);
+    if (rec > to_end) [[unlikely]] return fail("record wraps the ring's end", head_, h.len);
+    if (rec > avail) [[unlikely]]
+      return fail("record extends past the committed tail", head_, h.len);
     out.payload.resize(h.len);
-    if (h.len) std::memcpy(out.payload.data(), ring_ + pos + kHdr, h.len);
+    copy_payload(out.payload.data(), ring_ + pos + kHdr, h.len);
     head_ += rec;
     store_rel(head_word_, head_);
     return Status::Ok;
