@@ -1,0 +1,34 @@
+#!/bin/bash
+# ring-ab: compare the ring round trip of two revisions of shm-ring in one
+# process pair (see ab_main.cpp).
+#   tests/ring/bench/ab/ab.sh REV_A [REV_B] [ROUNDS]
+# REV_B defaults to the working tree. Each round runs A-vs-B and B-vs-A
+# (swapped, to cancel code-layout effects).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(git -C "$here" rev-parse --show-toplevel)
+a=$1 b=${2:-WORKTREE} rounds=${3:-3}
+out=$(mktemp -d /tmp/wh-ring-ab.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+tree() {  # tree REV DIR: shm-ring of REV (or the working tree) in DIR
+  mkdir -p "$2"
+  if [ "$1" = WORKTREE ]; then cp -r "$root/shm-ring" "$2/"; else git -C "$root" archive "$1" shm-ring | tar -x -C "$2"; fi
+}
+objs() {  # objs TAG SRC PREFIX: the library and the variant, names renamed
+  local d="-Dwh=wh_$1 -Dwh_chan_hdr=wh_chan_hdr_$1 -Dwh_region_hdr=wh_region_hdr_$1 -Dwh_msg_hdr=wh_msg_hdr_$1"
+  for f in region ring wait channel; do
+    g++ -std=c++20 -O2 $d -I"$2/shm-ring/include" -I"$2/shm-ring/src" -c "$2/shm-ring/src/$f.cpp" -o "$out/$1_$f.o"
+  done
+  g++ -std=c++20 -O2 $d -DWH_AB=$3 -I"$2/shm-ring/include" -c "$here/ab_variant.cpp" -o "$out/$1_variant.o"
+}
+tree "$a" "$out/a"
+tree "$b" "$out/b"
+g++ -std=c++20 -O2 -c "$here/ab_main.cpp" -o "$out/main.o"
+objs a1 "$out/a" va; objs b1 "$out/b" vb; objs a2 "$out/a" vb; objs b2 "$out/b" va
+g++ "$out/main.o" "$out"/a1_*.o "$out"/b1_*.o -lpthread -o "$out/ab"
+g++ "$out/main.o" "$out"/b2_*.o "$out"/a2_*.o -lpthread -o "$out/ba"
+echo "A=$a B=$b"
+for i in $(seq "$rounds"); do
+  echo "A,B: $("$out/ab")"
+  echo "B,A: $("$out/ba" | sed 's/ A=/ B\x27=/; s/ B=/ A\x27=/')"
+done
