@@ -425,8 +425,10 @@ void BM_TcpRtt(benchmark::State& state) {
 // The software cost of a round trip at the ring level, with no second core:
 // one thread writes a 64-byte request, reads it, writes a 16-byte response
 // and reads that, over two 1 MiB rings in ordinary memory. No line ever
-// moves between cores, so this is the instructions (and store-buffer
-// stalls) the two sides add to the floor, not a latency.
+// moves between cores, so this is the instructions the two sides add to
+// the floor, not a latency; an upper bound, since on one thread the
+// reader's wide header loads also wait for the writer's narrower stores
+// to retire, which a reader on another core does not.
 void BM_RingSoftwareLoop(benchmark::State& state) {
   constexpr uint32_t kSize = 1u << 20, kMax = kSize / 2 - sizeof(wh_msg_hdr);
   std::vector<uint8_t> req_ring(kSize), resp_ring(kSize);
