@@ -198,10 +198,10 @@ class RingWriter {
   // Writes one record (header fields + payload parts). Full if no room,
   // TooBig above max_msg, Invalid for opcode WH_OP_PAD (0, reserved).
   // The common case (room before the ring's end, no early-wrap look due) is
-  // inline: the caller's header then goes from registers to the ring, where
-  // an out-of-line copy read it back from the caller's stack with loads
-  // wider than the stores that had just written it, which the store buffer
-  // cannot forward (a stall on every send; docs/benchmarks.md).
+  // defined here so that it can be inlined, and it stores the header field
+  // by field (emit): the old block copy read the caller's fresh 2- and
+  // 4-byte stores back with 16-byte loads, which the store buffer cannot
+  // forward (a stall on every send; docs/benchmarks.md).
   Status write(const wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts) {
     uint64_t len = 0;
     for (auto& p : parts) len += p.size();
