@@ -14,19 +14,24 @@ tree() {  # tree REV DIR: shm-ring of REV (or the working tree) in DIR
   mkdir -p "$2"
   if [ "$1" = WORKTREE ]; then cp -r "$root/shm-ring" "$2/"; else git -C "$root" archive "$1" shm-ring | tar -x -C "$2"; fi
 }
-objs() {  # objs TAG SRC PREFIX: the library and the variant, names renamed
+objs() {  # objs TAG SRC: the library with its names renamed, and its shim
+  # as both va_ and vb_ (so one library build serves either order)
   local d="-Dwh=wh_$1 -Dwh_chan_hdr=wh_chan_hdr_$1 -Dwh_region_hdr=wh_region_hdr_$1 -Dwh_msg_hdr=wh_msg_hdr_$1"
   for f in region ring wait channel; do
     g++ -std=c++20 -O2 $d -I"$2/shm-ring/include" -I"$2/shm-ring/src" -c "$2/shm-ring/src/$f.cpp" -o "$out/$1_$f.o"
   done
-  g++ -std=c++20 -O2 $d -DWH_AB=$3 -I"$2/shm-ring/include" -c "$here/ab_variant.cpp" -o "$out/$1_variant.o"
+  for p in va vb; do
+    g++ -std=c++20 -O2 $d -DWH_AB=$p -I"$2/shm-ring/include" -c "$here/ab_variant.cpp" -o "$out/$1_shim_$p.o"
+  done
 }
+lib() { echo "$out/$1_region.o $out/$1_ring.o $out/$1_wait.o $out/$1_channel.o"; }
 tree "$a" "$out/a"
 tree "$b" "$out/b"
 g++ -std=c++20 -O2 -c "$here/ab_main.cpp" -o "$out/main.o"
-objs a1 "$out/a" va; objs b1 "$out/b" vb; objs a2 "$out/a" vb; objs b2 "$out/b" va
-g++ "$out/main.o" "$out"/a1_*.o "$out"/b1_*.o -lpthread -o "$out/ab"
-g++ "$out/main.o" "$out"/b2_*.o "$out"/a2_*.o -lpthread -o "$out/ba"
+objs a "$out/a"
+objs b "$out/b"
+g++ "$out/main.o" $(lib a) "$out/a_shim_va.o" $(lib b) "$out/b_shim_vb.o" -lpthread -o "$out/ab"
+g++ "$out/main.o" $(lib b) "$out/b_shim_va.o" $(lib a) "$out/a_shim_vb.o" -lpthread -o "$out/ba"
 echo "A=$a B=$b"
 for i in $(seq "$rounds"); do
   echo "A,B: $("$out/ab")"
