@@ -173,6 +173,18 @@ RingPair start_echo_server(int policy, uint32_t resp_len) {
   return rp;
 }
 
+// One timed ring round trip (the echo server's 16-byte reply) into s; on a
+// failed call or a wrong reply the case fails and this returns false.
+bool timed_call(benchmark::State& state, ClientChannel& c,
+                std::span<const std::span<const uint8_t>> parts, Message& rep, Samples& s) {
+  uint64_t t0 = ticks();
+  Status st = c.call(1, 0, parts, rep);
+  s.add(ticks() - t0);
+  if (st == Status::Ok && rep.payload.size() == 16) return true;
+  state.SkipWithError(to_string(st));
+  return false;
+}
+
 // (b) ring round trip: 64-byte request, 16-byte response, through
 // ClientChannel::call and ServerChannel::recv + reply (full validation).
 void ring_rtt(benchmark::State& state, int policy, const char* key) {
@@ -191,15 +203,8 @@ void ring_rtt(benchmark::State& state, int policy, const char* key) {
   // Warm up (first touches of the ring pages, allocations).
   for (int i = 0; i < 2000; i++) c->call(1, 0, parts, rep);
   Samples s(size_t(state.max_iterations));
-  for (auto _ : state) {
-    uint64_t t0 = ticks();
-    Status st = c->call(1, 0, parts, rep);
-    s.add(ticks() - t0);
-    if (st != Status::Ok || rep.payload.size() != 16) {
-      state.SkipWithError(to_string(st));
-      break;
-    }
-  }
+  for (auto _ : state)
+    if (!timed_call(state, *c, parts, rep, s)) break;
   c.reset();
   int rc = reap(rp.child);
   if (rc != 0) fprintf(stderr, "ring server exited %d\n", rc);
@@ -280,15 +285,8 @@ void BM_RingVsBareRtt(benchmark::State& state) {
     __atomic_store_n(park, 1u, __ATOMIC_RELEASE);
     std::this_thread::sleep_for(1ms);
     c->call(1, 0, parts, rep);
-    for (int k = 0; k < kBlock; k++) {
-      uint64_t t0 = ticks();
-      Status st = c->call(1, 0, parts, rep);
-      ring.add(ticks() - t0);
-      if (st != Status::Ok || rep.payload.size() != 16) {
-        state.SkipWithError(to_string(st));
-        break;
-      }
-    }
+    for (int k = 0; k < kBlock; k++)
+      if (!timed_call(state, *c, parts, rep, ring)) break;
     if (state.error_occurred()) break;
   }
   set_park(2);
