@@ -116,10 +116,13 @@ std::unique_ptr<ClientChannel> ClientChannel::claim(Region& region, int index, s
     auto l = layout(region, i);
     c->data_ = {l.data, size_t(g.data_size)};
     store_rel(&ch->req_tail, uint64_t(0));
+    store_rel(&ch->req_copy_tail, uint64_t(0));
     store_rel(&ch->resp_head, uint64_t(0));
     store_rel(&ch->client_pid, uint32_t(getpid()));
-    c->writer_ = RingWriter(l.req, g.req_size, &ch->req_tail, &ch->req_head, g.max_msg);
-    c->reader_ = RingReader(l.resp, g.resp_size, &ch->resp_tail, &ch->resp_head, g.max_msg);
+    c->writer_ = RingWriter(l.req, g.req_size, &ch->req_tail, &ch->req_head, g.max_msg,
+                            &ch->req_copy_tail);
+    c->reader_ = RingReader(l.resp, g.resp_size, &ch->resp_tail, &ch->resp_head, g.max_msg,
+                            &ch->resp_copy_tail);
     c->monitor_ = PeerMonitor(&ch->server_heartbeat, g.hb_timeout_ms);
     c->pending_.reserve(16);
     Heartbeat::instance().add(&ch->client_heartbeat, g.hb_period_ms);
@@ -142,6 +145,11 @@ ClientChannel::~ClientChannel() {
     else
       futex_doorbell()->ring(&ch_->req_bell);
   }
+}
+
+uint64_t ClientChannel::copy_reads() {
+  std::lock_guard lk(read_mu_);
+  return reader_.copy_reads();
 }
 
 std::string ClientChannel::error() const {
@@ -423,8 +431,12 @@ std::unique_ptr<ServerChannel> ServerChannel::attach(Region& region, uint32_t in
   c->policy_ = effective_policy(policy, g);
   auto l = layout(region, index);
   c->data_ = {l.data, size_t(g.data_size)};
-  c->reader_ = RingReader(l.req, g.req_size, &ch->req_tail, &ch->req_head, g.max_msg);
-  c->writer_ = RingWriter(l.resp, g.resp_size, &ch->resp_tail, &ch->resp_head, g.max_msg);
+  // The response copy is ours; the request copy the client may be writing.
+  store_rel(&ch->resp_copy_tail, uint64_t(0));
+  c->reader_ = RingReader(l.req, g.req_size, &ch->req_tail, &ch->req_head, g.max_msg,
+                          &ch->req_copy_tail);
+  c->writer_ = RingWriter(l.resp, g.resp_size, &ch->resp_tail, &ch->resp_head, g.max_msg,
+                          &ch->resp_copy_tail);
   c->monitor_ = PeerMonitor(&ch->client_heartbeat, g.hb_timeout_ms);
   Heartbeat::instance().add(&ch->server_heartbeat, g.hb_period_ms);
   return c;
@@ -518,6 +530,8 @@ void ServerChannel::reclaim() {
   store_rel(&ch_->req_head, uint64_t(0));
   store_rel(&ch_->resp_tail, uint64_t(0));
   store_rel(&ch_->req_tail, uint64_t(0));
+  store_rel(&ch_->resp_copy_tail, uint64_t(0));
+  store_rel(&ch_->req_copy_tail, uint64_t(0));
   store_rel(&ch_->resp_head, uint64_t(0));
   store_rel(&ch_->server_sleeping, 0u);
   store_rel(&ch_->client_sleeping, 0u);

@@ -11,8 +11,13 @@ constexpr uint32_t kHdr = sizeof(wh_msg_hdr);
 }  // namespace
 
 RingWriter::RingWriter(uint8_t* ring, uint32_t size, uint64_t* tail_word,
-                       const uint64_t* head_word, uint32_t max_msg)
-    : ring_(ring), size_(size), tail_word_(tail_word), head_word_(head_word), max_msg_(max_msg) {}
+                       const uint64_t* head_word, uint32_t max_msg, uint64_t* copy_word)
+    : ring_(ring),
+      size_(size),
+      tail_word_(tail_word),
+      head_word_(head_word),
+      max_msg_(max_msg),
+      copy_word_(copy_word) {}
 
 bool RingWriter::refresh_head() {
   uint64_t h = load_acq(head_word_);
@@ -65,13 +70,52 @@ Status RingWriter::write_slow(const wh_msg_hdr& hdr_in,
   }
   emit(ring_ + ((tail_ + skip) & mask), hdr_in, uint32_t(len), parts);
   tail_ += total;
+  // After padding the copy does not span [head, tail) and the reader goes to
+  // the ring; kept fresh all the same, so no stale copy is ever current.
+  if (copy_word_ && need <= WH_COPY_MAX) publish_copy(hdr_in, uint32_t(len), parts);
   store_rel(tail_word_, tail_);
   return Status::Ok;
 }
 
 RingReader::RingReader(const uint8_t* ring, uint32_t size, const uint64_t* tail_word,
-                       uint64_t* head_word, uint32_t max_msg)
-    : ring_(ring), size_(size), tail_word_(tail_word), head_word_(head_word), max_msg_(max_msg) {}
+                       uint64_t* head_word, uint32_t max_msg, const uint64_t* copy_word)
+    : ring_(ring),
+      size_(size),
+      tail_word_(tail_word),
+      head_word_(head_word),
+      max_msg_(max_msg),
+      copy_word_(copy_word) {}
+
+// The one new record [head_, t), from the tail line's copy (region.h). The
+// copy is a hint: unless it was stable across the read (the seqlock) and is
+// a well-formed record spanning exactly [head_, t), the caller reads the
+// ring, whose validation decides. Nothing here touches the ring's bytes.
+bool RingReader::read_copy(Message& out, uint64_t t) {
+  if (load_acq(copy_word_) != t) return false;
+  uint64_t w[WH_COPY_MAX / 8];
+  for (uint32_t i = 0; i < WH_COPY_MAX / 8; i++) w[i] = load_relaxed(copy_word_ + 1 + i);
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);  // the words are read before the re-check
+  if (load_relaxed(copy_word_) != t) return false;  // the producer moved on meanwhile
+  wh_msg_hdr& h = out.hdr;
+  h.magic = uint32_t(w[0]);
+  h.version = uint16_t(w[0] >> 32);
+  h.opcode = uint16_t(w[0] >> 48);
+  h.flags = uint32_t(w[1]);
+  h.len = uint32_t(w[1] >> 32);
+  h.call_id = w[2];
+  h.status = int32_t(uint32_t(w[3]));
+  h.aux = uint32_t(w[3] >> 32);
+  if (h.magic != WH_MSG_MAGIC || h.opcode == WH_OP_PAD || h.len > max_msg_ ||
+      record_bytes(h.len) != t - head_)
+    return false;
+  out.payload.resize(h.len);
+  store_word_bytes(out.payload.data(), w[4], w[5], h.len);
+  head_ = tail_ = t;
+  store_rel(head_word_, head_);
+  last_copy_ = true;
+  copy_reads_++;
+  return true;
+}
 
 // Failures are rare: formatting the reason stays out of the hot path.
 Status RingReader::fail(const char* why, uint64_t at, uint64_t value) {
@@ -92,6 +136,7 @@ Status RingReader::read(Message& out) {
       // and never more than a ring ahead of our head.
       if (t < tail_ || t - head_ > size_ || (t & (WH_MSG_ALIGN - 1))) [[unlikely]]
         return fail("tail index out of range", head_, t);
+      if (copy_word_ && t - head_ <= WH_COPY_MAX && read_copy(out, t)) return Status::Ok;
       tail_ = t;
     }
     const uint64_t avail = tail_ - head_;
@@ -126,6 +171,7 @@ Status RingReader::read(Message& out) {
       return fail("record extends past the committed tail", head_, h.len);
     out.payload.resize(h.len);
     copy_payload(out.payload.data(), ring_ + pos + kHdr, h.len);
+    last_copy_ = false;
     head_ += rec;
     store_rel(head_word_, head_);
     return Status::Ok;

@@ -58,7 +58,7 @@ struct Scribbler {
     auto* ch = reinterpret_cast<wh_chan_hdr*>(base + g.chan_off + chan * g.chan_stride);
     uint8_t* req = reinterpret_cast<uint8_t*>(ch) + WH_CHAN_HDR_SIZE;
     uint8_t* resp = req + g.req_size;
-    switch (rng() % 12) {
+    switch (rng() % 13) {
       case 0: put(&ch->req_tail); break;
       case 1: put(&ch->resp_head); break;
       case 2: put(&ch->req_head); break;
@@ -89,6 +89,17 @@ struct Scribbler {
       case 8: put(&ch->generation); break;
       case 9: ch->client_sleeping = uint32_t(garbage()); ch->server_sleeping = uint32_t(garbage()); break;
       case 10: ch->req_bell = uint32_t(garbage()); ch->resp_bell = uint32_t(garbage()); break;
+      case 11: {  // a tail line's copy: its tail, or one of its words
+        bool req_side = rng() % 2;
+        uint64_t* copy_tail = req_side ? &ch->req_copy_tail : &ch->resp_copy_tail;
+        uint64_t* words = req_side ? ch->req_copy : ch->resp_copy;
+        if (rng() % 2)  // the tail the ring will have next: the copy is read
+          *copy_tail = __atomic_load_n(req_side ? &ch->req_tail : &ch->resp_tail, __ATOMIC_RELAXED) +
+                       (rng() % 6 + 4) * 8;
+        else
+          put(&words[rng() % (WH_COPY_MAX / 8)]);
+        break;
+      }
       default: {  // any aligned word anywhere in the region
         size_t off = (rng() % size) & ~7ull;
         put(reinterpret_cast<uint64_t*>(base + off));

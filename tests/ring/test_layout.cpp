@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -57,6 +58,12 @@ TEST(RegionHeader, FormatThenAttachRoundTrip) {
   EXPECT_NE(offsetof(wh_chan_hdr, req_tail) / 64, offsetof(wh_chan_hdr, req_head) / 64);
   EXPECT_NE(offsetof(wh_chan_hdr, resp_tail) / 64, offsetof(wh_chan_hdr, resp_head) / 64);
   EXPECT_NE(offsetof(wh_chan_hdr, client_heartbeat) / 64, offsetof(wh_chan_hdr, server_heartbeat) / 64);
+  // Each tail's copy fills the rest of the tail's line, right after it.
+  EXPECT_EQ(offsetof(wh_chan_hdr, req_copy_tail), offsetof(wh_chan_hdr, req_tail) + 8);
+  EXPECT_EQ(offsetof(wh_chan_hdr, req_copy) + WH_COPY_MAX, offsetof(wh_chan_hdr, req_tail) + 64);
+  EXPECT_EQ(offsetof(wh_chan_hdr, resp_copy_tail), offsetof(wh_chan_hdr, resp_tail) + 8);
+  EXPECT_EQ(offsetof(wh_chan_hdr, resp_copy) + WH_COPY_MAX, offsetof(wh_chan_hdr, resp_tail) + 64);
+  EXPECT_EQ(offsetof(wh_chan_hdr, resp_tail) % WH_CACHELINE, 0u);
 }
 
 TEST(RegionHeader, MemfdCreateAndAttachFd) {
@@ -179,17 +186,23 @@ TEST(RegionHeader, FormatRejectsBadConfig) {
 
 constexpr uint32_t kHdr = sizeof(wh_msg_hdr);
 
-// One ring over a guarded buffer, a writer and a reader on it.
+// One ring over a guarded buffer, a writer and a reader on it; with `copy`,
+// a tail line as in wh_chan_hdr (the tail, copy_tail, copy[]).
 struct RawRing {
   uint32_t size;
   uint32_t max_msg;
   GuardedMap map;
-  uint64_t tail = 0, head = 0;
+  alignas(64) uint64_t line[8] = {};
+  uint64_t& tail = line[0];
+  uint64_t& copy_tail = line[1];
+  uint64_t* copy = line + 2;
+  uint64_t head = 0;
   RingWriter w;
   RingReader r;
-  explicit RawRing(uint32_t sz = 4096, uint32_t maxm = 0)
+  explicit RawRing(uint32_t sz = 4096, uint32_t maxm = 0, bool with_copy = false)
       : size(sz), max_msg(maxm ? maxm : sz / 2 - kHdr), map(sz),
-        w(map.base, size, &tail, &head, max_msg), r(map.base, size, &tail, &head, max_msg) {}
+        w(map.base, size, &tail, &head, max_msg, with_copy ? &copy_tail : nullptr),
+        r(map.base, size, &tail, &head, max_msg, with_copy ? &copy_tail : nullptr) {}
 
   Status put(uint32_t len, uint64_t id, uint8_t fill = 0) {
     std::vector<uint8_t> p(len, fill ? fill : uint8_t(id));
@@ -431,11 +444,14 @@ TEST(RawRing, FullAcrossWrapAccountsForSkippedBytes) {
 }
 
 // Random sizes, random interleaving: a model queue must agree with the ring
-// over many wrap-arounds (covers every padding/skip position).
+// over many wrap-arounds (covers every padding/skip position), with and
+// without the tail line's copy.
 TEST(RawRing, RandomisedAgainstModel) {
   // 64 KiB is large enough for the early wrap (RingWriter::kHotWindow).
+  for (bool with_copy : {false, true})
   for (uint32_t size : {4096u, 8192u, 65536u}) {
-    RawRing rr(size);
+    SCOPED_TRACE(with_copy ? "with copy" : "without copy");
+    RawRing rr(size, 0, with_copy);
     std::mt19937_64 rng(42 + size);
     std::deque<std::pair<uint32_t, uint64_t>> model;
     uint64_t next = 1, written = 0, read = 0, fulls = 0;
@@ -485,8 +501,121 @@ TEST(RawRing, RandomisedAgainstModel) {
     EXPECT_GT(rr.tail, 20ull * size);
     EXPECT_GT(fulls, 0u);
     EXPECT_GT(read, 1000u / WH_RING_TEST_SCALE);
+    if (with_copy)
+      EXPECT_GT(rr.r.copy_reads(), 0u);
+    else
+      EXPECT_EQ(rr.r.copy_reads(), 0u);
   }
 }
+
+// ------------------------------------------------ the tail line's copy
+
+// Every record of up to WH_COPY_MAX bytes arrives whole through the copy:
+// with the ring's bytes wiped after each write, the reader still gets every
+// header field and payload byte, for each payload length 0..16 and with the
+// payload split over several parts.
+TEST(TailLineCopy, CarriesEachSmallRecord) {
+  RawRing rr(4096, 0, true);
+  uint8_t p[16];
+  for (int i = 0; i < 16; i++) p[i] = uint8_t(0xa0 + i);
+  for (uint32_t n = 0; n <= 16; n++) {
+    const uint32_t cut = n / 3;
+    std::span<const uint8_t> parts[] = {{p, cut}, {}, {p + cut, n - cut}};
+    wh_msg_hdr h{};
+    h.version = 3;
+    h.opcode = 0x1234;
+    h.flags = WH_MSG_F_RESPONSE;
+    h.call_id = 0x1122334455667788ull + n;
+    h.status = -7;
+    h.aux = 0xdeadbeef;
+    const uint64_t at = rr.tail;
+    ASSERT_EQ(rr.w.write(h, parts), Status::Ok);
+    EXPECT_EQ(rr.copy_tail, rr.tail) << n;
+    std::memset(rr.map.base + (at & (rr.size - 1)), 0xee, rec(n));  // only the copy is left
+    Message m;
+    ASSERT_EQ(rr.r.read(m), Status::Ok) << n << " " << rr.r.error();
+    EXPECT_EQ(m.hdr.magic, WH_MSG_MAGIC);
+    EXPECT_EQ(m.hdr.version, 3);
+    EXPECT_EQ(m.hdr.opcode, 0x1234);
+    EXPECT_EQ(m.hdr.flags, WH_MSG_F_RESPONSE);
+    EXPECT_EQ(m.hdr.len, n);
+    EXPECT_EQ(m.hdr.call_id, h.call_id);
+    EXPECT_EQ(m.hdr.status, -7);
+    EXPECT_EQ(m.hdr.aux, 0xdeadbeefu);
+    ASSERT_EQ(m.payload.size(), n);
+    EXPECT_EQ(std::memcmp(m.payload.data(), p, n), 0) << n;
+    EXPECT_EQ(rr.head, rr.tail);
+  }
+  EXPECT_EQ(rr.r.copy_reads(), 17u);
+}
+
+// The copy holds only the newest record: with two waiting, both come from
+// the ring, in order. A record too big for the line leaves the copy alone.
+TEST(TailLineCopy, OnlyForOneNewSmallRecord) {
+  RawRing rr(4096, 0, true);
+  ASSERT_EQ(rr.put(8, 1), Status::Ok);
+  ASSERT_EQ(rr.put(8, 2), Status::Ok);
+  rr.expect(8, 1);
+  rr.expect(8, 2);
+  EXPECT_EQ(rr.r.copy_reads(), 0u);
+  const uint64_t before = rr.copy_tail;
+  ASSERT_EQ(rr.put(WH_COPY_MAX - kHdr + 1, 3), Status::Ok);  // one byte too many
+  EXPECT_EQ(rr.copy_tail, before);
+  rr.expect(WH_COPY_MAX - kHdr + 1, 3);
+  ASSERT_EQ(rr.put(WH_COPY_MAX - kHdr, 4), Status::Ok);  // the largest that fits
+  EXPECT_EQ(rr.copy_tail, rr.tail);
+  rr.expect(WH_COPY_MAX - kHdr, 4);
+  EXPECT_EQ(rr.r.copy_reads(), 1u);
+}
+
+// A copy that does not belong to the tail (stale, cleared, or torn: the
+// producer moved copy_tail) is never used: the ring is read.
+TEST(TailLineCopy, CopyOfAnotherTailIsIgnored) {
+  for (uint64_t other : {uint64_t(0), uint64_t(8), ~uint64_t(0)}) {
+    RawRing rr(4096, 0, true);
+    ASSERT_EQ(rr.put(16, 5), Status::Ok);
+    rr.copy_tail = other;
+    std::memset(rr.copy, 0x77, WH_COPY_MAX);
+    rr.expect(16, 5);
+    EXPECT_EQ(rr.r.copy_reads(), 0u);
+  }
+}
+
+// A copy that claims the tail but is not a well-formed record spanning
+// exactly [head, tail) is a hint the reader declines: the ring decides,
+// with its full validation (a good ring record is read; a bad one poisons).
+TEST(TailLineCopy, MalformedCopyFallsBackToTheValidatedRing) {
+  struct Case {
+    const char* name;
+    std::function<void(wh_msg_hdr&)> spoil;
+  } cases[] = {
+      {"bad magic", [](wh_msg_hdr& h) { h.magic ^= 1; }},
+      {"padding opcode", [](wh_msg_hdr& h) { h.opcode = WH_OP_PAD; }},
+      {"longer than the record", [](wh_msg_hdr& h) { h.len = 16; }},
+      {"shorter than the record", [](wh_msg_hdr& h) { h.len = 0; }},
+      {"above max_msg", [](wh_msg_hdr& h) { h.len = ~0u; }},
+  };
+  for (auto& c : cases) {
+    for (bool ring_good : {true, false}) {
+      SCOPED_TRACE(std::string(c.name) + (ring_good ? ", ring good" : ", ring bad"));
+      RawRing rr(4096, 0, true);
+      ASSERT_EQ(rr.put(8, 9), Status::Ok);
+      wh_msg_hdr h;
+      std::memcpy(&h, rr.copy, sizeof h);
+      c.spoil(h);
+      std::memcpy(rr.copy, &h, sizeof h);
+      if (ring_good) {
+        rr.expect(8, 9);
+      } else {
+        rr.at(0)->magic = 0;
+        Message m;
+        EXPECT_EQ(rr.r.read(m), Status::Corrupt);
+      }
+      EXPECT_EQ(rr.r.copy_reads(), 0u);
+    }
+  }
+}
+
 
 // Past the hot window a drained ring starts again at position 0 (padding
 // covers the rest); one the consumer has not caught up with goes on.

@@ -46,6 +46,21 @@
  * frames messages on stream transports (TCP), so it is also the wire
  * protocol's fixed header.
  *
+ * The tail line's copy.  A ring's tail shares its cache line with a copy of
+ * the newest record when that record is small (header and payload within
+ * WH_COPY_MAX bytes): copy_tail names the tail the copy belongs to, copy[]
+ * holds the record's first bytes. A consumer that finds exactly one new
+ * small record between its head and the tail reads the copy instead of the
+ * ring, so the record arrives with the line that announced it instead of
+ * costing a second cache-line transfer (docs/benchmarks.md). The producer
+ * still writes every record into the ring, which stays the reference: the
+ * copy is a hint. It is a seqlock in one line: the producer sets copy_tail
+ * to 0, writes copy[], sets copy_tail to the new tail, then publishes the
+ * tail; the consumer uses copy[] only if copy_tail equals the tail it read
+ * both before and after reading copy[], and the copy describes exactly the
+ * bytes [head, tail). Otherwise it reads the ring. A producer that never
+ * writes the copy (copy_tail stays 0) is a correct peer.
+ *
  * Waiting.  Spinning is the fast path.  A side that wants to sleep sets its
  * *_sleeping word, re-checks the ring, and sleeps on the matching *_bell
  * word (a futex when both sides share a kernel, or a transport doorbell);
@@ -64,12 +79,13 @@
 #define WH_CACHELINE 64
 
 #define WH_REGION_MAGIC 0x47524857u /* "WHRG" little-endian */
-#define WH_REGION_VERSION 1u        /* bump on any layout change */
+#define WH_REGION_VERSION 2u        /* bump on any layout change (2: tail-line copy) */
 #define WH_REGION_HDR_SIZE 4096u
 #define WH_CHAN_HDR_SIZE 4096u
 #define WH_MSG_MAGIC 0x534d4857u    /* "WHMS" */
 #define WH_MSG_ALIGN 8u
 #define WH_MAX_CHANNELS 256u
+#define WH_COPY_MAX 48u             /* record bytes the tail line can carry */
 
 /* Region feature bits (wh_region_hdr.features). */
 #define WH_FEAT_FUTEX 0x1u    /* both sides share a kernel: futex on *_bell */
@@ -121,15 +137,18 @@ struct wh_chan_hdr {
   uint64_t generation;    /* bumped on every claim */
   uint64_t req_off, resp_off, data_off; /* from channel start */
   uint8_t pad0[WH_CACHELINE - 40];
-  /* line 1: request ring producer (client) */
+  /* line 1: request ring producer (client): the tail and the copy of the
+   * newest request when it is small (see "The tail line's copy") */
   uint64_t req_tail;
-  uint8_t pad1[WH_CACHELINE - 8];
+  uint64_t req_copy_tail;  /* the tail req_copy belongs to; 0: none */
+  uint64_t req_copy[WH_COPY_MAX / 8];
   /* line 2: request ring consumer (server) */
   uint64_t req_head;
   uint8_t pad2[WH_CACHELINE - 8];
-  /* line 3: response ring producer (server) */
+  /* line 3: response ring producer (server), laid out as line 1 */
   uint64_t resp_tail;
-  uint8_t pad3[WH_CACHELINE - 8];
+  uint64_t resp_copy_tail;
+  uint64_t resp_copy[WH_COPY_MAX / 8];
   /* line 4: response ring consumer (client) */
   uint64_t resp_head;
   uint8_t pad4[WH_CACHELINE - 8];

@@ -23,6 +23,10 @@
 
 #include "wormhole/region.h"
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 namespace wh::ring {
 
 enum class Status {
@@ -189,12 +193,44 @@ inline void copy_payload(uint8_t* dst, const uint8_t* src, size_t n) {
   }
 }
 
+// Writes the first n (<= 16) bytes of the little-endian pair lo, hi to dst
+// with word stores (the tail-line copy's payload words; no byte loop for
+// the usual 8- or 16-byte payloads).
+inline void store_word_bytes(uint8_t* dst, uint64_t lo, uint64_t hi, uint32_t n) {
+  if (n >= 8) {
+    std::memcpy(dst, &lo, 8);
+    const uint32_t s = 8 * (n - 8);  // bits of lo before the last 8 bytes
+    const uint64_t last = n == 16 ? hi : s == 0 ? lo : (lo >> s) | (hi << (64 - s));
+    std::memcpy(dst + n - 8, &last, 8);
+  } else {
+    for (uint32_t i = 0; i < n; i++) dst[i] = uint8_t(lo >> (8 * i));
+  }
+}
+
+// Stores the tail-line copy's words. Wider stores are measurably better
+// here, in the line the consumer polls: six 8-byte stores made the round
+// trip 5-10 ns slower than three 16-byte ones (16 of 16 same-process runs;
+// docs/benchmarks.md). The order among these stores does not matter: the
+// copy_tail stores around them make the seqlock. (Under TSan: atomics,
+// which it understands.)
+inline void store_copy_words(uint64_t* dst, const uint64_t (&w)[WH_COPY_MAX / 8]) {
+#if defined(__x86_64__) && defined(__SSE2__) && !defined(__SANITIZE_THREAD__)
+  for (uint32_t i = 0; i < WH_COPY_MAX / 8; i += 2)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                    _mm_set_epi64x(int64_t(w[i + 1]), int64_t(w[i])));
+#else
+  for (uint32_t i = 0; i < WH_COPY_MAX / 8; i++) __atomic_store_n(dst + i, w[i], __ATOMIC_RELAXED);
+#endif
+}
+
 // Low-level ring ends, one producer and one consumer, over a channel's ring.
+// copy_word, when given, is the ring's copy_tail in the tail line, with the
+// copy[] words after it (region.h, "The tail line's copy").
 class RingWriter {
  public:
   RingWriter() = default;
   RingWriter(uint8_t* ring, uint32_t size, uint64_t* tail_word, const uint64_t* head_word,
-             uint32_t max_msg);
+             uint32_t max_msg, uint64_t* copy_word = nullptr);
   // Writes one record (header fields + payload parts). Full if no room,
   // TooBig above max_msg, Invalid for opcode WH_OP_PAD (0, reserved).
   // The common case (room before the ring's end, no early-wrap look due) is
@@ -213,6 +249,7 @@ class RingWriter {
       return write_slow(hdr, parts, len);
     emit(ring_ + pos, hdr, uint32_t(len), parts);
     tail_ += need;
+    if (copy_word_ && need <= WH_COPY_MAX) publish_copy(hdr, uint32_t(len), parts);
     __atomic_store_n(tail_word_, tail_, __ATOMIC_RELEASE);
     return Status::Ok;
   }
@@ -232,6 +269,7 @@ class RingWriter {
   uint64_t tail_ = 0;  // private: we own it
   uint64_t head_ = 0;  // last validated peer head
   uint64_t next_hot_check_ = 0;  // no early-wrap look at the head before this tail
+  uint64_t* copy_word_ = nullptr;  // copy_tail, then copy[] (may be null)
   bool poisoned_ = false;
   bool refresh_head();  // loads and validates the consumer's head; false: poisoned
   // Everything write() does not inline: checks, padding, early wrap, a full ring.
@@ -255,13 +293,36 @@ class RingWriter {
       out += p.size();
     }
   }
+  // The tail line's copy of a record of at most WH_COPY_MAX bytes, for the
+  // tail about to be published (tail_): a seqlock in one line, 0 while the
+  // words change. The words are built from the fields, not loaded back from
+  // the ring bytes just stored (a store-forwarding stall, see emit).
+  void publish_copy(const wh_msg_hdr& h, uint32_t len,
+                    std::span<const std::span<const uint8_t>> parts) {
+    uint8_t pay[16] = {};
+    uint32_t off = 0;
+    for (auto& p : parts) {
+      std::memcpy(pay + off, p.data(), p.size());
+      off += uint32_t(p.size());
+    }
+    uint64_t w[WH_COPY_MAX / 8];
+    w[0] = WH_MSG_MAGIC | uint64_t(h.version) << 32 | uint64_t(h.opcode) << 48;
+    w[1] = h.flags | uint64_t(len) << 32;
+    w[2] = h.call_id;
+    w[3] = uint32_t(h.status) | uint64_t(h.aux) << 32;
+    std::memcpy(&w[4], pay, 16);
+    __atomic_store_n(copy_word_, uint64_t(0), __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);  // the 0 is seen before any new word
+    store_copy_words(copy_word_ + 1, w);
+    __atomic_store_n(copy_word_, tail_, __ATOMIC_RELEASE);
+  }
 };
 
 class RingReader {
  public:
   RingReader() = default;
   RingReader(const uint8_t* ring, uint32_t size, const uint64_t* tail_word, uint64_t* head_word,
-             uint32_t max_msg);
+             uint32_t max_msg, const uint64_t* copy_word = nullptr);
   // Copies the next record out. Empty if none; Corrupt on garbage (out's
   // contents are then unspecified).
   Status read(Message& out);
@@ -273,17 +334,26 @@ class RingReader {
     // when the tail moves the record is (mostly) here already, instead of
     // costing a second cache-line transfer after the tail's (measured: ~8%
     // off the round trip). A prefetch never faults, and nothing read this
-    // way is acted on.
+    // way is acted on. Not while records come in the tail line's copy:
+    // then the ring's lines are never read, and pulling them would only
+    // take them from the producer, who writes them next.
+    if (last_copy_) return false;
     const uint32_t pos = uint32_t(head_) & (size_ - 1);
     __builtin_prefetch(ring_ + pos, 0, 3);
     if (pos + 64 < size_) __builtin_prefetch(ring_ + pos + 64, 0, 3);
     return false;
   }
-  void reset() { head_ = tail_ = 0; }
+  void reset() {
+    head_ = tail_ = 0;
+    last_copy_ = false;
+  }
+  // Records taken from the tail line's copy instead of the ring (a statistic).
+  uint64_t copy_reads() const { return copy_reads_; }
   std::string error() const { return error_; }
 
  private:
   [[gnu::cold, gnu::noinline]] Status fail(const char* why, uint64_t at, uint64_t value);
+  bool read_copy(Message& out, uint64_t t);
   const uint8_t* ring_ = nullptr;
   uint32_t size_ = 0;
   const uint64_t* tail_word_ = nullptr;
@@ -291,6 +361,9 @@ class RingReader {
   uint32_t max_msg_ = 0;
   uint64_t head_ = 0;  // private: we own it
   uint64_t tail_ = 0;  // last validated peer tail
+  const uint64_t* copy_word_ = nullptr;  // the producer's copy_tail (may be null)
+  bool last_copy_ = false;  // the last record came from the tail line's copy
+  uint64_t copy_reads_ = 0;
   bool poisoned_ = false;
   std::string error_;
 };
@@ -329,6 +402,8 @@ class ClientChannel {
   // are what requests carry.
   std::span<uint8_t> data() const { return data_; }
   uint32_t max_msg() const { return max_msg_; }
+  // Responses read from the tail line's copy rather than the ring (region.h).
+  uint64_t copy_reads();
   Status status() const { return broken_.load(std::memory_order_acquire); }
   std::string error() const;
 
@@ -403,6 +478,8 @@ class ServerChannel {
   std::span<uint8_t> data() const { return data_; }
   uint32_t client_pid() const;
   uint32_t max_msg() const { return region_->geometry().max_msg; }
+  // Requests read from the tail line's copy rather than the ring (region.h).
+  uint64_t copy_reads() const { return reader_.copy_reads(); }
   Status status() const { return broken_; }
   std::string error() const { return error_; }
 

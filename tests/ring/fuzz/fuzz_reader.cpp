@@ -3,7 +3,9 @@
 // access outside it) followed by 8-byte tail values that a hostile producer
 // publishes between reads. The reader must return Ok/Empty/Corrupt, never
 // touch memory outside the ring, never hand out a payload above max_msg, and
-// never move its head past the committed tail.
+// never move its head past the committed tail. The ring's tail line carries
+// a copy (region.h, "The tail line's copy") whose words are the image's last
+// 48 bytes; a step with bit 30 set makes the copy claim the new tail.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -28,14 +30,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto ring = std::make_unique<uint8_t[]>(kRing);  // exactly the ring: ASan bounds
   std::memset(ring.get(), 0, kRing);
   std::memcpy(ring.get(), data, size < kRing ? size : kRing);
-  uint64_t tail = 0, head = 0;
-  RingReader r(ring.get(), kRing, &tail, &head, kMax);
+  alignas(64) uint64_t line[8] = {};  // tail, copy_tail, copy[6]
+  uint64_t& tail = line[0];
+  uint64_t head = 0;
+  std::memcpy(line + 2, ring.get() + kRing - WH_COPY_MAX, WH_COPY_MAX);
+  RingReader r(ring.get(), kRing, &tail, &head, kMax, &line[1]);
   Message m;
   uint64_t last_head = 0;
   for (size_t j = 0; j < k; j++) {
     // Mostly plausible forward steps; a set top bit publishes a raw value.
     tail = (steps[j] & 0x80000000u) ? uint64_t(steps[j]) << (steps[j] & 31)
                                     : tail + (steps[j] & 0x1fff);
+    if (steps[j] & 0x40000000u) line[1] = tail;
     for (int i = 0; i < 256; i++) {
       Status s = r.read(m);
       if (s == Status::Ok) {
