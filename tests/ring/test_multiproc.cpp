@@ -78,96 +78,145 @@ std::unique_ptr<ServerChannel> attach_when_claimed(Region& r, uint32_t i, WaitPo
 
 // ------------------------------------------------------------------ stress
 
+// The client side of the stress tests, for a forked child: `threads`
+// threads each send per_thread messages built by make(thread, seq), every
+// call_every-th a call whose reply reply_ok(thread, seq, reply) must accept,
+// the others posts; each thread ends with a kOpEnd post (aux = thread), and
+// a last call (kOpEnd + 1) waits for the server to drain (close is not a
+// flush). Then at_end, if given, judges the channel. Returns the child's
+// exit code: 0, 10 (no channel), 20 (a failed send or reply), 30 (at_end).
+// One channel with rings of `ring` bytes each, a small data area.
+RegionConfig stress_config(uint32_t ring) {
+  RegionConfig cfg;
+  cfg.req_size = cfg.resp_size = ring;
+  cfg.data_size = 4096;
+  return cfg;
+}
+
+struct ClientLoad {
+  uint32_t threads;
+  uint64_t per_thread, call_every;
+};
+int run_client_load(Region& region, ClientLoad load,
+                    const std::function<std::vector<uint8_t>(uint32_t, uint64_t)>& make,
+                    const std::function<bool(uint32_t, uint64_t, const Message&)>& reply_ok,
+                    const std::function<bool(ClientChannel&)>& at_end = nullptr) {
+  std::string err;
+  auto c = ClientChannel::claim(region, 0, &err, test_policy());
+  if (!c || c->wait_attached(5000ms) != Status::Ok) return 10;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ts;
+  for (uint32_t t = 0; t < load.threads; t++)
+    ts.emplace_back([&, t] {
+      Message rep;
+      for (uint64_t seq = 0; seq < load.per_thread; seq++) {
+        auto v = make(t, seq);
+        std::span<const uint8_t> parts[] = {v};
+        if (seq % load.call_every == load.call_every - 1) {
+          if (c->call(kOpCall, t, parts, rep, 1, 10000ms) != Status::Ok) {
+            bad++;
+            return;
+          }
+          if (!reply_ok(t, seq, rep)) bad++;
+        } else if (c->post(kOpData, t, parts) != Status::Ok) {
+          bad++;
+          return;
+        }
+      }
+      if (c->post(kOpEnd, t, {}) != Status::Ok) bad++;
+    });
+  for (auto& th : ts) th.join();
+  Message rep;
+  if (c->call(kOpEnd + 1, 0, {}, rep, 1, 10000ms) != Status::Ok) bad++;
+  if (bad.load()) return 20;
+  return at_end && !at_end(*c) ? 30 : 0;
+}
+
+// The server side of the stress tests: receives until the client closes.
+// decode(payload, thread, seq) says whether a message is intact and whose
+// it is; each thread's messages must arrive in order, none lost or
+// duplicated; calls are answered with their own payload (aux = thread).
+struct ServerTally {
+  uint64_t total = 0, calls = 0, broken = 0, ends = 0;
+};
+void serve_load(ServerChannel& srv, ClientLoad load,
+                const std::function<bool(const std::vector<uint8_t>&, uint32_t&, uint64_t&)>& decode,
+                ServerTally& n) {
+  std::vector<uint64_t> next(load.threads, 0);
+  Message m;
+  for (;;) {
+    Status s = srv.recv(m, 5s);
+    if (s == Status::Closed) return;
+    ASSERT_EQ(s, Status::Ok) << to_string(s) << " " << srv.error();
+    if (m.hdr.opcode == kOpEnd) {
+      ASSERT_LT(m.hdr.aux, load.threads);
+      EXPECT_EQ(next[m.hdr.aux], load.per_thread);
+      n.ends++;
+      continue;
+    }
+    if (m.hdr.opcode == kOpEnd + 1) {
+      ASSERT_EQ(srv.reply(m.hdr.call_id, 1, 0, 0, {}), Status::Ok);
+      continue;
+    }
+    uint32_t thread = 0;
+    uint64_t seq = 0;
+    if (!decode(m.payload, thread, seq) || thread >= load.threads || m.hdr.aux != thread) {
+      n.broken++;
+      continue;
+    }
+    // Nothing lost, duplicated or reordered within a thread.
+    ASSERT_EQ(seq, next[thread]) << "thread " << thread;
+    next[thread]++;
+    n.total++;
+    bool is_call = !(m.hdr.flags & WH_MSG_F_POSTED);
+    ASSERT_EQ(is_call, m.hdr.opcode == kOpCall);
+    if (is_call) {
+      n.calls++;
+      std::span<const uint8_t> parts[] = {m.payload};
+      ASSERT_EQ(srv.reply(m.hdr.call_id, kOpCall, 0, thread, parts), Status::Ok);
+    }
+  }
+}
+
 TEST(MultiProcess, StressManyThreadsMillionsOfMessages) {
   const uint32_t kThreads = 4;
   const uint64_t kPerThread = scaled(500000);
   const uint64_t kCallEvery = 64;  // every 64th message is a call
-  RegionConfig cfg;
-  cfg.req_size = cfg.resp_size = 1u << 18;
-  cfg.data_size = 4096;
-  auto region = make_region(cfg);
+  auto region = make_region(stress_config(1u << 18));
   ASSERT_TRUE(region);
 
   pid_t child = fork_child([&] {
-    std::string err;
-    auto c = ClientChannel::claim(*region, 0, &err, test_policy());
-    if (!c || c->wait_attached(5000ms) != Status::Ok) return 10;
-    std::atomic<int> bad{0};
-    std::vector<std::thread> ts;
-    for (uint32_t t = 0; t < kThreads; t++)
-      ts.emplace_back([&, t] {
-        Message rep;
-        for (uint64_t seq = 0; seq < kPerThread; seq++) {
-          auto v = make_msg(t, seq);
-          std::span<const uint8_t> parts[] = {v};
-          if (seq % kCallEvery == kCallEvery - 1) {
-            if (c->call(kOpCall, t, parts, rep, 1, 10000ms) != Status::Ok) {
-              bad++;
-              return;
-            }
-            // The reply carries our (thread, seq) back: demux by call id.
-            Body b{};
-            if (!check_msg(rep.payload, b) || b.thread != t || b.seq != seq || rep.hdr.aux != t) bad++;
-          } else if (c->post(kOpData, t, parts) != Status::Ok) {
-            bad++;
-            return;
-          }
-        }
-        if (c->post(kOpEnd, t, {}) != Status::Ok) bad++;
-      });
-    for (auto& th : ts) th.join();
-    // Wait for the server to drain before closing (close is not a flush).
-    Message rep;
-    if (c->call(kOpEnd + 1, 0, {}, rep, 1, 10000ms) != Status::Ok) bad++;
-    return bad.load() ? 20 : 0;
+    // The reply carries our (thread, seq) back: demux by call id.
+    return run_client_load(*region, {kThreads, kPerThread, kCallEvery}, make_msg,
+                           [](uint32_t t, uint64_t seq, const Message& rep) {
+                             Body b{};
+                             return check_msg(rep.payload, b) && b.thread == t && b.seq == seq &&
+                                    rep.hdr.aux == t;
+                           });
   });
 
   auto srv = attach_when_claimed(*region, 0, test_policy());
   ASSERT_TRUE(srv);
-  std::vector<uint64_t> next(kThreads, 0);
-  uint64_t total = 0, calls = 0, corrupt = 0, ends = 0;
-  Message m;
+  ServerTally n;
   auto t0 = Clock::now();
-  for (;;) {
-    Status s = srv->recv(m, 5s);
-    if (s == Status::Closed) break;
-    ASSERT_EQ(s, Status::Ok) << to_string(s) << " " << srv->error();
-    if (m.hdr.opcode == kOpEnd) {
-      ASSERT_LT(m.hdr.aux, kThreads);
-      EXPECT_EQ(next[m.hdr.aux], kPerThread);
-      ends++;
-      continue;
-    }
-    if (m.hdr.opcode == kOpEnd + 1) {
-      ASSERT_EQ(srv->reply(m.hdr.call_id, 1, 0, 0, {}), Status::Ok);
-      continue;
-    }
-    Body b{};
-    if (!check_msg(m.payload, b) || b.thread >= kThreads) {
-      corrupt++;
-      continue;
-    }
-    // Nothing lost, duplicated or reordered within a thread.
-    ASSERT_EQ(b.seq, next[b.thread]) << "thread " << b.thread;
-    next[b.thread]++;
-    total++;
-    bool is_call = !(m.hdr.flags & WH_MSG_F_POSTED);
-    ASSERT_EQ(is_call, m.hdr.opcode == kOpCall);
-    if (is_call) {
-      calls++;
-      std::span<const uint8_t> parts[] = {m.payload};
-      ASSERT_EQ(srv->reply(m.hdr.call_id, kOpCall, 0, b.thread, parts), Status::Ok);
-    }
-  }
+  serve_load(*srv, {kThreads, kPerThread, kCallEvery},
+             [](const std::vector<uint8_t>& p, uint32_t& thread, uint64_t& seq) {
+               Body b{};
+               if (!check_msg(p, b)) return false;
+               thread = b.thread;
+               seq = b.seq;
+               return true;
+             },
+             n);
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  EXPECT_EQ(corrupt, 0u);
-  EXPECT_EQ(total, kThreads * kPerThread);
-  EXPECT_EQ(calls, kThreads * (kPerThread / kCallEvery));
-  EXPECT_EQ(ends, kThreads);
+  EXPECT_EQ(n.broken, 0u);
+  EXPECT_EQ(n.total, kThreads * kPerThread);
+  EXPECT_EQ(n.calls, kThreads * (kPerThread / kCallEvery));
+  EXPECT_EQ(n.ends, kThreads);
   EXPECT_EQ(wait_child(child), 0);
-  RecordProperty("messages", std::to_string(total));
-  printf("stress: %llu messages (%llu calls) in %.2f s = %.2f M msg/s\n", (unsigned long long)total,
-         (unsigned long long)calls, secs, total / secs / 1e6);
+  RecordProperty("messages", std::to_string(n.total));
+  printf("stress: %llu messages (%llu calls) in %.2f s = %.2f M msg/s\n", (unsigned long long)n.total,
+         (unsigned long long)n.calls, secs, n.total / secs / 1e6);
 }
 
 // Small messages ride in the tail line's copy (region.h), a seqlock that
@@ -184,87 +233,49 @@ TEST(MultiProcess, SmallMessagesThroughTheTailLineCopy) {
     uint64_t seq;
   };
   static_assert(sizeof(Small) == 16);
-  auto check_of = [](uint32_t t, uint64_t seq) { return uint32_t(fnv1a(reinterpret_cast<const uint8_t*>(&seq), 8) ^ (t * 0x9e3779b9u)); };
-  RegionConfig cfg;
-  cfg.req_size = cfg.resp_size = 1u << 16;
-  cfg.data_size = 4096;
-  auto region = make_region(cfg);
+  auto check_of = [](uint32_t t, uint64_t seq) {
+    return uint32_t(fnv1a(reinterpret_cast<const uint8_t*>(&seq), 8)) ^ (t * 0x9e3779b9u);
+  };
+  auto region = make_region(stress_config(1u << 16));
   ASSERT_TRUE(region);
 
   pid_t child = fork_child([&] {
-    std::string err;
-    auto c = ClientChannel::claim(*region, 0, &err, test_policy());
-    if (!c || c->wait_attached(5000ms) != Status::Ok) return 10;
-    std::atomic<int> bad{0};
-    std::vector<std::thread> ts;
-    for (uint32_t t = 0; t < kThreads; t++)
-      ts.emplace_back([&, t] {
-        Message rep;
-        for (uint64_t seq = 0; seq < kPerThread; seq++) {
+    return run_client_load(
+        *region, {kThreads, kPerThread, kCallEvery},
+        [&](uint32_t t, uint64_t seq) {
           Small m{t, check_of(t, seq), seq};
-          std::span<const uint8_t> parts[] = {bytes(&m, sizeof m)};
-          if (seq % kCallEvery == kCallEvery - 1) {
-            if (c->call(kOpCall, t, parts, rep, 1, 10000ms) != Status::Ok) {
-              bad++;
-              return;
-            }
-            Small r{};
-            if (rep.payload.size() != sizeof r) {
-              bad++;
-              continue;
-            }
-            std::memcpy(&r, rep.payload.data(), sizeof r);
-            if (r.thread != t || r.seq != seq || r.check != m.check) bad++;
-          } else if (c->post(kOpData, t, parts) != Status::Ok) {
-            bad++;
-            return;
-          }
-        }
-      });
-    for (auto& th : ts) th.join();
-    Message rep;
-    if (c->call(kOpEnd, 0, {}, rep, 1, 10000ms) != Status::Ok) bad++;
-    if (c->copy_reads() == 0) return 30;  // no reply came through the copy
-    return bad.load() ? 20 : 0;
+          return std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&m),
+                                      reinterpret_cast<uint8_t*>(&m) + sizeof m);
+        },
+        [&](uint32_t t, uint64_t seq, const Message& rep) {
+          Small r{};
+          if (rep.payload.size() != sizeof r) return false;
+          std::memcpy(&r, rep.payload.data(), sizeof r);
+          return r.thread == t && r.seq == seq && r.check == check_of(t, seq);
+        },
+        [](ClientChannel& c) { return c.copy_reads() > 0; });  // replies came in the copy
   });
 
   auto srv = attach_when_claimed(*region, 0, test_policy());
   ASSERT_TRUE(srv);
-  std::vector<uint64_t> next(kThreads, 0);
-  uint64_t total = 0, torn = 0;
-  Message m;
-  for (;;) {
-    Status s = srv->recv(m, 5s);
-    if (s == Status::Closed) break;
-    ASSERT_EQ(s, Status::Ok) << to_string(s) << " " << srv->error();
-    if (m.hdr.opcode == kOpEnd) {
-      ASSERT_EQ(srv->reply(m.hdr.call_id, kOpEnd, 0, 0, {}), Status::Ok);
-      continue;
-    }
-    Small b{};
-    if (m.payload.size() != sizeof b) {
-      torn++;
-      continue;
-    }
-    std::memcpy(&b, m.payload.data(), sizeof b);
-    if (b.thread >= kThreads || b.check != check_of(b.thread, b.seq) || m.hdr.aux != b.thread) {
-      torn++;
-      continue;
-    }
-    ASSERT_EQ(b.seq, next[b.thread]) << "thread " << b.thread;
-    next[b.thread]++;
-    total++;
-    if (!(m.hdr.flags & WH_MSG_F_POSTED)) {
-      std::span<const uint8_t> parts[] = {m.payload};
-      ASSERT_EQ(srv->reply(m.hdr.call_id, kOpCall, 0, b.thread, parts), Status::Ok);
-    }
-  }
-  EXPECT_EQ(torn, 0u);
-  EXPECT_EQ(total, kThreads * kPerThread);
+  ServerTally n;
+  serve_load(*srv, {kThreads, kPerThread, kCallEvery},
+             [&](const std::vector<uint8_t>& p, uint32_t& thread, uint64_t& seq) {
+               Small b{};
+               if (p.size() != sizeof b) return false;
+               std::memcpy(&b, p.data(), sizeof b);
+               thread = b.thread;
+               seq = b.seq;
+               return b.check == check_of(b.thread, b.seq);
+             },
+             n);
+  EXPECT_EQ(n.broken, 0u);  // a torn copy would break the check word
+  EXPECT_EQ(n.total, kThreads * kPerThread);
+  EXPECT_EQ(n.ends, kThreads);
   EXPECT_EQ(wait_child(child), 0);
   EXPECT_GT(srv->copy_reads(), 0u);
   printf("small messages: %llu, %llu of them read from the tail line's copy\n",
-         (unsigned long long)total, (unsigned long long)srv->copy_reads());
+         (unsigned long long)n.total, (unsigned long long)srv->copy_reads());
 }
 
 // The child's heartbeat must beat even when this process already ran the
@@ -374,10 +385,7 @@ TEST(MultiProcess, ClientKilledServerSeesPeerDeadWithin1sAndReclaims) {
 }
 
 TEST(MultiProcess, ServerKilledClientCallReturnsPeerDeadWithin1s) {
-  RegionConfig cfg;
-  cfg.req_size = cfg.resp_size = 1u << 16;
-  cfg.data_size = 4096;
-  auto region = make_region(cfg);
+  auto region = make_region(stress_config(1u << 16));
   ASSERT_TRUE(region);
   // The server lives in the child, forked before this process has threads.
   pid_t child = fork_child([&] {
