@@ -93,8 +93,9 @@ RingReader::RingReader(const uint8_t* ring, uint32_t size, const uint64_t* tail_
 bool RingReader::read_copy(Message& out, uint64_t t) {
   if (load_acq(copy_word_) != t) return false;
   uint64_t w[WH_COPY_MAX / 8];
-  for (uint32_t i = 0; i < WH_COPY_MAX / 8; i++) w[i] = load_relaxed(copy_word_ + 1 + i);
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);  // the words are read before the re-check
+  // Acquire loads (plain loads on x86): the re-check below cannot be done
+  // before them, and one that saw a newer word then sees copy_tail != t.
+  for (uint32_t i = 0; i < WH_COPY_MAX / 8; i++) w[i] = load_acq(copy_word_ + 1 + i);
   if (load_relaxed(copy_word_) != t) return false;  // the producer moved on meanwhile
   wh_msg_hdr& h = out.hdr;
   h.magic = uint32_t(w[0]);

@@ -210,16 +210,20 @@ inline void store_word_bytes(uint8_t* dst, uint64_t lo, uint64_t hi, uint32_t n)
 // Stores the tail-line copy's words. Wider stores are measurably better
 // here, in the line the consumer polls: six 8-byte stores made the round
 // trip 5-10 ns slower than three 16-byte ones (16 of 16 same-process runs;
-// docs/benchmarks.md). The order among these stores does not matter: the
-// copy_tail stores around them make the seqlock. (Under TSan: atomics,
-// which it understands.)
+// docs/benchmarks.md). They must become visible after the copy_tail = 0
+// store before them (the seqlock); their order among themselves does not
+// matter. On x86 stores stay in program order, so a compiler barrier does
+// it; elsewhere (and under TSan, which models no fences) each word is a
+// release store, which orders the 0 before it, and the reader's acquire
+// loads pair with them.
 inline void store_copy_words(uint64_t* dst, const uint64_t (&w)[WH_COPY_MAX / 8]) {
 #if defined(__x86_64__) && defined(__SSE2__) && !defined(__SANITIZE_THREAD__)
+  __atomic_thread_fence(__ATOMIC_RELEASE);  // (a compiler barrier on x86)
   for (uint32_t i = 0; i < WH_COPY_MAX / 8; i += 2)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
                     _mm_set_epi64x(int64_t(w[i + 1]), int64_t(w[i])));
 #else
-  for (uint32_t i = 0; i < WH_COPY_MAX / 8; i++) __atomic_store_n(dst + i, w[i], __ATOMIC_RELAXED);
+  for (uint32_t i = 0; i < WH_COPY_MAX / 8; i++) __atomic_store_n(dst + i, w[i], __ATOMIC_RELEASE);
 #endif
 }
 
@@ -302,6 +306,7 @@ class RingWriter {
     uint8_t pay[16] = {};
     uint32_t off = 0;
     for (auto& p : parts) {
+      if (p.empty()) continue;  // (an empty span's data() may be null)
       std::memcpy(pay + off, p.data(), p.size());
       off += uint32_t(p.size());
     }
@@ -312,8 +317,7 @@ class RingWriter {
     w[3] = uint32_t(h.status) | uint64_t(h.aux) << 32;
     std::memcpy(&w[4], pay, 16);
     __atomic_store_n(copy_word_, uint64_t(0), __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);  // the 0 is seen before any new word
-    store_copy_words(copy_word_ + 1, w);
+    store_copy_words(copy_word_ + 1, w);  // each word visible after the 0
     __atomic_store_n(copy_word_, tail_, __ATOMIC_RELEASE);
   }
 };
