@@ -86,31 +86,36 @@ RingReader::RingReader(const uint8_t* ring, uint32_t size, const uint64_t* tail_
       max_msg_(max_msg),
       copy_word_(copy_word) {}
 
-// The one new record [head_, t), from the tail line's copy (region.h). The
-// copy is a hint: unless it was stable across the read (the seqlock) and is
-// a well-formed record spanning exactly [head_, t), the caller reads the
-// ring, whose validation decides. Nothing here touches the ring's bytes.
+// The newest record, when it is [head_, t), from the tail block's copy
+// (region.h). Unless the copy was stable across the read (the
+// seqlock) and is a well-formed record spanning exactly [head_, t), the
+// caller reads the ring, whose validation decides; a copy_tail other than t
+// also tells that the record's ring bytes are in place. Nothing here
+// touches the ring's bytes.
 bool RingReader::read_copy(Message& out, uint64_t t) {
   if (load_acq(copy_word_) != t) return false;
   uint64_t w[WH_COPY_MAX / 8];
   // Acquire loads (plain loads on x86): the re-check below cannot be done
   // before them, and one that saw a newer word then sees copy_tail != t.
-  for (uint32_t i = 0; i < WH_COPY_MAX / 8; i++) w[i] = load_acq(copy_word_ + 1 + i);
-  if (load_relaxed(copy_word_) != t) return false;  // the producer moved on meanwhile
+  w[0] = load_acq(copy_word_ + 1);
+  w[1] = load_acq(copy_word_ + 2);
+  const uint32_t len = uint32_t(w[1] >> 32);
+  if (len > max_msg_ || record_bytes(len) != t - head_) return false;  // not this record
+  const uint32_t n = uint32_t(record_bytes(len) / 8);
+  for (uint32_t i = 2; i < n; i++) w[i] = load_acq(copy_word_ + 1 + i);
+  if (load_acq(copy_word_) != t) return false;  // the producer moved on meanwhile
   wh_msg_hdr& h = out.hdr;
   h.magic = uint32_t(w[0]);
   h.version = uint16_t(w[0] >> 32);
   h.opcode = uint16_t(w[0] >> 48);
   h.flags = uint32_t(w[1]);
-  h.len = uint32_t(w[1] >> 32);
+  h.len = len;
   h.call_id = w[2];
   h.status = int32_t(uint32_t(w[3]));
   h.aux = uint32_t(w[3] >> 32);
-  if (h.magic != WH_MSG_MAGIC || h.opcode == WH_OP_PAD || h.len > max_msg_ ||
-      record_bytes(h.len) != t - head_)
-    return false;
-  out.payload.resize(h.len);
-  store_word_bytes(out.payload.data(), w[4], w[5], h.len);
+  if (h.magic != WH_MSG_MAGIC || h.opcode == WH_OP_PAD) return false;
+  out.payload.resize(len);
+  copy_payload(out.payload.data(), reinterpret_cast<const uint8_t*>(&w[4]), len);
   head_ = tail_ = t;
   store_rel(head_word_, head_);
   last_copy_ = true;
@@ -137,9 +142,11 @@ Status RingReader::read(Message& out) {
       // and never more than a ring ahead of our head.
       if (t < tail_ || t - head_ > size_ || (t & (WH_MSG_ALIGN - 1))) [[unlikely]]
         return fail("tail index out of range", head_, t);
-      if (copy_word_ && t - head_ <= WH_COPY_MAX && read_copy(out, t)) return Status::Ok;
       tail_ = t;
     }
+    // The newest record may be in the copy only (region.h): whenever it
+    // could be the one at head_, the copy is asked first.
+    if (copy_word_ && tail_ - head_ <= WH_COPY_MAX && read_copy(out, tail_)) return Status::Ok;
     const uint64_t avail = tail_ - head_;
     const uint32_t pos = uint32_t(head_ & mask);
     const uint32_t to_end = size_ - pos;

@@ -89,7 +89,7 @@ struct Scribbler {
       case 8: put(&ch->generation); break;
       case 9: ch->client_sleeping = uint32_t(garbage()); ch->server_sleeping = uint32_t(garbage()); break;
       case 10: ch->req_bell = uint32_t(garbage()); ch->resp_bell = uint32_t(garbage()); break;
-      case 11: {  // a tail line's copy: its tail, or one of its words
+      case 11: {  // a tail block's copy: its tail, or one of its words
         bool req_side = rng() % 2;
         uint64_t* copy_tail = req_side ? &ch->req_copy_tail : &ch->resp_copy_tail;
         uint64_t* words = req_side ? ch->req_copy : ch->resp_copy;

@@ -58,11 +58,14 @@ TEST(RegionHeader, FormatThenAttachRoundTrip) {
   EXPECT_NE(offsetof(wh_chan_hdr, req_tail) / 64, offsetof(wh_chan_hdr, req_head) / 64);
   EXPECT_NE(offsetof(wh_chan_hdr, resp_tail) / 64, offsetof(wh_chan_hdr, resp_head) / 64);
   EXPECT_NE(offsetof(wh_chan_hdr, client_heartbeat) / 64, offsetof(wh_chan_hdr, server_heartbeat) / 64);
-  // Each tail's copy fills the rest of the tail's line, right after it.
+  // Each tail's copy fills the rest of the tail's block, right after it,
+  // and the consumer's head starts the next line.
   EXPECT_EQ(offsetof(wh_chan_hdr, req_copy_tail), offsetof(wh_chan_hdr, req_tail) + 8);
-  EXPECT_EQ(offsetof(wh_chan_hdr, req_copy) + WH_COPY_MAX, offsetof(wh_chan_hdr, req_tail) + 64);
+  EXPECT_EQ(offsetof(wh_chan_hdr, req_copy) + WH_COPY_MAX, offsetof(wh_chan_hdr, req_tail) + WH_TAIL_BLOCK);
+  EXPECT_EQ(offsetof(wh_chan_hdr, req_head), offsetof(wh_chan_hdr, req_tail) + WH_TAIL_BLOCK);
   EXPECT_EQ(offsetof(wh_chan_hdr, resp_copy_tail), offsetof(wh_chan_hdr, resp_tail) + 8);
-  EXPECT_EQ(offsetof(wh_chan_hdr, resp_copy) + WH_COPY_MAX, offsetof(wh_chan_hdr, resp_tail) + 64);
+  EXPECT_EQ(offsetof(wh_chan_hdr, resp_copy) + WH_COPY_MAX, offsetof(wh_chan_hdr, resp_tail) + WH_TAIL_BLOCK);
+  EXPECT_EQ(offsetof(wh_chan_hdr, resp_head), offsetof(wh_chan_hdr, resp_tail) + WH_TAIL_BLOCK);
   EXPECT_EQ(offsetof(wh_chan_hdr, resp_tail) % WH_CACHELINE, 0u);
 }
 
@@ -187,12 +190,12 @@ TEST(RegionHeader, FormatRejectsBadConfig) {
 constexpr uint32_t kHdr = sizeof(wh_msg_hdr);
 
 // One ring over a guarded buffer, a writer and a reader on it; with `copy`,
-// a tail line as in wh_chan_hdr (the tail, copy_tail, copy[]).
+// a tail block as in wh_chan_hdr (the tail, copy_tail, copy[]).
 struct RawRing {
   uint32_t size;
   uint32_t max_msg;
   GuardedMap map;
-  alignas(64) uint64_t line[8] = {};
+  alignas(64) uint64_t line[WH_TAIL_BLOCK / 8] = {};
   uint64_t& tail = line[0];
   uint64_t& copy_tail = line[1];
   uint64_t* copy = line + 2;
@@ -445,7 +448,7 @@ TEST(RawRing, FullAcrossWrapAccountsForSkippedBytes) {
 
 // Random sizes, random interleaving: a model queue must agree with the ring
 // over many wrap-arounds (covers every padding/skip position), with and
-// without the tail line's copy.
+// without the tail block's copy.
 TEST(RawRing, RandomisedAgainstModel) {
   // 64 KiB is large enough for the early wrap (RingWriter::kHotWindow).
   for (bool with_copy : {false, true})
@@ -508,17 +511,20 @@ TEST(RawRing, RandomisedAgainstModel) {
   }
 }
 
-// ------------------------------------------------ the tail line's copy
+// ------------------------------------------------ the tail block's copy
 
 // Every record of up to WH_COPY_MAX bytes arrives whole through the copy:
-// with the ring's bytes wiped after each write, the reader still gets every
-// header field and payload byte, for each payload length 0..16 and with the
-// payload split over several parts.
-TEST(TailLineCopy, CarriesEachSmallRecord) {
-  RawRing rr(4096, 0, true);
-  uint8_t p[16];
-  for (int i = 0; i < 16; i++) p[i] = uint8_t(0xa0 + i);
-  for (uint32_t n = 0; n <= 16; n++) {
+// with the ring's bytes wiped after each write (the producer writes them
+// only after the tail, region.h), the reader still gets every header field
+// and payload byte, for each payload length 0..WH_COPY_MAX - header and
+// with the payload split over several parts.
+TEST(TailBlockCopy, CarriesEachSmallRecord) {
+  uint8_t p[WH_COPY_MAX - kHdr];
+  for (uint32_t i = 0; i < sizeof p; i++) p[i] = uint8_t(0xa0 + 7 * i);
+  for (uint32_t n = 0; n <= sizeof p; n++) {
+    RawRing rr(4096, 0, true);
+    ASSERT_EQ(rr.put(n % 24, 1), Status::Ok);  // the record under test is not the first
+    rr.expect(n % 24, 1);
     const uint32_t cut = n / 3;
     std::span<const uint8_t> parts[] = {{p, cut}, {}, {p + cut, n - cut}};
     wh_msg_hdr h{};
@@ -547,32 +553,54 @@ TEST(TailLineCopy, CarriesEachSmallRecord) {
       EXPECT_EQ(std::memcmp(m.payload.data(), p, n), 0) << n;
     }
     EXPECT_EQ(rr.head, rr.tail);
+    EXPECT_EQ(rr.r.copy_reads(), 2u);
   }
-  EXPECT_EQ(rr.r.copy_reads(), 17u);
 }
 
-// The copy holds only the newest record: with two waiting, both come from
-// the ring, in order. A record too big for the line leaves the copy alone.
-TEST(TailLineCopy, OnlyForOneNewSmallRecord) {
+// The copy holds only the newest record. With several waiting, the older
+// ones come from the ring and the newest from the copy, even when the
+// reader already knows the tail from an earlier look (its ring bytes may
+// not be written yet, so here they are wiped). A record too big for the
+// block leaves the copy alone and is read from the ring.
+TEST(TailBlockCopy, NewestRecordFromTheCopyOlderFromTheRing) {
   RawRing rr(4096, 0, true);
   ASSERT_EQ(rr.put(8, 1), Status::Ok);
-  ASSERT_EQ(rr.put(8, 2), Status::Ok);
+  ASSERT_EQ(rr.put(100, 2), Status::Ok);
+  ASSERT_EQ(rr.put(8, 3), Status::Ok);
+  std::memset(rr.map.base + rec(8) + rec(100), 0xee, rec(8));
   rr.expect(8, 1);
-  rr.expect(8, 2);
   EXPECT_EQ(rr.r.copy_reads(), 0u);
-  const uint64_t before = rr.copy_tail;
-  ASSERT_EQ(rr.put(WH_COPY_MAX - kHdr + 1, 3), Status::Ok);  // one byte too many
-  EXPECT_EQ(rr.copy_tail, before);
-  rr.expect(WH_COPY_MAX - kHdr + 1, 3);
-  ASSERT_EQ(rr.put(WH_COPY_MAX - kHdr, 4), Status::Ok);  // the largest that fits
-  EXPECT_EQ(rr.copy_tail, rr.tail);
-  rr.expect(WH_COPY_MAX - kHdr, 4);
+  rr.expect(100, 2);  // within WH_COPY_MAX of the tail, but not the copy's record
+  EXPECT_EQ(rr.r.copy_reads(), 0u);
+  rr.expect(8, 3);
   EXPECT_EQ(rr.r.copy_reads(), 1u);
+  const uint64_t before = rr.copy_tail;
+  ASSERT_EQ(rr.put(WH_COPY_MAX - kHdr + 1, 4), Status::Ok);  // one byte too many
+  EXPECT_EQ(rr.copy_tail, before);
+  rr.expect(WH_COPY_MAX - kHdr + 1, 4);
+  ASSERT_EQ(rr.put(WH_COPY_MAX - kHdr, 5), Status::Ok);  // the largest that fits
+  EXPECT_EQ(rr.copy_tail, rr.tail);
+  rr.expect(WH_COPY_MAX - kHdr, 5);
+  EXPECT_EQ(rr.r.copy_reads(), 2u);
+}
+
+// The ring bytes of a copied record are written after its tail, but always
+// before the copy changes again: a reader that missed the copy (the
+// producer moved on) finds every record in the ring.
+TEST(TailBlockCopy, RingHoldsARecordOnceTheCopyMovesOn) {
+  RawRing rr(4096, 0, true);
+  auto len = [](uint64_t id) { return uint32_t(id * 37 % 150); };
+  for (uint64_t id = 1; id <= 20; id++) ASSERT_EQ(rr.put(len(id), id), Status::Ok) << id;
+  for (uint64_t id = 1; id < 20; id++) rr.expect(len(id), id);
+  EXPECT_EQ(rr.r.copy_reads(), 0u);
+  rr.copy_tail = 0;  // as the producer's next write does first
+  rr.expect(len(20), 20);
+  EXPECT_EQ(rr.r.copy_reads(), 0u);
 }
 
 // A copy that does not belong to the tail (stale, cleared, or torn: the
 // producer moved copy_tail) is never used: the ring is read.
-TEST(TailLineCopy, CopyOfAnotherTailIsIgnored) {
+TEST(TailBlockCopy, CopyOfAnotherTailIsIgnored) {
   for (uint64_t other : {uint64_t(0), uint64_t(8), ~uint64_t(0)}) {
     RawRing rr(4096, 0, true);
     ASSERT_EQ(rr.put(16, 5), Status::Ok);
@@ -586,7 +614,7 @@ TEST(TailLineCopy, CopyOfAnotherTailIsIgnored) {
 // A copy that claims the tail but is not a well-formed record spanning
 // exactly [head, tail) is a hint the reader declines: the ring decides,
 // with its full validation (a good ring record is read; a bad one poisons).
-TEST(TailLineCopy, MalformedCopyFallsBackToTheValidatedRing) {
+TEST(TailBlockCopy, MalformedCopyFallsBackToTheValidatedRing) {
   struct Case {
     const char* name;
     std::function<void(wh_msg_hdr&)> spoil;

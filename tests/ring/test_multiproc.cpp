@@ -32,8 +32,9 @@ struct Body {
   uint64_t seq;
 };
 
-std::vector<uint8_t> make_msg(uint32_t thread, uint64_t seq) {
-  uint32_t len = uint32_t((seq * 2654435761u + thread * 40503u) % 240);  // 0..239 filler
+// A body with up to max_fill filler bytes.
+std::vector<uint8_t> make_msg(uint32_t thread, uint64_t seq, uint32_t max_fill = 240) {
+  uint32_t len = uint32_t((seq * 2654435761u + thread * 40503u) % max_fill);
   std::vector<uint8_t> v(sizeof(Body) + len + 8);
   Body b{thread, len, seq};
   std::memcpy(v.data(), &b, sizeof b);
@@ -187,7 +188,8 @@ TEST(MultiProcess, StressManyThreadsMillionsOfMessages) {
 
   pid_t child = fork_child([&] {
     // The reply carries our (thread, seq) back: demux by call id.
-    return run_client_load(*region, {kThreads, kPerThread, kCallEvery}, make_msg,
+    return run_client_load(*region, {kThreads, kPerThread, kCallEvery},
+                           [](uint32_t t, uint64_t seq) { return make_msg(t, seq); },
                            [](uint32_t t, uint64_t seq, const Message& rep) {
                              Body b{};
                              return check_msg(rep.payload, b) && b.thread == t && b.seq == seq &&
@@ -219,39 +221,29 @@ TEST(MultiProcess, StressManyThreadsMillionsOfMessages) {
          (unsigned long long)n.calls, secs, n.total / secs / 1e6);
 }
 
-// Small messages ride in the tail line's copy (region.h), a seqlock that
-// the producer rewrites while the consumer may be reading it. Several
-// threads post 16-byte messages (thread, checksum, seq) as fast as they can,
-// every 16th a call answered with the same 16 bytes: nothing torn, lost,
-// duplicated or reordered, and the copy really was used in both directions.
-TEST(MultiProcess, SmallMessagesThroughTheTailLineCopy) {
+// Messages of up to WH_COPY_MAX bytes ride in the tail block's copy
+// (region.h), a seqlock that the producer rewrites while the consumer may
+// be reading it, and whose record reaches the ring only after its tail.
+// Several threads post such messages (thread, length, seq, filler,
+// checksum) as fast as they can, every 16th a call answered with the same
+// bytes: nothing torn, lost, duplicated or reordered, and the copy really
+// was used in both directions.
+TEST(MultiProcess, SmallMessagesThroughTheTailBlockCopy) {
   const uint32_t kThreads = 3;
   const uint64_t kPerThread = scaled(300000);
   const uint64_t kCallEvery = 16;
-  struct Small {
-    uint32_t thread, check;
-    uint64_t seq;
-  };
-  static_assert(sizeof(Small) == 16);
-  auto check_of = [](uint32_t t, uint64_t seq) {
-    return uint32_t(fnv1a(reinterpret_cast<const uint8_t*>(&seq), 8)) ^ (t * 0x9e3779b9u);
-  };
+  // Body (16) + filler + checksum (8) within the copy's payload room.
+  constexpr uint32_t kMaxFill = WH_COPY_MAX - sizeof(wh_msg_hdr) - sizeof(Body) - 8 + 1;
   auto region = make_region(stress_config(1u << 16));
   ASSERT_TRUE(region);
 
   pid_t child = fork_child([&] {
     return run_client_load(
         *region, {kThreads, kPerThread, kCallEvery},
-        [&](uint32_t t, uint64_t seq) {
-          Small m{t, check_of(t, seq), seq};
-          return std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&m),
-                                      reinterpret_cast<uint8_t*>(&m) + sizeof m);
-        },
+        [&](uint32_t t, uint64_t seq) { return make_msg(t, seq, kMaxFill); },
         [&](uint32_t t, uint64_t seq, const Message& rep) {
-          Small r{};
-          if (rep.payload.size() != sizeof r) return false;
-          std::memcpy(&r, rep.payload.data(), sizeof r);
-          return r.thread == t && r.seq == seq && r.check == check_of(t, seq);
+          Body b{};
+          return check_msg(rep.payload, b) && b.thread == t && b.seq == seq;
         },
         [](ClientChannel& c) { return c.copy_reads() > 0; });  // replies came in the copy
   });
@@ -261,20 +253,19 @@ TEST(MultiProcess, SmallMessagesThroughTheTailLineCopy) {
   ServerTally n;
   serve_load(*srv, {kThreads, kPerThread, kCallEvery},
              [&](const std::vector<uint8_t>& p, uint32_t& thread, uint64_t& seq) {
-               Small b{};
-               if (p.size() != sizeof b) return false;
-               std::memcpy(&b, p.data(), sizeof b);
+               Body b{};
+               if (p.size() > WH_COPY_MAX - sizeof(wh_msg_hdr) || !check_msg(p, b)) return false;
                thread = b.thread;
                seq = b.seq;
-               return b.check == check_of(b.thread, b.seq);
+               return true;
              },
              n);
-  EXPECT_EQ(n.broken, 0u);  // a torn copy would break the check word
+  EXPECT_EQ(n.broken, 0u);  // a torn copy would break the checksum
   EXPECT_EQ(n.total, kThreads * kPerThread);
   EXPECT_EQ(n.ends, kThreads);
   EXPECT_EQ(wait_child(child), 0);
   EXPECT_GT(srv->copy_reads(), 0u);
-  printf("small messages: %llu, %llu of them read from the tail line's copy\n",
+  printf("small messages: %llu, %llu of them read from the tail block's copy\n",
          (unsigned long long)n.total, (unsigned long long)srv->copy_reads());
 }
 

@@ -46,20 +46,28 @@
  * frames messages on stream transports (TCP), so it is also the wire
  * protocol's fixed header.
  *
- * The tail line's copy.  A ring's tail shares its cache line with a copy of
- * the newest record when that record is small (header and payload within
- * WH_COPY_MAX bytes): copy_tail names the tail the copy belongs to, copy[]
- * holds the record's first bytes. A consumer that finds exactly one new
- * small record between its head and the tail reads the copy instead of the
- * ring, so the record arrives with the line that announced it instead of
- * costing a second cache-line transfer (docs/benchmarks.md). The producer
- * still writes every record into the ring, which stays the reference: the
- * copy is a hint. It is a seqlock in one line: the producer sets copy_tail
- * to 0, writes copy[], sets copy_tail to the new tail, then publishes the
- * tail; the consumer uses copy[] only if copy_tail equals the tail it read
- * both before and after reading copy[], and the copy describes exactly the
- * bytes [head, tail). Otherwise it reads the ring. A producer that never
- * writes the copy (copy_tail stays 0) is a correct peer.
+ * The tail block's copy.  A ring's tail heads a block of four cache lines
+ * (WH_TAIL_BLOCK bytes) whose other words hold a copy of the newest record
+ * when that record is small (header and payload within WH_COPY_MAX bytes):
+ * copy_tail names the tail the copy belongs to, copy[] holds the record.
+ * The producer publishes such a record in the copy first and writes its
+ * ring bytes after the tail; so the consumer takes the newest record from
+ * the copy whenever the copy holds it, and a latency-bound exchange moves
+ * only the lines it polls, always the same few, instead of fresh ring lines
+ * each time (docs/benchmarks.md). The copy is a seqlock: the producer sets
+ * copy_tail to 0 (release), writes copy[], sets copy_tail to the new tail,
+ * then publishes the tail. Invariant: every committed record is in the
+ * ring, except the newest while copy_tail equals its end; the producer
+ * finishes a record's ring bytes before it touches the copy again. The
+ * consumer, about to read a record that may be the newest (the tail is
+ * within WH_COPY_MAX of its head), checks the copy first, and uses it only
+ * if copy_tail equals the tail both before and after reading copy[] and
+ * the copy is a well-formed record spanning exactly [head, tail).
+ * Otherwise it reads the ring, whose validation decides: a copy_tail other
+ * than the tail (acquire) means the record's ring bytes are in place. A
+ * producer that never writes the copy (copy_tail stays 0) is a correct
+ * peer; one that lies in it only hurts itself, like one that lies in the
+ * ring.
  *
  * Waiting.  Spinning is the fast path.  A side that wants to sleep sets its
  * *_sleeping word, re-checks the ring, and sleeps on the matching *_bell
@@ -79,13 +87,14 @@
 #define WH_CACHELINE 64
 
 #define WH_REGION_MAGIC 0x47524857u /* "WHRG" little-endian */
-#define WH_REGION_VERSION 2u        /* bump on any layout change (2: tail-line copy) */
+#define WH_REGION_VERSION 3u        /* bump on any layout change (3: tail block copy) */
 #define WH_REGION_HDR_SIZE 4096u
 #define WH_CHAN_HDR_SIZE 4096u
 #define WH_MSG_MAGIC 0x534d4857u    /* "WHMS" */
 #define WH_MSG_ALIGN 8u
 #define WH_MAX_CHANNELS 256u
-#define WH_COPY_MAX 48u             /* record bytes the tail line can carry */
+#define WH_TAIL_BLOCK 256u          /* a ring's tail, copy_tail and copy: 4 lines */
+#define WH_COPY_MAX (WH_TAIL_BLOCK - 16u) /* record bytes the tail block can carry */
 
 /* Region feature bits (wh_region_hdr.features). */
 #define WH_FEAT_FUTEX 0x1u    /* both sides share a kernel: futex on *_bell */
@@ -137,34 +146,34 @@ struct wh_chan_hdr {
   uint64_t generation;    /* bumped on every claim */
   uint64_t req_off, resp_off, data_off; /* from channel start */
   uint8_t pad0[WH_CACHELINE - 40];
-  /* line 1: request ring producer (client): the tail and the copy of the
-   * newest request when it is small (see "The tail line's copy") */
+  /* lines 1-4: request ring producer (client): the tail and the copy of the
+   * newest request when it is small (see "The tail block's copy") */
   uint64_t req_tail;
   uint64_t req_copy_tail;  /* the tail req_copy belongs to; 0: none */
   uint64_t req_copy[WH_COPY_MAX / 8];
-  /* line 2: request ring consumer (server) */
+  /* line 5: request ring consumer (server) */
   uint64_t req_head;
   uint8_t pad2[WH_CACHELINE - 8];
-  /* line 3: response ring producer (server), laid out as line 1 */
+  /* lines 6-9: response ring producer (server), laid out as lines 1-4 */
   uint64_t resp_tail;
   uint64_t resp_copy_tail;
   uint64_t resp_copy[WH_COPY_MAX / 8];
-  /* line 4: response ring consumer (client) */
+  /* line 10: response ring consumer (client) */
   uint64_t resp_head;
   uint8_t pad4[WH_CACHELINE - 8];
-  /* line 5: server sleeps waiting for requests */
+  /* line 11: server sleeps waiting for requests */
   uint32_t server_sleeping; /* 1 while the server may sleep on req_bell */
   uint32_t req_bell;        /* bumped by the client to wake the server */
   uint8_t pad5[WH_CACHELINE - 8];
-  /* line 6: client sleeps waiting for responses */
+  /* line 12: client sleeps waiting for responses */
   uint32_t client_sleeping;
   uint32_t resp_bell;
   uint8_t pad6[WH_CACHELINE - 8];
-  /* line 7: server sleeps waiting for response-ring space (client slow) */
+  /* line 13: server sleeps waiting for response-ring space (client slow) */
   uint32_t server_space_wait;
   uint32_t space_bell;
   uint8_t pad7[WH_CACHELINE - 8];
-  /* line 8, 9: heartbeats */
+  /* lines 14, 15: heartbeats */
   uint64_t client_heartbeat;
   uint8_t pad8[WH_CACHELINE - 8];
   uint64_t server_heartbeat;
@@ -191,7 +200,7 @@ struct wh_msg_hdr {
 
 #ifdef __cplusplus
 static_assert(sizeof(struct wh_region_hdr) == 3 * WH_CACHELINE, "region hdr");
-static_assert(sizeof(struct wh_chan_hdr) == 10 * WH_CACHELINE, "chan hdr");
+static_assert(sizeof(struct wh_chan_hdr) == 16 * WH_CACHELINE, "chan hdr");
 static_assert(sizeof(struct wh_msg_hdr) == 32, "msg hdr");
 #endif
 

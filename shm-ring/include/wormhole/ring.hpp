@@ -193,43 +193,31 @@ inline void copy_payload(uint8_t* dst, const uint8_t* src, size_t n) {
   }
 }
 
-// Writes the first n (<= 16) bytes of the little-endian pair lo, hi to dst
-// with word stores (the tail-line copy's payload words; no byte loop for
-// the usual 8- or 16-byte payloads).
-inline void store_word_bytes(uint8_t* dst, uint64_t lo, uint64_t hi, uint32_t n) {
-  if (n >= 8) {
-    std::memcpy(dst, &lo, 8);
-    const uint32_t s = 8 * (n - 8);  // bits of lo before the last 8 bytes
-    const uint64_t last = n == 16 ? hi : s == 0 ? lo : (lo >> s) | (hi << (64 - s));
-    std::memcpy(dst + n - 8, &last, 8);
-  } else {
-    for (uint32_t i = 0; i < n; i++) dst[i] = uint8_t(lo >> (8 * i));
-  }
-}
-
-// Stores the tail-line copy's words. Wider stores are measurably better
-// here, in the line the consumer polls: six 8-byte stores made the round
-// trip 5-10 ns slower than three 16-byte ones (16 of 16 same-process runs;
-// docs/benchmarks.md). They must become visible after the copy_tail = 0
-// store before them (the seqlock); their order among themselves does not
-// matter. On x86 stores stay in program order, so a compiler barrier does
-// it; elsewhere (and under TSan, which models no fences) each word is a
-// release store, which orders the 0 before it, and the reader's acquire
-// loads pair with them.
-inline void store_copy_words(uint64_t* dst, const uint64_t (&w)[WH_COPY_MAX / 8]) {
+// Stores the first n words of the tail block's copy. Wider stores are
+// measurably better here, in the lines the consumer polls: six 8-byte
+// stores made the round trip 5-10 ns slower than three 16-byte ones (16 of
+// 16 same-process runs; docs/benchmarks.md). They must become visible after
+// the copy_tail = 0 store before them (the seqlock); their order among
+// themselves does not matter. On x86 stores stay in program order, so a
+// compiler barrier does it; elsewhere (and under TSan, which models no
+// fences) each word is a release store, which orders the 0 before it, and
+// the reader's acquire loads pair with them.
+inline void store_copy_words(uint64_t* dst, const uint64_t* w, uint32_t n) {
 #if defined(__x86_64__) && defined(__SSE2__) && !defined(__SANITIZE_THREAD__)
   __atomic_thread_fence(__ATOMIC_RELEASE);  // (a compiler barrier on x86)
-  for (uint32_t i = 0; i < WH_COPY_MAX / 8; i += 2)
+  uint32_t i = 0;
+  for (; i + 2 <= n; i += 2)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                    _mm_set_epi64x(int64_t(w[i + 1]), int64_t(w[i])));
+                     _mm_set_epi64x(int64_t(w[i + 1]), int64_t(w[i])));
+  if (i < n) __atomic_store_n(dst + i, w[i], __ATOMIC_RELAXED);
 #else
-  for (uint32_t i = 0; i < WH_COPY_MAX / 8; i++) __atomic_store_n(dst + i, w[i], __ATOMIC_RELEASE);
+  for (uint32_t i = 0; i < n; i++) __atomic_store_n(dst + i, w[i], __ATOMIC_RELEASE);
 #endif
 }
 
 // Low-level ring ends, one producer and one consumer, over a channel's ring.
-// copy_word, when given, is the ring's copy_tail in the tail line, with the
-// copy[] words after it (region.h, "The tail line's copy").
+// copy_word, when given, is the ring's copy_tail in the tail block, with the
+// copy[] words after it (region.h, "The tail block's copy").
 class RingWriter {
  public:
   RingWriter() = default;
@@ -251,10 +239,18 @@ class RingWriter {
         need > size_ - (tail_ - head_) ||
         (pos >= kHotWindow && tail_ >= next_hot_check_ && size_ >= 4 * kHotWindow))
       return write_slow(hdr, parts, len);
-    emit(ring_ + pos, hdr, uint32_t(len), parts);
     tail_ += need;
-    if (copy_word_ && need <= WH_COPY_MAX) publish_copy(hdr, uint32_t(len), parts);
-    __atomic_store_n(tail_word_, tail_, __ATOMIC_RELEASE);
+    if (copy_word_ && need <= WH_COPY_MAX) {
+      // Copy first, ring after: the consumer reads the newest record from
+      // the copy, and its ring bytes only have to be in place before the
+      // copy changes again (region.h, "The tail block's copy").
+      publish_copy(hdr, uint32_t(len), parts);
+      __atomic_store_n(tail_word_, tail_, __ATOMIC_RELEASE);
+      emit(ring_ + pos, hdr, uint32_t(len), parts);
+    } else {
+      emit(ring_ + pos, hdr, uint32_t(len), parts);
+      __atomic_store_n(tail_word_, tail_, __ATOMIC_RELEASE);
+    }
     return Status::Ok;
   }
   uint64_t tail() const { return tail_; }
@@ -297,27 +293,28 @@ class RingWriter {
       out += p.size();
     }
   }
-  // The tail line's copy of a record of at most WH_COPY_MAX bytes, for the
-  // tail about to be published (tail_): a seqlock in one line, 0 while the
-  // words change. The words are built from the fields, not loaded back from
-  // the ring bytes just stored (a store-forwarding stall, see emit).
+  // The tail block's copy of a record of at most WH_COPY_MAX bytes, for the
+  // tail about to be published (tail_): a seqlock, 0 while the words
+  // change. The 0 is a release store: a consumer that sees it also sees the
+  // ring bytes of the record the copy held before (written after that
+  // record's tail). The words are built from the fields, not loaded back
+  // from ring bytes just stored (a store-forwarding stall, see emit).
   void publish_copy(const wh_msg_hdr& h, uint32_t len,
                     std::span<const std::span<const uint8_t>> parts) {
-    uint8_t pay[16] = {};
-    uint32_t off = 0;
-    for (auto& p : parts) {
-      if (p.empty()) continue;  // (an empty span's data() may be null)
-      std::memcpy(pay + off, p.data(), p.size());
-      off += uint32_t(p.size());
-    }
     uint64_t w[WH_COPY_MAX / 8];
     w[0] = WH_MSG_MAGIC | uint64_t(h.version) << 32 | uint64_t(h.opcode) << 48;
     w[1] = h.flags | uint64_t(len) << 32;
     w[2] = h.call_id;
     w[3] = uint32_t(h.status) | uint64_t(h.aux) << 32;
-    std::memcpy(&w[4], pay, 16);
-    __atomic_store_n(copy_word_, uint64_t(0), __ATOMIC_RELAXED);
-    store_copy_words(copy_word_ + 1, w);  // each word visible after the 0
+    const uint32_t n = uint32_t(record_bytes(len) / 8);
+    if (len % 8) w[n - 1] = 0;  // the padding after the payload
+    auto* pay = reinterpret_cast<uint8_t*>(&w[4]);
+    for (auto& p : parts) {
+      copy_payload(pay, p.data(), p.size());
+      pay += p.size();
+    }
+    __atomic_store_n(copy_word_, uint64_t(0), __ATOMIC_RELEASE);
+    store_copy_words(copy_word_ + 1, w, n);  // each word visible after the 0
     __atomic_store_n(copy_word_, tail_, __ATOMIC_RELEASE);
   }
 };
@@ -338,7 +335,7 @@ class RingReader {
     // when the tail moves the record is (mostly) here already, instead of
     // costing a second cache-line transfer after the tail's (measured: ~8%
     // off the round trip). A prefetch never faults, and nothing read this
-    // way is acted on. Not while records come in the tail line's copy:
+    // way is acted on. Not while records come in the tail block's copy:
     // then the ring's lines are never read, and pulling them would only
     // take them from the producer, who writes them next.
     if (last_copy_) return false;
@@ -351,7 +348,7 @@ class RingReader {
     head_ = tail_ = 0;
     last_copy_ = false;
   }
-  // Records taken from the tail line's copy instead of the ring (a statistic).
+  // Records taken from the tail block's copy instead of the ring (a statistic).
   uint64_t copy_reads() const { return copy_reads_; }
   std::string error() const { return error_; }
 
@@ -366,7 +363,7 @@ class RingReader {
   uint64_t head_ = 0;  // private: we own it
   uint64_t tail_ = 0;  // last validated peer tail
   const uint64_t* copy_word_ = nullptr;  // the producer's copy_tail (may be null)
-  bool last_copy_ = false;  // the last record came from the tail line's copy
+  bool last_copy_ = false;  // the last record came from the tail block's copy
   uint64_t copy_reads_ = 0;
   bool poisoned_ = false;
   std::string error_;
@@ -406,7 +403,7 @@ class ClientChannel {
   // are what requests carry.
   std::span<uint8_t> data() const { return data_; }
   uint32_t max_msg() const { return max_msg_; }
-  // Responses read from the tail line's copy rather than the ring (region.h).
+  // Responses read from the tail block's copy rather than the ring (region.h).
   uint64_t copy_reads();
   Status status() const { return broken_.load(std::memory_order_acquire); }
   std::string error() const;
@@ -482,7 +479,7 @@ class ServerChannel {
   std::span<uint8_t> data() const { return data_; }
   uint32_t client_pid() const;
   uint32_t max_msg() const { return region_->geometry().max_msg; }
-  // Requests read from the tail line's copy rather than the ring (region.h).
+  // Requests read from the tail block's copy rather than the ring (region.h).
   uint64_t copy_reads() const { return reader_.copy_reads(); }
   Status status() const { return broken_; }
   std::string error() const { return error_; }

@@ -3,9 +3,10 @@
 // access outside it) followed by 8-byte tail values that a hostile producer
 // publishes between reads. The reader must return Ok/Empty/Corrupt, never
 // touch memory outside the ring, never hand out a payload above max_msg, and
-// never move its head past the committed tail. The ring's tail line carries
-// a copy (region.h, "The tail line's copy") whose words are the image's last
-// 48 bytes; a step with bit 30 set makes the copy claim the new tail.
+// never move its head past the committed tail. The ring's tail block carries
+// a copy (region.h, "The tail block's copy") whose words are the image's
+// last WH_COPY_MAX bytes; a step with bit 30 set makes the copy claim the
+// new tail.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -30,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto ring = std::make_unique<uint8_t[]>(kRing);  // exactly the ring: ASan bounds
   std::memset(ring.get(), 0, kRing);
   std::memcpy(ring.get(), data, size < kRing ? size : kRing);
-  alignas(64) uint64_t line[8] = {};  // tail, copy_tail, copy[6]
+  alignas(64) uint64_t line[WH_TAIL_BLOCK / 8] = {};  // tail, copy_tail, copy[]
   uint64_t& tail = line[0];
   uint64_t head = 0;
   std::memcpy(line + 2, ring.get() + kRing - WH_COPY_MAX, WH_COPY_MAX);
