@@ -1,9 +1,10 @@
 #!/bin/bash
 # ring-ab: compare the ring round trip of two revisions of shm-ring in one
 # process pair (see ab_main.cpp).
-#   tests/ring/bench/ab/ab.sh REV_A [REV_B] [ROUNDS]
+#   [DITHER=1] tests/ring/bench/ab/ab.sh REV_A [REV_B] [ROUNDS]
 # REV_B defaults to the working tree. Each round runs A-vs-B and B-vs-A
-# (swapped, to cancel code-layout effects).
+# (swapped, to cancel code-layout effects). DITHER=1 randomises each call's
+# phase against the peer's pause loop (see ab_main.cpp): compare the means.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(git -C "$here" rev-parse --show-toplevel)
@@ -34,6 +35,6 @@ g++ "$out/main.o" $(lib a) "$out/a_shim_va.o" $(lib b) "$out/b_shim_vb.o" -lpthr
 g++ "$out/main.o" $(lib b) "$out/b_shim_va.o" $(lib a) "$out/a_shim_vb.o" -lpthread -o "$out/ba"
 echo "A=$a B=$b"
 for i in $(seq "$rounds"); do
-  echo "A,B: $("$out/ab")"
-  echo "B,A: $("$out/ba" | sed 's/ A=/ B\x27=/; s/ B=/ A\x27=/')"
+  echo "A,B: $("$out/ab" 30 "${DITHER:-0}")"
+  echo "B,A: $("$out/ba" 30 "${DITHER:-0}" | sed 's/ A=/ B\x27=/; s/ B=/ A\x27=/')"
 done

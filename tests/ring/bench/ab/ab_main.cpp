@@ -8,7 +8,15 @@
 // same placement block by block; running it twice with A and B swapped
 // cancels the layout effect.
 //
-//   ring-ab [blocks]      prints: bare=p50/mean A=p50/mean(ratio) B=...
+// A round trip that follows the previous one at once phase-locks with the
+// peer's pause loop (a PAUSE takes ~25 ns here): its p50 sits on a step of
+// a staircase, and a change of a few ns in software moves it by a whole
+// step or not at all (a build with a 16-byte request measured 20 ns slower
+// than one with a 64-byte request). With dithering on, a random untimed
+// delay of 0-63 loop turns before each sample draws the phase at random;
+// the means (p10-p90) then compare the builds' real costs.
+//
+//   ring-ab [blocks] [dither 0|1]   prints: bare=p50/mean A=p50/mean(ratio) B=...
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -47,6 +55,8 @@ void st(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
 int main(int argc, char** argv) {
   const int blocks = argc > 1 ? std::atoi(argv[1]) : 30;
+  const bool dither = argc > 2 && std::atoi(argv[2]) != 0;
+  uint64_t rng = 88172645463325252ull;  // xorshift64
   constexpr int kBlock = 10000;
   struct Ctl {  // each word in its own pair of lines
     alignas(128) uint64_t ping;
@@ -90,6 +100,13 @@ int main(int argc, char** argv) {
     for (int v = 0; v < 3; v++) {
       st(&c->mode, uint64_t(blk * 3 + v + 1));
       for (int k = 0; k <= kBlock; k++) {  // the first of each block is untimed
+        if (dither) {
+          rng ^= rng << 13;
+          rng ^= rng >> 7;
+          rng ^= rng << 17;
+          for (volatile uint32_t d = 0; d < uint32_t(rng & 63); d = d + 1) {
+          }
+        }
         uint64_t t = __rdtsc();
         if (v == 0) {
           uint64_t want = uint64_t(blk) * 1000000 + k + 1;
