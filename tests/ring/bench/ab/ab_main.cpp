@@ -104,8 +104,7 @@ int main(int argc, char** argv) {
           rng ^= rng << 13;
           rng ^= rng >> 7;
           rng ^= rng << 17;
-          for (volatile uint32_t d = 0; d < uint32_t(rng & 63); d = d + 1) {
-          }
+          for (uint32_t d = 0; d < uint32_t(rng & 63); d++) asm volatile("" ::: "memory");
         }
         uint64_t t = __rdtsc();
         if (v == 0) {
