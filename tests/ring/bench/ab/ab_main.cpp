@@ -13,8 +13,9 @@
 // a staircase, and a change of a few ns in software moves it by a whole
 // step or not at all (a build with a 16-byte request measured 20 ns slower
 // than one with a 64-byte request). With dithering on, a random untimed
-// delay of 0-63 loop turns before each sample draws the phase at random;
-// the means (p10-p90) then compare the builds' real costs.
+// delay of 0-255 loop turns (up to ~70 ns, more than a PAUSE) before each
+// sample draws the phase at random; the means (p10-p90) then compare the
+// builds' real costs.
 //
 //   ring-ab [blocks] [dither 0|1]   prints: bare=p50/mean A=p50/mean(ratio) B=...
 #include <sched.h>
@@ -104,7 +105,7 @@ int main(int argc, char** argv) {
           rng ^= rng << 13;
           rng ^= rng >> 7;
           rng ^= rng << 17;
-          for (uint32_t d = 0; d < uint32_t(rng & 63); d++) asm volatile("" ::: "memory");
+          for (uint32_t d = 0; d < uint32_t(rng & 255); d++) asm volatile("" ::: "memory");
         }
         uint64_t t = __rdtsc();
         if (v == 0) {
