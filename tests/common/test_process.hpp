@@ -139,6 +139,9 @@ class Server {
  public:
   bool start(const std::vector<std::string>& extra) {
     socket_ = "/tmp/wh-test-" + std::to_string(getpid()) + "-" + std::to_string(counter()++) + ".sock";
+    // A server killed by an earlier test run may have left this name (pids
+    // repeat): waiting for the path must not find that stale file.
+    unlink(socket_.c_str());
     std::vector<std::string> argv{WH_SERVER_BIN, "--backend", "sim", "--socket", socket_, "--sim-threads", "2"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     proc_ = Process::spawn(argv, {});

@@ -503,20 +503,27 @@ int Server::run() {
     track([this, vm = cfg_.vms[k], g] { serve_vm(vm, g); });
   }
 
+  // The socket is bound under a temporary name, made private and listening,
+  // and only then renamed into place: whoever waits for the path to appear
+  // (a client, a test, a service manager) can connect at once, and the
+  // socket is never reachable with the umask's mode.
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (cfg_.socket_path.size() >= sizeof addr.sun_path) {
+  const std::string tmp_path = cfg_.socket_path + "." + std::to_string(getpid()) + ".new";
+  if (tmp_path.size() >= sizeof addr.sun_path) {
     spdlog::error("socket path too long: {}", cfg_.socket_path);
     return 2;
   }
-  std::strcpy(addr.sun_path, cfg_.socket_path.c_str());
-  unlink(cfg_.socket_path.c_str());
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listen_fd_, 64) != 0) {
+  std::strcpy(addr.sun_path, tmp_path.c_str());
+  unlink(tmp_path.c_str());
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      chmod(tmp_path.c_str(), 0600) != 0 || listen(listen_fd_, 64) != 0 ||
+      rename(tmp_path.c_str(), cfg_.socket_path.c_str()) != 0) {
     spdlog::error("cannot listen on {}: {}", cfg_.socket_path, strerror(errno));
+    unlink(tmp_path.c_str());
     return 2;
   }
-  chmod(cfg_.socket_path.c_str(), 0600);
   spdlog::info("wormhole-server: {} backend, {} device(s), listening on {}", backend_.name(),
                backend_.device_count(), cfg_.socket_path);
   while (!stopping_) {
