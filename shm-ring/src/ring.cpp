@@ -72,7 +72,10 @@ Status RingWriter::write_slow(const wh_msg_hdr& hdr_in,
   tail_ += total;
   // After padding the copy does not span [head, tail) and the reader goes to
   // the ring; kept fresh all the same, so no stale copy is ever current.
-  if (copy_word_ && need <= WH_COPY_MAX) publish_copy(hdr_in, uint32_t(len), parts);
+  if (copy_word_ && need <= WH_COPY_MAX) {
+    uint64_t w[WH_COPY_MAX / 8];
+    publish_copy(w, encode(w, hdr_in, uint32_t(len), parts));
+  }
   store_rel(tail_word_, tail_);
   return Status::Ok;
 }

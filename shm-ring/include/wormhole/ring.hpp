@@ -193,11 +193,12 @@ inline void copy_payload(uint8_t* dst, const uint8_t* src, size_t n) {
   }
 }
 
-// Stores the first n words of the tail block's copy. Wider stores are
-// measurably better here, in the lines the consumer polls: six 8-byte
-// stores made the round trip 5-10 ns slower than three 16-byte ones (16 of
-// 16 same-process runs; docs/benchmarks.md). They must become visible after
-// the copy_tail = 0 store before them (the seqlock); their order among
+// Stores the first n words of the tail block's copy (and, after the tail,
+// the same words into the ring). Wider stores are measurably better here,
+// in the lines the consumer polls: six 8-byte stores made the round trip
+// 5-10 ns slower than three 16-byte ones (16 of 16 same-process runs;
+// docs/benchmarks.md). In the copy they must become visible after the
+// copy_tail = 0 store before them (the seqlock); their order among
 // themselves does not matter. On x86 stores stay in program order, so a
 // compiler barrier does it; elsewhere (and under TSan, which models no
 // fences) each word is a release store, which orders the 0 before it, and
@@ -243,10 +244,13 @@ class RingWriter {
     if (copy_word_ && need <= WH_COPY_MAX) {
       // Copy first, ring after: the consumer reads the newest record from
       // the copy, and its ring bytes only have to be in place before the
-      // copy changes again (region.h, "The tail block's copy").
-      publish_copy(hdr, uint32_t(len), parts);
+      // copy changes again (region.h, "The tail block's copy"). Both get
+      // the same words, encoded once.
+      uint64_t w[WH_COPY_MAX / 8];
+      const uint32_t n = encode(w, hdr, uint32_t(len), parts);
+      publish_copy(w, n);
       __atomic_store_n(tail_word_, tail_, __ATOMIC_RELEASE);
-      emit(ring_ + pos, hdr, uint32_t(len), parts);
+      store_copy_words(reinterpret_cast<uint64_t*>(ring_ + pos), w, n);
     } else {
       emit(ring_ + pos, hdr, uint32_t(len), parts);
       __atomic_store_n(tail_word_, tail_, __ATOMIC_RELEASE);
@@ -293,15 +297,12 @@ class RingWriter {
       out += p.size();
     }
   }
-  // The tail block's copy of a record of at most WH_COPY_MAX bytes, for the
-  // tail about to be published (tail_): a seqlock, 0 while the words
-  // change. The 0 is a release store: a consumer that sees it also sees the
-  // ring bytes of the record the copy held before (written after that
-  // record's tail). The words are built from the fields, not loaded back
-  // from ring bytes just stored (a store-forwarding stall, see emit).
-  void publish_copy(const wh_msg_hdr& h, uint32_t len,
-                    std::span<const std::span<const uint8_t>> parts) {
-    uint64_t w[WH_COPY_MAX / 8];
+  // A record of at most WH_COPY_MAX bytes as words: the header, then the
+  // payload, zero-padded to 8 bytes; returns the number of words. Built
+  // from the fields, not loaded back from bytes just stored (a
+  // store-forwarding stall, see emit).
+  static uint32_t encode(uint64_t* w, const wh_msg_hdr& h, uint32_t len,
+                         std::span<const std::span<const uint8_t>> parts) {
     w[0] = WH_MSG_MAGIC | uint64_t(h.version) << 32 | uint64_t(h.opcode) << 48;
     w[1] = h.flags | uint64_t(len) << 32;
     w[2] = h.call_id;
@@ -313,6 +314,14 @@ class RingWriter {
       copy_payload(pay, p.data(), p.size());
       pay += p.size();
     }
+    return n;
+  }
+  // Publishes the n words of w as the tail block's copy of the record that
+  // ends at the tail about to be published (tail_): a seqlock, 0 while the
+  // words change. The 0 is a release store: a consumer that sees it also
+  // sees the ring bytes of the record the copy held before (written after
+  // that record's tail).
+  void publish_copy(const uint64_t* w, uint32_t n) {
     __atomic_store_n(copy_word_, uint64_t(0), __ATOMIC_RELEASE);
     store_copy_words(copy_word_ + 1, w, n);  // each word visible after the 0
     __atomic_store_n(copy_word_, tail_, __ATOMIC_RELEASE);
