@@ -89,43 +89,6 @@ RingReader::RingReader(const uint8_t* ring, uint32_t size, const uint64_t* tail_
       max_msg_(max_msg),
       copy_word_(copy_word) {}
 
-// The newest record, when it is [head_, t), from the tail block's copy
-// (region.h). Unless the copy was stable across the read (the
-// seqlock) and is a well-formed record spanning exactly [head_, t), the
-// caller reads the ring, whose validation decides; a copy_tail other than t
-// also tells that the record's ring bytes are in place. Nothing here
-// touches the ring's bytes.
-bool RingReader::read_copy(Message& out, uint64_t t) {
-  if (load_acq(copy_word_) != t) return false;
-  uint64_t w[WH_COPY_MAX / 8];
-  // Acquire loads (plain loads on x86): the re-check below cannot be done
-  // before them, and one that saw a newer word then sees copy_tail != t.
-  w[0] = load_acq(copy_word_ + 1);
-  w[1] = load_acq(copy_word_ + 2);
-  const uint32_t len = uint32_t(w[1] >> 32);
-  if (len > max_msg_ || record_bytes(len) != t - head_) return false;  // not this record
-  const uint32_t n = uint32_t(record_bytes(len) / 8);
-  for (uint32_t i = 2; i < n; i++) w[i] = load_acq(copy_word_ + 1 + i);
-  if (load_acq(copy_word_) != t) return false;  // the producer moved on meanwhile
-  wh_msg_hdr& h = out.hdr;
-  h.magic = uint32_t(w[0]);
-  h.version = uint16_t(w[0] >> 32);
-  h.opcode = uint16_t(w[0] >> 48);
-  h.flags = uint32_t(w[1]);
-  h.len = len;
-  h.call_id = w[2];
-  h.status = int32_t(uint32_t(w[3]));
-  h.aux = uint32_t(w[3] >> 32);
-  if (h.magic != WH_MSG_MAGIC || h.opcode == WH_OP_PAD) return false;
-  out.payload.resize(len);
-  copy_payload(out.payload.data(), reinterpret_cast<const uint8_t*>(&w[4]), len);
-  head_ = tail_ = t;
-  store_rel(head_word_, head_);
-  last_copy_ = true;
-  copy_reads_++;
-  return true;
-}
-
 // Failures are rare: formatting the reason stays out of the hot path.
 Status RingReader::fail(const char* why, uint64_t at, uint64_t value) {
   poisoned_ = true;
@@ -134,7 +97,9 @@ Status RingReader::fail(const char* why, uint64_t at, uint64_t value) {
   return Status::Corrupt;
 }
 
-Status RingReader::read(Message& out) {
+// Everything read() does not take on its fast path: records behind others,
+// records too big for the copy, padding, and all validation failures.
+Status RingReader::read_slow(Message& out) {
   if (poisoned_) return Status::Corrupt;
   const uint32_t mask = size_ - 1;
   for (;;) {

@@ -335,7 +335,20 @@ class RingReader {
              uint32_t max_msg, const uint64_t* copy_word = nullptr);
   // Copies the next record out. Empty if none; Corrupt on garbage (out's
   // contents are then unspecified).
-  Status read(Message& out);
+  Status read(Message& out) {
+    // Fast path, inline: caught up, and the one new record is small. Every
+    // cycle from seeing the tail to the next store of our own is on the
+    // round trip's critical path (docs/ring.md), so this is kept short.
+    if (head_ == tail_ && copy_word_ && !poisoned_) {
+      const uint64_t t = __atomic_load_n(tail_word_, __ATOMIC_ACQUIRE);
+      if (t == head_) return Status::Empty;
+      // A tail in (head_, head_ + WH_COPY_MAX], on a record boundary, is one
+      // read_slow would accept; anything else goes there to be judged.
+      if (t - head_ <= WH_COPY_MAX && !(t & (WH_MSG_ALIGN - 1)) && read_copy(out, t))
+        return Status::Ok;
+    }
+    return read_slow(out);
+  }
   // A record may be waiting (cheap, unvalidated): the poll of a spin loop.
   bool readable() {
     if (poisoned_) return true;
@@ -363,7 +376,42 @@ class RingReader {
 
  private:
   [[gnu::cold, gnu::noinline]] Status fail(const char* why, uint64_t at, uint64_t value);
-  bool read_copy(Message& out, uint64_t t);
+  Status read_slow(Message& out);
+  // The newest record, when it is [head_, t), from the tail block's copy
+  // (region.h). Unless the copy was stable across the read (the seqlock)
+  // and is a well-formed record spanning exactly [head_, t), the caller
+  // reads the ring, whose validation decides; a copy_tail other than t also
+  // tells that the record's ring bytes are in place. Nothing here touches
+  // the ring's bytes. The words go straight to out (no staging copy): if
+  // the re-check fails, out is rewritten by the ring path or unspecified.
+  bool read_copy(Message& out, uint64_t t) {
+    const uint64_t* c = copy_word_;
+    // Acquire loads (plain loads on x86): the re-check below cannot be done
+    // before them, and one that saw a newer word then sees copy_tail != t.
+    if (__atomic_load_n(c, __ATOMIC_ACQUIRE) != t) return false;
+    uint64_t hw[sizeof(wh_msg_hdr) / 8];
+    for (uint32_t i = 0; i < sizeof(wh_msg_hdr) / 8; i++)
+      hw[i] = __atomic_load_n(c + 1 + i, __ATOMIC_ACQUIRE);
+    const uint32_t len = uint32_t(hw[1] >> 32);
+    if (len > max_msg_ || record_bytes(len) != t - head_) return false;  // not this record
+    // Whole words (the record's padding too), then trimmed to len.
+    const uint32_t nw = (len + 7) / 8;
+    out.payload.resize(size_t(nw) * 8);
+    uint8_t* dst = out.payload.data();
+    for (uint32_t i = 0; i < nw; i++) {
+      const uint64_t v = __atomic_load_n(c + 1 + sizeof(wh_msg_hdr) / 8 + i, __ATOMIC_ACQUIRE);
+      std::memcpy(dst + 8 * i, &v, 8);
+    }
+    if (__atomic_load_n(c, __ATOMIC_ACQUIRE) != t) return false;  // the producer moved on
+    out.payload.resize(len);
+    std::memcpy(&out.hdr, hw, sizeof hw);  // the words are the record's bytes
+    if (out.hdr.magic != WH_MSG_MAGIC || out.hdr.opcode == WH_OP_PAD) return false;
+    head_ = tail_ = t;
+    __atomic_store_n(head_word_, head_, __ATOMIC_RELEASE);
+    last_copy_ = true;
+    copy_reads_++;
+    return true;
+  }
   const uint8_t* ring_ = nullptr;
   uint32_t size_ = 0;
   const uint64_t* tail_word_ = nullptr;
