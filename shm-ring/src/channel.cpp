@@ -472,14 +472,22 @@ Status ServerChannel::recv(Message& out, std::chrono::microseconds timeout) {
   // Straight to polling, as ClientChannel::read_replies does: ready() is
   // true at once when a request waits (or the channel left ACTIVE).
   if (broken_ != Status::Ok) return broken_;
-  Status s;
-  auto ready = [&] { return reader_.readable() || load_acq(&ch_->state) != WH_CHAN_ACTIVE; };
-  // Spin first, without reading the clock (the fast path).
-  if (spin_until(policy_.spin_iters, ready,
+  // Spin first, without reading the clock (the fast path), polling with
+  // read() itself: a request is taken the moment its tail shows, with no
+  // second look through readable() and try_recv (each cycle from seeing the
+  // tail to storing the reply is on the round trip, docs/ring.md).
+  Status s = Status::Empty;
+  auto take = [&] {
+    s = reader_.read(out);
+    return s != Status::Empty || load_acq(&ch_->state) != WH_CHAN_ACTIVE;
+  };
+  if (spin_until(policy_.spin_iters, take,
                  std::min<Clock::duration>(timeout, std::chrono::milliseconds(50)))) {
-    s = try_recv(out);
+    if (s == Status::Ok) return s;
+    s = try_recv(out);  // a poisoned reader or a closed channel: reported there
     if (s != Status::Empty) return s;
   }
+  auto ready = [&] { return reader_.readable() || load_acq(&ch_->state) != WH_CHAN_ACTIVE; };
   WaitPolicy rest = policy_;
   rest.spin_iters = 0;
   auto deadline = Clock::now() + timeout;
