@@ -253,33 +253,38 @@ Status ClientChannel::drain_responses() {
       set_broken(s, "response ring: " + reader_.error());
       return s;
     }
-    if (own_ && m.hdr.call_id == own_->call_id) {
-      // The fast-path caller's own reply: nobody else looks at own_.
-      std::swap(*own_->reply, m);
-      own_->state.store(1, std::memory_order_relaxed);
-      own_ = nullptr;
-      // Alone on the channel, the caller's reply is all there is to
-      // deliver: return without another look at the ring. Waiters that
-      // arrive later are handed the reader role when the caller leaves.
-      if (npending_.load(std::memory_order_relaxed) == 0) return Status::Ok;
-      continue;
-    }
-    std::lock_guard lk(pending_mu_);
-    auto it = std::find_if(pending_.begin(), pending_.end(),
-                           [&](Pending* p) { return p->call_id == m.hdr.call_id; });
-    if (it == pending_.end()) continue;  // not ours (a stale or forged id): dropped
-    Pending* p = *it;
-    *it = pending_.back();
-    pending_.pop_back();
-    npending_.store(uint32_t(pending_.size()), std::memory_order_relaxed);
-    // The reply's old buffer comes back as scratch: no allocation when
-    // callers reuse their Message.
-    std::swap(*p->reply, m);
-    // Store and wake under pending_mu_: a waiter that sees 1 takes the lock
-    // before returning, so its Pending outlives our wake.
-    p->state.store(1, std::memory_order_seq_cst);
-    wake_pending(*p);
+    if (!deliver(m)) return Status::Ok;
   }
+}
+
+// Under read_mu_. Hands m, a response just read, to its caller (m gets the
+// caller's old buffer back, so callers that reuse their Message cause no
+// allocation). False when it was the fast-path caller's and nobody else
+// waits: alone on the channel, that reply is all there is to deliver, and
+// waiters that arrive later are handed the reader role when the caller
+// leaves.
+bool ClientChannel::deliver(Message& m) {
+  if (own_ && m.hdr.call_id == own_->call_id) {
+    // The fast-path caller's own reply: nobody else looks at own_.
+    std::swap(*own_->reply, m);
+    own_->state.store(1, std::memory_order_relaxed);
+    own_ = nullptr;
+    return npending_.load(std::memory_order_relaxed) != 0;
+  }
+  std::lock_guard lk(pending_mu_);
+  auto it = std::find_if(pending_.begin(), pending_.end(),
+                         [&](Pending* p) { return p->call_id == m.hdr.call_id; });
+  if (it == pending_.end()) return true;  // not ours (a stale or forged id): dropped
+  Pending* p = *it;
+  *it = pending_.back();
+  pending_.pop_back();
+  npending_.store(uint32_t(pending_.size()), std::memory_order_relaxed);
+  std::swap(*p->reply, m);
+  // Store and wake under pending_mu_: a waiter that sees 1 takes the lock
+  // before returning, so its Pending outlives our wake.
+  p->state.store(1, std::memory_order_seq_cst);
+  wake_pending(*p);
+  return true;
 }
 
 // pending_mu_ held: pass the reader role to one other waiter, if any.
@@ -307,6 +312,31 @@ Status ClientChannel::leave(Pending& p, Status s) {
 
 // Under read_mu_: drain and wait until p's reply arrived (Ok) or a failure.
 Status ClientChannel::read_replies(Pending& p, Clock::time_point deadline) {
+  if (own_ == &p) {
+    // The fast-path caller: the first response is read straight into its
+    // Message while spinning (no staging in scratch_, no second look
+    // through readable()); every cycle from seeing the response's tail to
+    // the next request is on the round trip (docs/ring.md).
+    Status s = Status::Empty;
+    auto take = [&] {
+      s = reader_.read(*p.reply);
+      return s != Status::Empty;
+    };
+    if (spin_until(policy_.spin_iters, take, std::chrono::milliseconds(50))) {
+      if (s != Status::Ok) {
+        set_broken(s, "response ring: " + reader_.error());
+        return s;
+      }
+      if (p.reply->hdr.call_id == p.call_id) {
+        p.state.store(1, std::memory_order_relaxed);
+        own_ = nullptr;
+        if (npending_.load(std::memory_order_relaxed) == 0) return Status::Ok;
+      } else {
+        std::swap(scratch_, *p.reply);  // another caller's: delivered as drained
+        deliver(scratch_);
+      }
+    }
+  }
   // The first round goes straight to polling: readable() answers at once
   // when responses wait, and a read() that finds the ring empty first cost
   // a round trip about 10 ns (measured with tests/ring/bench/ab/ab.sh).

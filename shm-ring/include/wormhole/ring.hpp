@@ -471,6 +471,7 @@ class ClientChannel {
                        Clock::time_point deadline, bool reader);
   Status wait_reply(Pending& p, Clock::time_point deadline);
   Status drain_responses();
+  bool deliver(Message& m);
   void set_broken(Status s, std::string why);
   void notify_server();
   bool server_dead();
