@@ -96,6 +96,28 @@ bool wait_until(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell,
   }
 }
 
+void LightMutex::lock_slow() {
+  // Spin a little first: the holder of a channel's mutex keeps it for a
+  // few hundred ns at most, less than a sleep and a wake-up cost.
+  for (int i = 0; i < 64; i++) {
+    cpu_relax();
+    if (state_.load(std::memory_order_relaxed) == 0 && try_lock()) return;
+  }
+  // Mark it contended (2) whenever we take it or wait: the unlock that sees
+  // 2 wakes one sleeper, which retakes it as 2 (there may be others).
+  uint32_t c = state_.exchange(2, std::memory_order_acquire);
+  while (c != 0) {
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, 2u, nullptr,
+            nullptr, 0);
+    c = state_.exchange(2, std::memory_order_acquire);
+  }
+}
+
+void LightMutex::wake_one() {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
+          0);
+}
+
 void PeerMonitor::reset() {
   seen_ = false;
 }
