@@ -330,7 +330,11 @@ Status ClientChannel::read_replies(Pending& p, Clock::time_point deadline) {
       if (p.reply->hdr.call_id == p.call_id) {
         p.state.store(1, std::memory_order_relaxed);
         own_ = nullptr;
-        if (npending_.load(std::memory_order_relaxed) == 0) return Status::Ok;
+        // Others wait too: deliver what has come for them before leaving
+        // (the reader role is handed on as we go).
+        if (npending_.load(std::memory_order_relaxed) != 0 && drain_responses() != Status::Ok)
+          return status();
+        return Status::Ok;
       } else {
         std::swap(scratch_, *p.reply);  // another caller's: delivered as drained
         deliver(scratch_);
