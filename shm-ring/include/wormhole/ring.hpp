@@ -231,7 +231,8 @@ class RingWriter {
   // by field (emit): the old block copy read the caller's fresh 2- and
   // 4-byte stores back with 16-byte loads, which the store buffer cannot
   // forward (a stall on every send; docs/benchmarks.md).
-  [[gnu::always_inline]] Status write(const wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts) {
+  [[gnu::always_inline]] Status write(const wh_msg_hdr& hdr,
+                                     std::span<const std::span<const uint8_t>> parts) {
     uint64_t len = 0;
     for (auto& p : parts) len += p.size();
     const uint64_t need = record_bytes(len);
@@ -309,8 +310,8 @@ class RingWriter {
 #if defined(__x86_64__) && defined(__SSE2__)
     // In pairs, as store_copy_words reads them back: a 16-byte load that
     // spans two 8-byte stores cannot be forwarded from the store buffer and
-    // waits for them to reach the cache (on this project's EPYC hosts that
-    // put ~10 ns on the round trip, docs/benchmarks.md).
+    // waits for them to reach the cache (this and read_copy's like stall:
+    // 3-9 ns of round trip on the development VM's EPYC, docs/benchmarks.md).
     _mm_storeu_si128(reinterpret_cast<__m128i*>(w), _mm_set_epi64x(int64_t(w1), int64_t(w0)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(w + 2),
                      _mm_set_epi64x(int64_t(w3), int64_t(h.call_id)));
