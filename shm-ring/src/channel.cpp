@@ -318,7 +318,7 @@ Status ClientChannel::read_replies(Pending& p, Clock::time_point deadline) {
     // through readable()); every cycle from seeing the response's tail to
     // the next request is on the round trip (docs/ring.md).
     Status s = Status::Empty;
-    auto take = [&] {
+    auto take = [&]() __attribute__((always_inline)) {
       s = reader_.read(*p.reply);
       return s != Status::Empty;
     };
@@ -511,7 +511,7 @@ Status ServerChannel::recv(Message& out, std::chrono::microseconds timeout) {
   // second look through readable() and try_recv (each cycle from seeing the
   // tail to storing the reply is on the round trip, docs/ring.md).
   Status s = Status::Empty;
-  auto take = [&] {
+  auto take = [&]() __attribute__((always_inline)) {
     s = reader_.read(out);
     return s != Status::Empty || load_acq(&ch_->state) != WH_CHAN_ACTIVE;
   };
@@ -546,16 +546,27 @@ Status ServerChannel::reply(uint64_t call_id, uint16_t opcode, int32_t status, u
   h.call_id = call_id;
   h.status = status;
   h.aux = aux;
-  Clock::time_point deadline{};  // read the clock only if we have to wait
+  Status s = writer_.write(h, parts);
+  if (s == Status::Ok) {
+    ring_bell(policy_, &ch_->client_sleeping, &ch_->resp_bell);
+    return s;
+  }
+  return reply_slow(h, parts, s, timeout);
+}
+
+// reply() when the first write did not go in: kept out of the fast path,
+// whose every instruction between reading a request and publishing its
+// answer is on the round trip (this one builds a std::function).
+Status ServerChannel::reply_slow(const wh_msg_hdr& h, std::span<const std::span<const uint8_t>> parts,
+                                 Status s, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
   for (;;) {
-    Status s = writer_.write(h, parts);
     if (s == Status::Ok) {
       ring_bell(policy_, &ch_->client_sleeping, &ch_->resp_bell);
       return s;
     }
     if (s == Status::Corrupt) return fail(s, "client moved the response ring's head out of range");
     if (s != Status::Full) return s;
-    if (deadline == Clock::time_point{}) deadline = Clock::now() + timeout;
     uint64_t head = load_acq(&ch_->resp_head);
     WaitPolicy poll = policy_;
     poll.sleep = WaitPolicy::Sleep::Poll;
@@ -564,6 +575,7 @@ Status ServerChannel::reply(uint64_t call_id, uint16_t opcode, int32_t status, u
     if (!moved && monitor_.dead()) return fail(Status::PeerDead, "client heartbeat stopped");
     if (!moved && Clock::now() >= deadline)
       return fail(Status::Timeout, "client does not drain its responses");
+    s = writer_.write(h, parts);
   }
 }
 
