@@ -322,7 +322,7 @@ Status ClientChannel::read_replies(Pending& p, Clock::time_point deadline) {
       s = reader_.read(*p.reply);
       return s != Status::Empty;
     };
-    if (spin_until(policy_.spin_iters, take, std::chrono::milliseconds(50))) {
+    if (spin_until(policy_, take, std::chrono::milliseconds(50))) {
       if (s != Status::Ok) {
         set_broken(s, "response ring: " + reader_.error());
         return s;
@@ -350,7 +350,7 @@ Status ClientChannel::read_replies(Pending& p, Clock::time_point deadline) {
     if (deadline != Clock::time_point::max() && Clock::now() >= deadline)
       return Status::Timeout;  // replies keep coming, but not ours
     auto ready = [&] { return reader_.readable(); };
-    bool got = spin_until(policy_.spin_iters, ready, std::chrono::milliseconds(50));
+    bool got = spin_until(policy_, ready, std::chrono::milliseconds(50));
     if (!got) {
       WaitPolicy rest = policy_;
       rest.spin_iters = 0;
@@ -515,7 +515,7 @@ Status ServerChannel::recv(Message& out, std::chrono::microseconds timeout) {
     s = reader_.read(out);
     return s != Status::Empty || load_acq(&ch_->state) != WH_CHAN_ACTIVE;
   };
-  if (spin_until(policy_.spin_iters, take,
+  if (spin_until(policy_, take,
                  std::min<Clock::duration>(timeout, std::chrono::milliseconds(50)))) {
     if (s == Status::Ok) return s;
     s = try_recv(out);  // a poisoned reader or a closed channel: reported there

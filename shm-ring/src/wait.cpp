@@ -51,6 +51,8 @@ WaitPolicy WaitPolicy::from_env() {
     }
   }
   if (const char* e = std::getenv("WORMHOLE_SPIN")) p.spin_iters = uint32_t(std::strtoul(e, nullptr, 10));
+  if (const char* e = std::getenv("WORMHOLE_HOT_POLLS"))
+    p.hot_polls = uint32_t(std::strtoul(e, nullptr, 10));
   return p;
 }
 
@@ -58,7 +60,7 @@ bool wait_until(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell,
                 const std::function<bool()>& ready, Clock::time_point deadline) {
   for (uint32_t i = 0; i < pol.spin_iters; i++) {
     if (ready()) return true;
-    cpu_relax();
+    poll_relax(i, pol.hot_polls);
     // Check the clock rarely: it costs more than a pause.
     if ((i & 1023) == 1023 && Clock::now() >= deadline) return false;
   }

@@ -405,11 +405,12 @@ struct PolicyCase {
   WaitPolicy client, server;
 };
 
-WaitPolicy pol(WaitPolicy::Sleep s, uint32_t spin, uint32_t yield = 0) {
+WaitPolicy pol(WaitPolicy::Sleep s, uint32_t spin, uint32_t yield = 0, uint32_t hot = 256) {
   WaitPolicy p;
   p.sleep = s;
   p.spin_iters = spin;
   p.yield_iters = yield;
+  p.hot_polls = hot;
   return p;
 }
 
@@ -439,6 +440,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         PolicyCase{"futex", pol(WaitPolicy::Sleep::Futex, 0), pol(WaitPolicy::Sleep::Futex, 0)},
         PolicyCase{"spin_then_futex", test_policy(), test_policy()},
+        PolicyCase{"pause_spin_then_futex", pol(WaitPolicy::Sleep::Futex, 200, 0, 0),
+                   pol(WaitPolicy::Sleep::Futex, 200, 0, 0)},
+        PolicyCase{"hot_spin_then_poll", pol(WaitPolicy::Sleep::Poll, 2000, 4, 2000),
+                   pol(WaitPolicy::Sleep::Poll, 2000, 4, 2000)},
         PolicyCase{"poll", pol(WaitPolicy::Sleep::Poll, 0), pol(WaitPolicy::Sleep::Poll, 0)},
         PolicyCase{"futex_client_poll_server", pol(WaitPolicy::Sleep::Futex, 0),
                    pol(WaitPolicy::Sleep::Poll, 0)},
@@ -483,11 +488,15 @@ TEST(Channel, WaitPolicyFromEnv) {
   EXPECT_EQ(WaitPolicy::from_env().spin_iters, UINT32_MAX);
   setenv("WORMHOLE_WAIT", "futex", 1);
   setenv("WORMHOLE_SPIN", "17", 1);
+  setenv("WORMHOLE_HOT_POLLS", "0", 1);
   auto p = WaitPolicy::from_env();
   EXPECT_EQ(p.sleep, WaitPolicy::Sleep::Futex);
   EXPECT_EQ(p.spin_iters, 17u);
+  EXPECT_EQ(p.hot_polls, 0u);
   unsetenv("WORMHOLE_WAIT");
   unsetenv("WORMHOLE_SPIN");
+  unsetenv("WORMHOLE_HOT_POLLS");
+  EXPECT_EQ(WaitPolicy::from_env().hot_polls, WaitPolicy{}.hot_polls);
 }
 
 // With every heartbeat in this process paused, each side declares the other

@@ -120,12 +120,14 @@ Doorbell* futex_doorbell();  // process-wide futex implementation
 
 struct WaitPolicy {
   enum class Sleep { Futex, Doorbell, Poll };
-  uint32_t spin_iters = 4000;  // polling rounds before yielding (see poll_relax)
+  uint32_t spin_iters = 4000;  // polling rounds before yielding
+  uint32_t hot_polls = 256;    // of those, the first polls spaced by LFENCE, not PAUSE (poll_relax)
   uint32_t yield_iters = 64;   // sched_yield() rounds before sleeping
   Sleep sleep = Sleep::Futex;
   Doorbell* doorbell = nullptr;  // for Sleep::Doorbell
   uint32_t poll_max_us = 200;    // Poll: backoff ceiling
-  // From environment WORMHOLE_WAIT=spin|futex|poll (default futex).
+  // From environment WORMHOLE_WAIT=spin|futex|poll (default futex),
+  // WORMHOLE_SPIN=<spin_iters>, WORMHOLE_HOT_POLLS=<hot_polls>.
   static WaitPolicy from_env();
 };
 
@@ -631,37 +633,39 @@ inline void cpu_relax() {
 #endif
 }
 
-// The pause between two polls of a wait, the i-th. A PAUSE takes about
-// 25 ns on the development VM's EPYC (64 cycles), so a loop of them sees a
-// change on average ~13 ns late, on each side of a round trip. The first
-// kHotPolls polls of a wait, where a round trip's answer lands, are spaced
-// by an LFENCE instead: it lets the next poll issue only once the last one
-// is done (one load in flight, no pile-up of speculative loads on the
-// line), a few ns apart. Measured -8..-10 ns per round trip (ab.sh, 10 of
-// 10 dithered runs; docs/benchmarks.md). Later polls use PAUSE, which
-// spends less power and leaves more of the core to an SMT sibling.
-constexpr uint32_t kHotPolls = 256;
-inline void poll_relax(uint32_t i) {
+// The pause between the i-th and the next poll of a wait. A PAUSE takes
+// about 25 ns on the development VM's EPYC (64 cycles), so a loop of them
+// sees a change ~13 ns late on average, on each side of a round trip. The
+// first `hot` polls of a wait, where a round trip's answer lands, are
+// spaced by an LFENCE instead: the next poll issues once the last is done
+// (one load in flight, no pile-up of speculative loads on the line), a few
+// ns apart. Measured -8..-12 ns per round trip (ab.sh, dithered;
+// docs/benchmarks.md). Later polls use PAUSE, which spends less power and
+// leaves more of the core to an SMT sibling (WaitPolicy::hot_polls = 0:
+// PAUSE only).
+inline void poll_relax(uint32_t i, uint32_t hot) {
 #if defined(__x86_64__)
-  if (i < kHotPolls) {
+  if (i < hot) {
     asm volatile("lfence" ::: "memory");
     return;
   }
 #endif
   (void)i;
+  (void)hot;
   cpu_relax();
 }
 
-// The hot part of waiting, inlined: up to `iters` poll_relax rounds polling
-// ready() (a template: no std::function call per round, no clock read in
-// the common case). Reads the clock every 4096 rounds only, and gives up
-// after max_spin. True as soon as ready().
+// The hot part of waiting, inlined: up to pol.spin_iters rounds polling
+// ready(), spaced by poll_relax (a template: no std::function call per
+// round, no clock read in the common case). Reads the clock every 4096
+// rounds only, and gives up after max_spin. True as soon as ready().
 template <class F>
-inline bool spin_until(uint32_t iters, F&& ready, Clock::duration max_spin) {
+inline bool spin_until(const WaitPolicy& pol, F&& ready, Clock::duration max_spin) {
   Clock::time_point end{};
+  const uint32_t iters = pol.spin_iters, hot = pol.hot_polls;
   for (uint32_t i = 0; i < iters; i++) {
     if (ready()) return true;
-    poll_relax(i);
+    poll_relax(i, hot);
     if ((i & 4095) == 4095) {
       auto now = Clock::now();
       if (end == Clock::time_point{})
@@ -677,7 +681,7 @@ inline bool spin_until(uint32_t iters, F&& ready, Clock::duration max_spin) {
 template <class F>
 inline bool wait_fast(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell, F&& ready,
                       Clock::duration slice) {
-  if (spin_until(pol.spin_iters, ready, slice)) return true;
+  if (spin_until(pol, ready, slice)) return true;
   WaitPolicy rest = pol;
   rest.spin_iters = 0;
   return wait_until(rest, sleeping, bell, std::function<bool()>(std::ref(ready)),

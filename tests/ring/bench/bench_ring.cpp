@@ -127,6 +127,8 @@ WaitPolicy policy_for(int which) {
     p.spin_iters = 0;
     p.yield_iters = 0;
     p.sleep = WaitPolicy::Sleep::Poll;
+  } else if (which == 3) {  // the default, but every poll spaced by PAUSE
+    p.hot_polls = 0;
   }
   return p;
 }
@@ -251,7 +253,7 @@ void BM_RingVsBareRtt(benchmark::State& state) {
         continue;
       }
       if (__atomic_load_n(hot, __ATOMIC_RELAXED))
-        poll_relax(idle);
+        poll_relax(idle, WaitPolicy{}.hot_polls);
       else
         _mm_pause();
       if ((++idle & 1023) != 0) continue;  // the floor's loop is the bare spin
@@ -261,10 +263,15 @@ void BM_RingVsBareRtt(benchmark::State& state) {
       }
     }
   });
+  // The default policy, and (its cost measured too) the same with every
+  // poll spaced by PAUSE: each its own region, server and channel.
   auto rp = start_echo_server(0, 16);
+  auto rp_pause = start_echo_server(3, 16);
   std::string err;
   auto c = ClientChannel::claim(*rp.region, 0, &err, policy_for(0));
-  if (!c || c->wait_attached(5000ms) != Status::Ok) {
+  auto c_pause = ClientChannel::claim(*rp_pause.region, 0, &err, policy_for(3));
+  if (!c || !c_pause || c->wait_attached(5000ms) != Status::Ok ||
+      c_pause->wait_attached(5000ms) != Status::Ok) {
     state.SkipWithError("claim/attach failed");
     set_park(2);
     reap(bare_child);
@@ -275,9 +282,18 @@ void BM_RingVsBareRtt(benchmark::State& state) {
   std::span<const uint8_t> parts[] = {req};
   Message rep;
   for (int i = 0; i < 2000; i++) c->call(1, 0, parts, rep);  // first touches
+  for (int i = 0; i < 2000; i++) c_pause->call(1, 0, parts, rep);
   constexpr int kBlock = 10000;
   const size_t n = size_t(state.max_iterations) * kBlock;
-  Samples bare_pause(n), bare_poll(n), ring(n);
+  Samples bare_pause(n), bare_poll(n), ring(n), ring_pause(n);
+  // One ring block: wake the server with one untimed call, then the samples.
+  auto ring_block = [&](ClientChannel& ch, Samples& out) {
+    std::this_thread::sleep_for(1ms);  // the other servers settle into their futex
+    ch.call(1, 0, parts, rep);
+    for (int k = 0; k < kBlock; k++)
+      if (!timed_call(state, ch, parts, rep, out)) return false;
+    return true;
+  };
   uint64_t i = 0;
   // One bare block: the echo's and our polls spaced as `with_poll` says,
   // one untimed exchange, then the samples.
@@ -290,7 +306,8 @@ void BM_RingVsBareRtt(benchmark::State& state) {
       uint64_t t0 = ticks();
       __atomic_store_n(ping, i, __ATOMIC_RELEASE);
       if (with_poll)
-        for (uint32_t p = 0; __atomic_load_n(pong, __ATOMIC_ACQUIRE) != i; p++) poll_relax(p);
+        for (uint32_t p = 0; __atomic_load_n(pong, __ATOMIC_ACQUIRE) != i; p++)
+          poll_relax(p, WaitPolicy{}.hot_polls);
       else
         while (__atomic_load_n(pong, __ATOMIC_ACQUIRE) != i) _mm_pause();
       out.add(ticks() - t0);
@@ -302,24 +319,21 @@ void BM_RingVsBareRtt(benchmark::State& state) {
     set_park(0);
     bare_block(bare_pause, false);
     bare_block(bare_poll, true);
-    // Ring block: park the echo (it looks within ~1024 spins), wake the
-    // ring server with one untimed call, then the samples.
+    // Ring blocks: park the echo (it looks within ~1024 spins) first.
     __atomic_store_n(park, 1u, __ATOMIC_RELEASE);
-    std::this_thread::sleep_for(1ms);
-    c->call(1, 0, parts, rep);
-    for (int k = 0; k < kBlock; k++)
-      if (!timed_call(state, *c, parts, rep, ring)) break;
-    if (state.error_occurred()) break;
+    if (!ring_block(*c, ring) || !ring_block(*c_pause, ring_pause)) break;
   }
   set_park(2);
   reap(bare_child);
   munmap(mem, 4096);
   c.reset();
-  int rc = reap(rp.child);
-  if (rc != 0) fprintf(stderr, "ring server exited %d\n", rc);
+  c_pause.reset();
+  for (pid_t child : {rp.child, rp_pause.child})
+    if (int rc = reap(child); rc != 0) fprintf(stderr, "ring server exited %d\n", rc);
   bare_pause.report(state, "bare_pause", "bare_pause_");
   bare_poll.report(state, "bare_poll", "bare_poll_");
   ring.report(state, "ring", "ring_");
+  ring_pause.report(state, "ring_pause", "ring_pause_");
   if (state.error_occurred()) return;
   g_results["bare"] = std::min(g_results["bare_pause"], g_results["bare_poll"]);
   state.counters["bare_p50_ns"] = g_results["bare"];
@@ -526,9 +540,10 @@ int main(int argc, char** argv) {
   if (ring > 0 && bare > 0 && tcp > 0)
     fprintf(stderr, "targets: ring/bare = %.2f (<= 1.5), tcp/ring = %.1f (>= 20); "
                     "bare p50 %.0f ns with PAUSE, %.0f ns with poll_relax (the floor: the lower); "
+                    "ring p50 with PAUSE-only polls %.0f ns; "
                     "futex-only ring p50 %.0f ns, poll-only ring p50 %.0f ns\n",
-            ring / bare, tcp / ring, get("bare_pause"), get("bare_poll"), get("ring_futex"),
-            get("ring_poll"));
+            ring / bare, tcp / ring, get("bare_pause"), get("bare_poll"), get("ring_pause"),
+            get("ring_futex"), get("ring_poll"));
   fflush(stderr);
   printf("ring_rtt_p50_ns=%.0f bare_rtt_p50_ns=%.0f tcp_rtt_p50_ns=%.0f ring_msgs_per_s=%.0f\n", ring,
          bare, tcp, get("ring_msgs_per_s"));
