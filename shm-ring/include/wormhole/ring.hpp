@@ -639,7 +639,7 @@ inline void cpu_relax() {
 // first `hot` polls of a wait, where a round trip's answer lands, are
 // spaced by an LFENCE instead: the next poll issues once the last is done
 // (one load in flight, no pile-up of speculative loads on the line), a few
-// ns apart. Measured -8..-12 ns per round trip (ab.sh, dithered;
+// ns apart. Measured -4..-10 ns per round trip (ab.sh, dithered;
 // docs/benchmarks.md). Later polls use PAUSE, which spends less power and
 // leaves more of the core to an SMT sibling (WaitPolicy::hot_polls = 0:
 // PAUSE only).
