@@ -262,8 +262,8 @@ class RingWriter {
       // Straight from the fields and the caller's bytes, no staging array:
       // encode() + store_copy_words() cost ~90 instructions for a 96-byte
       // record, all between seeing the peer's last message and publishing
-      // this one (the round trip's critical path). Measured: the bench's
-      // ring p50 170-180 ns against 190-220 ns (docs/benchmarks.md).
+      // this one (the round trip's critical path). DITHER=1 ab.sh: 8 of 8
+      // means lower by 3-9 ns in one call, level in the next (benchmarks.md).
       const __m128i h01 = _mm_set_epi64x(
           int64_t(uint64_t(hdr.flags) | len << 32),
           int64_t(WH_MSG_MAGIC | uint64_t(hdr.version) << 32 | uint64_t(hdr.opcode) << 48));
