@@ -264,11 +264,9 @@ class RingWriter {
       // record, all between seeing the peer's last message and publishing
       // this one (the round trip's critical path). DITHER=1 ab.sh: 8 of 8
       // means lower by 3-9 ns in one call, level in the next (benchmarks.md).
-      const __m128i h01 = _mm_set_epi64x(
-          int64_t(uint64_t(hdr.flags) | len << 32),
-          int64_t(WH_MSG_MAGIC | uint64_t(hdr.version) << 32 | uint64_t(hdr.opcode) << 48));
-      const __m128i h23 = _mm_set_epi64x(
-          int64_t(uint32_t(hdr.status) | uint64_t(hdr.aux) << 32), int64_t(hdr.call_id));
+      const HdrWords hw = hdr_words(hdr, uint32_t(len));
+      const __m128i h01 = _mm_set_epi64x(int64_t(hw.w1), int64_t(hw.w0));
+      const __m128i h23 = _mm_set_epi64x(int64_t(hw.w3), int64_t(hw.w2));
       __atomic_store_n(copy_word_, uint64_t(0), __ATOMIC_RELEASE);  // the seqlock
       asm volatile("" ::: "memory");  // the record's stores stay after the 0
       put_record(reinterpret_cast<uint8_t*>(copy_word_ + 1), h01, h23, uint32_t(len), parts);
@@ -311,6 +309,23 @@ class RingWriter {
   // Everything write() does not inline: checks, padding, early wrap, a full ring.
   Status write_slow(const wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
                     uint64_t len);
+  // The header as the record's first four little-endian words (magic,
+  // version and opcode; flags and len; call id; status and aux).
+  struct HdrWords {
+    uint64_t w0, w1, w2, w3;
+  };
+  static HdrWords hdr_words(const wh_msg_hdr& h, uint32_t len) {
+    return {WH_MSG_MAGIC | uint64_t(h.version) << 32 | uint64_t(h.opcode) << 48,
+            h.flags | uint64_t(len) << 32, h.call_id,
+            uint32_t(h.status) | uint64_t(h.aux) << 32};
+  }
+  // The parts, one after another, from dst.
+  static void copy_parts(uint8_t* dst, std::span<const std::span<const uint8_t>> parts) {
+    for (auto& p : parts) {
+      copy_payload(dst, p.data(), p.size());
+      dst += p.size();
+    }
+  }
   // The record at dst: header field by field, then the parts.
   static void emit(uint8_t* dst, const wh_msg_hdr& h, uint32_t len,
                    std::span<const std::span<const uint8_t>> parts) {
@@ -323,11 +338,7 @@ class RingWriter {
     d->call_id = h.call_id;
     d->status = h.status;
     d->aux = h.aux;
-    uint8_t* out = dst + sizeof(wh_msg_hdr);
-    for (auto& p : parts) {
-      copy_payload(out, p.data(), p.size());
-      out += p.size();
-    }
+    copy_parts(dst + sizeof(wh_msg_hdr), parts);
   }
 #if WH_RING_DIRECT_COPY
   // A record at dst: the header's two halves, then the parts, then zeros
@@ -341,10 +352,7 @@ class RingWriter {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), h23);
     uint8_t* pay = dst + sizeof(wh_msg_hdr);
     if (len % 8) std::memset(pay + (len & ~7u), 0, 8);
-    for (auto& p : parts) {
-      copy_payload(pay, p.data(), p.size());
-      pay += p.size();
-    }
+    copy_parts(pay, parts);
   }
 #endif
   // A record of at most WH_COPY_MAX bytes as words: the header, then the
@@ -353,30 +361,24 @@ class RingWriter {
   // store-forwarding stall, see emit).
   static uint32_t encode(uint64_t* w, const wh_msg_hdr& h, uint32_t len,
                          std::span<const std::span<const uint8_t>> parts) {
-    const uint64_t w0 = WH_MSG_MAGIC | uint64_t(h.version) << 32 | uint64_t(h.opcode) << 48;
-    const uint64_t w1 = h.flags | uint64_t(len) << 32;
-    const uint64_t w3 = uint32_t(h.status) | uint64_t(h.aux) << 32;
+    const HdrWords hw = hdr_words(h, len);
 #if defined(__x86_64__) && defined(__SSE2__)
     // In pairs, as store_copy_words reads them back: a 16-byte load that
     // spans two 8-byte stores cannot be forwarded from the store buffer and
     // waits for them to reach the cache (this and read_copy's like stall:
     // 3-9 ns of round trip on the development VM's EPYC, docs/benchmarks.md).
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(w), _mm_set_epi64x(int64_t(w1), int64_t(w0)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(w), _mm_set_epi64x(int64_t(hw.w1), int64_t(hw.w0)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(w + 2),
-                     _mm_set_epi64x(int64_t(w3), int64_t(h.call_id)));
+                     _mm_set_epi64x(int64_t(hw.w3), int64_t(hw.w2)));
 #else
-    w[0] = w0;
-    w[1] = w1;
-    w[2] = h.call_id;
-    w[3] = w3;
+    w[0] = hw.w0;
+    w[1] = hw.w1;
+    w[2] = hw.w2;
+    w[3] = hw.w3;
 #endif
     const uint32_t n = uint32_t(record_bytes(len) / 8);
     if (len % 8) w[n - 1] = 0;  // the padding after the payload
-    auto* pay = reinterpret_cast<uint8_t*>(&w[4]);
-    for (auto& p : parts) {
-      copy_payload(pay, p.data(), p.size());
-      pay += p.size();
-    }
+    copy_parts(reinterpret_cast<uint8_t*>(&w[4]), parts);
     return n;
   }
   // Publishes the n words of w as the tail block's copy of the record that
