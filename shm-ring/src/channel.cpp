@@ -207,27 +207,53 @@ Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<c
       return s;
     }
     if (s != Status::Full) return s;
-    // The server may itself wait for room in the response ring: when we
-    // hold the reader role, keep draining responses or neither side moves.
-    if (reader && drain_responses() != Status::Ok) return status();
-    // The server drains requests continuously; poll for room, watching it.
-    WaitPolicy poll = policy_;
-    poll.sleep = WaitPolicy::Sleep::Poll;
-    uint64_t head = load_acq(&ch_->req_head);
-    wait_until(poll, nullptr, nullptr, [&] { return load_acq(&ch_->req_head) != head; },
-               std::min(deadline, Clock::now() + std::chrono::milliseconds(50)));
-    if (load_acq(&ch_->req_head) != head) continue;
-    if (Clock::now() >= deadline) return Status::Timeout;
-    uint32_t st = load_acq(&ch_->state);
-    if (st != WH_CHAN_ACTIVE && st != WH_CHAN_CLAIMED) {
-      set_broken(Status::Closed, "channel no longer active");
-      return Status::Closed;
-    }
-    if (server_dead()) {
-      set_broken(Status::PeerDead, "server heartbeat stopped");
-      return Status::PeerDead;
-    }
+    if (Status w = wait_for_room(deadline, reader); w != Status::Ok) return w;
   }
+}
+
+// write_request's common case inline in call(): the lock free, room in
+// the ring. A call to write_request (its prologue and arguments) was some
+// 30 instructions on the round trip (tests/ring/bench/critpath).
+[[gnu::always_inline]] inline Status ClientChannel::send(
+    wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts, Clock::time_point deadline,
+    bool reader) {
+  if (write_mu_.try_lock()) {
+    if (status() == Status::Ok && writer_.write(hdr, parts) == Status::Ok) {
+      notify_server();
+      write_mu_.unlock();
+      return Status::Ok;
+    }
+    write_mu_.unlock();
+  }
+  return write_request(hdr, parts, deadline, reader);  // waits, or says why not
+}
+
+// Under write_mu_, the request ring full: waits until the server moved its
+// head (Ok: try again) or fails. Out of line, so that the send above does
+// not set up this wait's std::function on every call (GCC hoisted that
+// into the fast path: a dozen instructions on the round trip).
+Status ClientChannel::wait_for_room(Clock::time_point deadline, bool reader) {
+  // The server may itself wait for room in the response ring: when we
+  // hold the reader role, keep draining responses or neither side moves.
+  if (reader && drain_responses() != Status::Ok) return status();
+  // The server drains requests continuously; poll for room, watching it.
+  WaitPolicy poll = policy_;
+  poll.sleep = WaitPolicy::Sleep::Poll;
+  uint64_t head = load_acq(&ch_->req_head);
+  wait_until(poll, nullptr, nullptr, [&] { return load_acq(&ch_->req_head) != head; },
+             std::min(deadline, Clock::now() + std::chrono::milliseconds(50)));
+  if (load_acq(&ch_->req_head) != head) return Status::Ok;
+  if (Clock::now() >= deadline) return Status::Timeout;
+  uint32_t st = load_acq(&ch_->state);
+  if (st != WH_CHAN_ACTIVE && st != WH_CHAN_CLAIMED) {
+    set_broken(Status::Closed, "channel no longer active");
+    return Status::Closed;
+  }
+  if (server_dead()) {
+    set_broken(Status::PeerDead, "server heartbeat stopped");
+    return Status::PeerDead;
+  }
+  return Status::Ok;
 }
 
 Status ClientChannel::post(uint16_t opcode, uint32_t aux,
@@ -422,7 +448,7 @@ Status ClientChannel::call(uint16_t opcode, uint32_t aux,
     // to own_ directly (no pending_mu_ unless other callers' replies show up).
     own_ = &p;
     Status s = status();
-    if (s == Status::Ok) s = write_request(h, parts, deadline, /*reader=*/true);
+    if (s == Status::Ok) s = send(h, parts, deadline, /*reader=*/true);
     if (s == Status::Ok) s = read_replies(p, deadline);
     own_ = nullptr;
     read_mu_.unlock();

@@ -1,4 +1,5 @@
 // Ring ends: framing, validation of every peer-written word, wrap-around.
+#include <algorithm>
 #include <cstring>
 
 #include "atomics.hpp"
@@ -17,7 +18,21 @@ RingWriter::RingWriter(uint8_t* ring, uint32_t size, uint64_t* tail_word,
       tail_word_(tail_word),
       head_word_(head_word),
       max_msg_(max_msg),
-      copy_word_(copy_word) {}
+      copy_word_(copy_word) {
+  set_fast_limits();
+}
+
+void RingWriter::set_fast_limits() {
+  if (poisoned_ || !size_) {
+    fast_start_ = fast_end_ = 0;
+    return;
+  }
+  const uint64_t lap = tail_ & ~uint64_t(size_ - 1);  // where this lap of the ring starts
+  fast_end_ = std::min(lap + size_, head_ + size_);
+  // No early-wrap look in a ring too small for one (see write_slow).
+  fast_start_ = size_ >= 4 * kHotWindow ? std::max(lap + kHotWindow, next_hot_check_)
+                                        : ~uint64_t(0);
+}
 
 bool RingWriter::refresh_head() {
   uint64_t h = load_acq(head_word_);
@@ -32,6 +47,14 @@ bool RingWriter::refresh_head() {
 
 Status RingWriter::write_slow(const wh_msg_hdr& hdr_in,
                               std::span<const std::span<const uint8_t>> parts, uint64_t len) {
+  const Status s = write_slow_body(hdr_in, parts, len);
+  set_fast_limits();
+  return s;
+}
+
+Status RingWriter::write_slow_body(const wh_msg_hdr& hdr_in,
+                                   std::span<const std::span<const uint8_t>> parts,
+                                   uint64_t len) {
   if (poisoned_) return Status::Corrupt;
   // Opcode 0 frames padding: a message carrying it would be read as padding
   // (and poison the peer's reader), so it is refused here.

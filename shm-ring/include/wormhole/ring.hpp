@@ -245,14 +245,14 @@ class RingWriter {
   // forward (a stall on every send; docs/benchmarks.md).
   [[gnu::always_inline]] Status write(const wh_msg_hdr& hdr,
                                      std::span<const std::span<const uint8_t>> parts) {
-    uint64_t len = 0;
-    for (auto& p : parts) len += p.size();
+    const uint64_t len = parts_size(parts);
     const uint64_t need = record_bytes(len);
-    const uint32_t pos = uint32_t(tail_) & (size_ - 1);
-    if (poisoned_ || hdr.opcode == WH_OP_PAD || len > max_msg_ || need > size_ - pos ||
-        need > size_ - (tail_ - head_) ||
-        (pos >= kHotWindow && tail_ >= next_hot_check_ && size_ >= 4 * kHotWindow))
+    // The ring's end, the room left and the early-wrap look (write_slow) as
+    // two precomputed limits: a dozen instructions fewer on the round trip.
+    if (hdr.opcode == WH_OP_PAD || len > max_msg_ || tail_ >= fast_start_ ||
+        tail_ + need > fast_end_)
       return write_slow(hdr, parts, len);
+    const uint32_t pos = uint32_t(tail_) & (size_ - 1);
     tail_ += need;
     if (copy_word_ && need <= WH_COPY_MAX) {
       // Copy first, ring after: the consumer reads the newest record from
@@ -288,7 +288,10 @@ class RingWriter {
     return Status::Ok;
   }
   uint64_t tail() const { return tail_; }
-  void reset() { tail_ = head_ = next_hot_check_ = 0; }
+  void reset() {
+    tail_ = head_ = next_hot_check_ = 0;
+    set_fast_limits();
+  }
   bool poisoned() const { return poisoned_; }
   // A write past this ring position goes back to position 0 when the
   // consumer has drained the ring (see write()).
@@ -305,10 +308,31 @@ class RingWriter {
   uint64_t next_hot_check_ = 0;  // no early-wrap look at the head before this tail
   uint64_t* copy_word_ = nullptr;  // copy_tail, then copy[] (may be null)
   bool poisoned_ = false;
+  // write() takes its inline path for a record that starts before
+  // fast_start_ and ends at or before fast_end_ (absolute ring positions):
+  // fast_end_ is the nearer of the ring's end and the last known head plus
+  // the ring's size; fast_start_ is where the early-wrap look is due (the
+  // hot window's end in this lap, or next_hot_check_ if later). Both 0 once
+  // poisoned. Recomputed whenever write_slow ran (it alone moves the head,
+  // the lap, next_hot_check_ and poisoned_): the inline path only advances
+  // the tail, which leaves absolute limits valid.
+  uint64_t fast_start_ = 0;
+  uint64_t fast_end_ = 0;
+  void set_fast_limits();
   bool refresh_head();  // loads and validates the consumer's head; false: poisoned
-  // Everything write() does not inline: checks, padding, early wrap, a full ring.
+  // Everything write() does not inline: checks, padding, early wrap, a full
+  // ring. Sets the fast limits again before it returns.
   Status write_slow(const wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
                     uint64_t len);
+  Status write_slow_body(const wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
+                         uint64_t len);
+  // The parts' total size (one part, the common case, without a loop).
+  static uint64_t parts_size(std::span<const std::span<const uint8_t>> parts) {
+    if (parts.size() == 1) return parts[0].size();
+    uint64_t n = 0;
+    for (auto& p : parts) n += p.size();
+    return n;
+  }
   // The header as the record's first four little-endian words (magic,
   // version and opcode; flags and len; call id; status and aux).
   struct HdrWords {
@@ -321,6 +345,7 @@ class RingWriter {
   }
   // The parts, one after another, from dst.
   static void copy_parts(uint8_t* dst, std::span<const std::span<const uint8_t>> parts) {
+    if (parts.size() == 1) return copy_payload(dst, parts[0].data(), parts[0].size());
     for (auto& p : parts) {
       copy_payload(dst, p.data(), p.size());
       dst += p.size();
@@ -587,6 +612,9 @@ class ClientChannel {
   ClientChannel() = default;
   Status write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
                        Clock::time_point deadline, bool reader);
+  Status send(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
+              Clock::time_point deadline, bool reader);
+  [[gnu::noinline]] Status wait_for_room(Clock::time_point deadline, bool reader);
   Status wait_reply(Pending& p, Clock::time_point deadline);
   Status drain_responses();
   bool deliver(Message& m);
