@@ -7,7 +7,7 @@ CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 CTEST_ARGS ?=
 
 .PHONY: all deps build test test-unit test-asan test-tsan test-gpu demo clean \
-        bench-ring bench-ptx bench-forward bench-train bench-vm kmod qemu test-exitless fuzz
+        bench-ring ring-critpath bench-ptx bench-forward bench-train bench-vm kmod qemu test-exitless fuzz
 
 all: build
 
@@ -21,6 +21,8 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The whole suite: unit tests, forwarded programs, fuzzers (bounded), VMs, exitless bed.
+# (gdb: ring.critpath_budget single-steps the ring's round trip.)
+TEST_DEPS += debug
 test: build
 	@scripts/deps.sh $(TEST_DEPS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
@@ -39,6 +41,10 @@ test-tsan:
 
 bench-ring: build
 	$(BUILD)/bench/wh_bench_ring --json $(BUILD)/bench/ring.json
+
+# Instructions on the ring round trip's critical path (deterministic).
+ring-critpath:
+	tests/ring/bench/critpath/critpath.sh
 
 clean:
 	rm -rf build build-asan build-tsan
