@@ -561,23 +561,8 @@ Status ServerChannel::recv(Message& out, std::chrono::microseconds timeout) {
   }
 }
 
-Status ServerChannel::reply(uint64_t call_id, uint16_t opcode, int32_t status, uint32_t aux,
-                            std::span<const std::span<const uint8_t>> parts,
-                            std::chrono::milliseconds timeout) {
-  if (broken_ != Status::Ok) return broken_;
-  wh_msg_hdr h{};
-  h.version = 1;
-  h.opcode = opcode;
-  h.flags = WH_MSG_F_RESPONSE;
-  h.call_id = call_id;
-  h.status = status;
-  h.aux = aux;
-  Status s = writer_.write(h, parts);
-  if (s == Status::Ok) {
-    ring_bell(policy_, &ch_->client_sleeping, &ch_->resp_bell);
-    return s;
-  }
-  return reply_slow(h, parts, s, timeout);
+void ServerChannel::notify_client() {
+  ring_bell(policy_, &ch_->client_sleeping, &ch_->resp_bell);
 }
 
 // reply() when the first write did not go in: kept out of the fast path,
@@ -588,7 +573,7 @@ Status ServerChannel::reply_slow(const wh_msg_hdr& h, std::span<const std::span<
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     if (s == Status::Ok) {
-      ring_bell(policy_, &ch_->client_sleeping, &ch_->resp_bell);
+      notify_client();
       return s;
     }
     if (s == Status::Corrupt) return fail(s, "client moved the response ring's head out of range");

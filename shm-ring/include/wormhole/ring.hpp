@@ -491,38 +491,40 @@ class RingReader {
     const uint64_t h1 = __atomic_load_n(c + 2, __ATOMIC_ACQUIRE);
     const uint64_t h2 = __atomic_load_n(c + 3, __ATOMIC_ACQUIRE);
     const uint64_t h3 = __atomic_load_n(c + 4, __ATOMIC_ACQUIRE);
-    const uint32_t len = uint32_t(h1 >> 32);
-    if (len > max_msg_ || record_bytes(len) != t - head_) return false;  // not this record
-    // Whole words (the record's padding too), then trimmed to len. A Message
-    // reused for replies of one size is already sized: no resize at all.
-    const uint32_t nw = (len + 7) / 8;
-    const size_t whole = size_t(nw) * 8;
-    if (out.payload.size() != whole) [[unlikely]] resize_payload(out, whole);
-    uint8_t* dst = out.payload.data();
-    const uint64_t* pw = c + 1 + sizeof(wh_msg_hdr) / 8;  // the payload's words
-    if (nw <= 2) {
-      // A small payload (most responses): both loads before either store,
-      // no loop (tests/ring/bench/ab/ab.sh: 11 of 16 means lower, 2 higher).
-      const uint64_t v0 = nw ? __atomic_load_n(pw, __ATOMIC_ACQUIRE) : 0;
-      const uint64_t v1 = nw == 2 ? __atomic_load_n(pw + 1, __ATOMIC_ACQUIRE) : 0;
-      if (nw) std::memcpy(dst, &v0, 8);
-      if (nw == 2) std::memcpy(dst + 8, &v1, 8);
-    } else {
-      for (uint32_t i = 0; i < nw; i++) {
-        const uint64_t v = __atomic_load_n(pw + i, __ATOMIC_ACQUIRE);
-        std::memcpy(dst + 8 * i, &v, 8);
-      }
-    }
-    if (__atomic_load_n(c, __ATOMIC_ACQUIRE) != t) return false;  // the producer moved on
-    if (whole != len) [[unlikely]] resize_payload(out, len);
-    // The words are the record's bytes (little-endian): magic, version and
-    // opcode in the first.
-    if (uint32_t(h0) != WH_MSG_MAGIC || uint16_t(h0 >> 48) == WH_OP_PAD) return false;
+    // The header goes straight into out, and is judged before the payload
+    // is copied, so that few values live across the copy (kept in
+    // registers, GCC spilled them: instructions on the round trip). out is
+    // unspecified when a check fails. The words are the record's bytes
+    // (little-endian): magic, version and opcode in the first.
     auto* hd = reinterpret_cast<uint8_t*>(&out.hdr);
     std::memcpy(hd, &h0, 8);
     std::memcpy(hd + 8, &h1, 8);
     std::memcpy(hd + 16, &h2, 8);
     std::memcpy(hd + 24, &h3, 8);
+    const uint32_t len = uint32_t(h1 >> 32);
+    if (len > max_msg_ || record_bytes(len) != t - head_) return false;  // not this record
+    if (uint32_t(h0) != WH_MSG_MAGIC || uint16_t(h0 >> 48) == WH_OP_PAD) return false;
+    // Whole words (the record's padding too), then trimmed to len. A Message
+    // reused for replies of one size is already sized: no resize at all.
+    const size_t whole = t - head_ - sizeof(wh_msg_hdr);
+    if (out.payload.size() != whole) [[unlikely]] resize_payload(out, whole);
+    uint8_t* dst = out.payload.data();
+    const uint64_t* pw = c + 1 + sizeof(wh_msg_hdr) / 8;  // the payload's words
+    // Two words at a time, both loaded before either is stored
+    // (tests/ring/bench/ab/ab.sh: interleaved, 11 of 16 means higher).
+    size_t i = 0;
+    for (; i + 16 <= whole; i += 16) {
+      const uint64_t v0 = __atomic_load_n(pw + i / 8, __ATOMIC_ACQUIRE);
+      const uint64_t v1 = __atomic_load_n(pw + i / 8 + 1, __ATOMIC_ACQUIRE);
+      std::memcpy(dst + i, &v0, 8);
+      std::memcpy(dst + i + 8, &v1, 8);
+    }
+    if (i < whole) {
+      const uint64_t v0 = __atomic_load_n(pw + i / 8, __ATOMIC_ACQUIRE);
+      std::memcpy(dst + i, &v0, 8);
+    }
+    if (__atomic_load_n(c, __ATOMIC_ACQUIRE) != t) return false;  // the producer moved on
+    if (whole != len) [[unlikely]] resize_payload(out, len);
     head_ = tail_ = t;
     __atomic_store_n(head_word_, head_, __ATOMIC_RELEASE);
     last_copy_ = true;
@@ -668,10 +670,28 @@ class ServerChannel {
   // heartbeat stopped, Closed if it said goodbye.
   Status recv(Message& out, std::chrono::microseconds timeout);
   // Answers call_id. Waits for ring space up to timeout (client not
-  // draining), then gives up with Timeout.
-  Status reply(uint64_t call_id, uint16_t opcode, int32_t status, uint32_t aux,
-               std::span<const std::span<const uint8_t>> parts,
-               std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
+  // draining), then gives up with Timeout. The common case (room in the
+  // ring) is inline in the caller: out of line, the call, its prologue and
+  // the header built on its stack were some 25 instructions between
+  // reading a request and publishing its answer (tests/ring/bench/critpath).
+  [[gnu::always_inline]] Status reply(uint64_t call_id, uint16_t opcode, int32_t status,
+                                      uint32_t aux, std::span<const std::span<const uint8_t>> parts,
+                                      std::chrono::milliseconds timeout = std::chrono::milliseconds(1000)) {
+    if (broken_ != Status::Ok) return broken_;
+    wh_msg_hdr h{};
+    h.version = 1;
+    h.opcode = opcode;
+    h.flags = WH_MSG_F_RESPONSE;
+    h.call_id = call_id;
+    h.status = status;
+    h.aux = aux;
+    Status s = writer_.write(h, parts);
+    if (s == Status::Ok) [[likely]] {
+      notify_client();
+      return s;
+    }
+    return reply_slow(h, parts, s, timeout);
+  }
 
   // Resets the channel to FREE (indices zero, generation bumped) so a new
   // client can claim it. Called after a client closed or died.
@@ -691,6 +711,7 @@ class ServerChannel {
  private:
   ServerChannel() = default;
   Status fail(Status s, std::string why);
+  void notify_client();  // after a response's tail: wakes a sleeping client
   [[gnu::noinline]] Status reply_slow(const wh_msg_hdr& h,
                                       std::span<const std::span<const uint8_t>> parts, Status s,
                                       std::chrono::milliseconds timeout);
