@@ -53,17 +53,6 @@ WaitPolicy effective_policy(WaitPolicy p, const wh_region_hdr& g) {
 
 // ---------------------------------------------------------------- client
 
-struct ClientChannel::Pending {
-  uint64_t call_id = 0;
-  Message* reply = nullptr;
-  // 0 waiting, 1 reply delivered, 2 asked to take over reading responses.
-  // Waited on with a private futex (timed, unlike std::atomic::wait).
-  std::atomic<uint32_t> state{0};
-  // 1 while the owner may be in FUTEX_WAIT: wakers skip the syscall
-  // otherwise (a reader delivering its own reply never makes one).
-  std::atomic<uint32_t> sleepers{0};
-};
-
 namespace {
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
               std::atomic<uint32_t>::is_always_lock_free);
@@ -209,23 +198,6 @@ Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<c
     if (s != Status::Full) return s;
     if (Status w = wait_for_room(deadline, reader); w != Status::Ok) return w;
   }
-}
-
-// write_request's common case inline in call(): the lock free, room in
-// the ring. A call to write_request (its prologue and arguments) was some
-// 30 instructions on the round trip (tests/ring/bench/critpath).
-[[gnu::always_inline]] inline Status ClientChannel::send(
-    wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts, Clock::time_point deadline,
-    bool reader) {
-  if (write_mu_.try_lock()) {
-    if (status() == Status::Ok && writer_.write(hdr, parts) == Status::Ok) {
-      notify_server();
-      write_mu_.unlock();
-      return Status::Ok;
-    }
-    write_mu_.unlock();
-  }
-  return write_request(hdr, parts, deadline, reader);  // waits, or says why not
 }
 
 // Under write_mu_, the request ring full: waits until the server moved its
@@ -431,34 +403,14 @@ Status ClientChannel::wait_reply(Pending& p, Clock::time_point deadline) {
   }
 }
 
-Status ClientChannel::call(uint16_t opcode, uint32_t aux,
-                           std::span<const std::span<const uint8_t>> parts, Message& reply,
-                           uint16_t version, std::chrono::milliseconds timeout) {
-  wh_msg_hdr h{};
-  h.version = version;
-  h.opcode = opcode;
-  h.aux = aux;
-  Pending p;
-  p.call_id = h.call_id = next_call_id_.fetch_add(1, std::memory_order_relaxed);
-  p.reply = &reply;
-  auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
-  if (read_mu_.try_lock()) {
-    // Fast path: nobody is reading responses, so we are the reader for the
-    // whole call. Our Pending stays out of the shared table: drain delivers
-    // to own_ directly (no pending_mu_ unless other callers' replies show up).
-    own_ = &p;
-    Status s = status();
-    if (s == Status::Ok) s = send(h, parts, deadline, /*reader=*/true);
-    if (s == Status::Ok) s = read_replies(p, deadline);
-    own_ = nullptr;
-    read_mu_.unlock();
-    // Callers that arrived meanwhile sleep in wait_reply: wake one to read.
-    if (npending_.load(std::memory_order_seq_cst) != 0) {
-      std::lock_guard lk(pending_mu_);
-      hand_off_locked(nullptr);
-    }
-    return p.state.load(std::memory_order_relaxed) == 1 ? Status::Ok : s;
-  }
+void ClientChannel::wake_reader() {
+  std::lock_guard lk(pending_mu_);
+  hand_off_locked(nullptr);
+}
+
+Status ClientChannel::call_queued(wh_msg_hdr& h, Pending& p,
+                                  std::span<const std::span<const uint8_t>> parts,
+                                  Clock::time_point deadline) {
   {
     std::lock_guard lk(pending_mu_);
     pending_.push_back(&p);

@@ -547,6 +547,74 @@ class RingReader {
 
 using Clock = std::chrono::steady_clock;
 
+// Spin/yield/sleep until ready() or the deadline; `bell`/`sleeping` are the
+// region words of the waiting side. Returns false on timeout.
+bool wait_until(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell,
+                const std::function<bool()>& ready, Clock::time_point deadline);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+
+// The pause between the i-th and the next poll of a wait. A PAUSE takes
+// about 25 ns on the development VM's EPYC (64 cycles), so a loop of them
+// sees a change ~13 ns late on average, on each side of a round trip. The
+// first `hot` polls of a wait, where a round trip's answer lands, are
+// spaced by an LFENCE instead: the next poll issues once the last is done
+// (one load in flight, no pile-up of speculative loads on the line), a few
+// ns apart. Measured -4..-10 ns per round trip (ab.sh, dithered;
+// docs/benchmarks.md). Later polls use PAUSE, which spends less power and
+// leaves more of the core to an SMT sibling (WaitPolicy::hot_polls = 0:
+// PAUSE only).
+inline void poll_relax(uint32_t i, uint32_t hot) {
+#if defined(__x86_64__)
+  if (i < hot) {
+    asm volatile("lfence" ::: "memory");
+    return;
+  }
+#endif
+  (void)i;
+  (void)hot;
+  cpu_relax();
+}
+
+// The hot part of waiting, inlined: up to pol.spin_iters rounds polling
+// ready(), spaced by poll_relax (a template: no std::function call per
+// round, no clock read in the common case). Reads the clock every 4096
+// rounds only, and gives up after max_spin. True as soon as ready().
+template <class F>
+inline bool spin_until(const WaitPolicy& pol, F&& ready, Clock::duration max_spin) {
+  Clock::time_point end{};
+  const uint32_t iters = pol.spin_iters, hot = pol.hot_polls;
+  for (uint32_t i = 0; i < iters; i++) {
+    if (ready()) return true;
+    poll_relax(i, hot);
+    if ((i & 4095) == 4095) {
+      auto now = Clock::now();
+      if (end == Clock::time_point{})
+        end = now + max_spin;
+      else if (now >= end)
+        return false;
+    }
+  }
+  return ready();
+}
+
+// spin_until, then the rest of the policy (yield, sleep) through wait_until.
+template <class F>
+inline bool wait_fast(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell, F&& ready,
+                      Clock::duration slice) {
+  if (spin_until(pol, ready, slice)) return true;
+  WaitPolicy rest = pol;
+  rest.spin_iters = 0;
+  return wait_until(rest, sleeping, bell, std::function<bool()>(std::ref(ready)),
+                    Clock::now() + slice);
+}
+
 // A process-local mutex whose uncontended lock, try_lock and unlock are
 // one inline atomic instruction each (std::mutex goes through pthread
 // calls). A call's fast path takes two and releases one between seeing its
@@ -581,7 +649,18 @@ class ClientChannel {
   static std::unique_ptr<ClientChannel> claim(Region& region, int index, std::string* err,
                                               WaitPolicy policy = WaitPolicy::from_env());
   ~ClientChannel();  // says goodbye (state CLOSED) unless the channel is dead
-  struct Pending;    // internal: one call waiting for its reply
+  // Internal: one call waiting for its reply (in the header only because
+  // call()'s common case is inline).
+  struct Pending {
+    uint64_t call_id = 0;
+    Message* reply = nullptr;
+    // 0 waiting, 1 reply delivered, 2 asked to take over reading responses.
+    // Waited on with a private futex (timed, unlike std::atomic::wait).
+    std::atomic<uint32_t> state{0};
+    // 1 while the owner may be in FUTEX_WAIT: wakers skip the syscall
+    // otherwise (a reader delivering its own reply never makes one).
+    std::atomic<uint32_t> sleepers{0};
+  };
 
   uint32_t index() const { return index_; }
   uint64_t generation() const { return generation_; }
@@ -593,10 +672,39 @@ class ClientChannel {
               uint16_t version = 1,
               std::chrono::milliseconds timeout = std::chrono::milliseconds(0) /*0: none*/);
   // Request and wait for the response with the same call id. The timeout
-  // covers waiting for ring space as well as for the reply.
-  Status call(uint16_t opcode, uint32_t aux, std::span<const std::span<const uint8_t>> parts,
-              Message& reply, uint16_t version = 1,
-              std::chrono::milliseconds timeout = std::chrono::milliseconds(0) /*0: none*/);
+  // covers waiting for ring space as well as for the reply. The common
+  // case (nobody else reading responses) is inline in the caller: out of
+  // line, call()'s prologue and epilogue lay between seeing one reply and
+  // storing the next request (tests/ring/bench/critpath).
+  [[gnu::always_inline]] Status call(uint16_t opcode, uint32_t aux,
+                                     std::span<const std::span<const uint8_t>> parts,
+                                     Message& reply, uint16_t version = 1,
+                                     std::chrono::milliseconds timeout = std::chrono::milliseconds(0)
+                                     /*0: none*/) {
+    wh_msg_hdr h{};
+    h.version = version;
+    h.opcode = opcode;
+    h.aux = aux;
+    Pending p;
+    p.call_id = h.call_id = next_call_id_.fetch_add(1, std::memory_order_relaxed);
+    p.reply = &reply;
+    const auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
+    if (!read_mu_.try_lock()) [[unlikely]]
+      return call_queued(h, p, parts, deadline);
+    // Nobody is reading responses, so we are the reader for the whole
+    // call. Our Pending stays out of the shared table: drain delivers to
+    // own_ directly (no pending_mu_ unless other callers' replies show up).
+    own_ = &p;
+    Status s = status();
+    if (s == Status::Ok) s = send(h, parts, deadline, /*reader=*/true);
+    if (s == Status::Ok) s = read_replies(p, deadline);
+    own_ = nullptr;
+    read_mu_.unlock();
+    // Callers that arrived meanwhile sleep in wait_reply: wake one to read.
+    if (npending_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
+      wake_reader();
+    return p.state.load(std::memory_order_relaxed) == 1 ? Status::Ok : s;
+  }
 
   // Waits until the server attached (state ACTIVE) or timeout.
   Status wait_attached(std::chrono::milliseconds timeout);
@@ -614,8 +722,27 @@ class ClientChannel {
   ClientChannel() = default;
   Status write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
                        Clock::time_point deadline, bool reader);
-  Status send(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
-              Clock::time_point deadline, bool reader);
+  // write_request's common case, inline: the lock free, room in the ring.
+  // A call to write_request (its prologue and arguments) was some 30
+  // instructions on the round trip (tests/ring/bench/critpath).
+  [[gnu::always_inline]] Status send(wh_msg_hdr& hdr,
+                                     std::span<const std::span<const uint8_t>> parts,
+                                     Clock::time_point deadline, bool reader) {
+    if (write_mu_.try_lock()) {
+      if (status() == Status::Ok && writer_.write(hdr, parts) == Status::Ok) {
+        notify_server();
+        write_mu_.unlock();
+        return Status::Ok;
+      }
+      write_mu_.unlock();
+    }
+    return write_request(hdr, parts, deadline, reader);  // waits, or says why not
+  }
+  // call() when another thread is reading responses: queue, send, wait.
+  [[gnu::noinline]] Status call_queued(wh_msg_hdr& h, Pending& p,
+                                       std::span<const std::span<const uint8_t>> parts,
+                                       Clock::time_point deadline);
+  [[gnu::noinline]] void wake_reader();  // hands the reader role to a waiting caller
   [[gnu::noinline]] Status wait_for_room(Clock::time_point deadline, bool reader);
   Status wait_reply(Pending& p, Clock::time_point deadline);
   Status drain_responses();
@@ -727,74 +854,5 @@ class ServerChannel {
   Status broken_ = Status::Ok;
   std::string error_;
 };
-
-// Spin/yield/sleep until ready() or the deadline; `bell`/`sleeping` are the
-// region words of the waiting side. Returns false on timeout.
-bool wait_until(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell,
-                const std::function<bool()>& ready, Clock::time_point deadline);
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-#endif
-}
-
-// The pause between the i-th and the next poll of a wait. A PAUSE takes
-// about 25 ns on the development VM's EPYC (64 cycles), so a loop of them
-// sees a change ~13 ns late on average, on each side of a round trip. The
-// first `hot` polls of a wait, where a round trip's answer lands, are
-// spaced by an LFENCE instead: the next poll issues once the last is done
-// (one load in flight, no pile-up of speculative loads on the line), a few
-// ns apart. Measured -4..-10 ns per round trip (ab.sh, dithered;
-// docs/benchmarks.md). Later polls use PAUSE, which spends less power and
-// leaves more of the core to an SMT sibling (WaitPolicy::hot_polls = 0:
-// PAUSE only).
-inline void poll_relax(uint32_t i, uint32_t hot) {
-#if defined(__x86_64__)
-  if (i < hot) {
-    asm volatile("lfence" ::: "memory");
-    return;
-  }
-#endif
-  (void)i;
-  (void)hot;
-  cpu_relax();
-}
-
-// The hot part of waiting, inlined: up to pol.spin_iters rounds polling
-// ready(), spaced by poll_relax (a template: no std::function call per
-// round, no clock read in the common case). Reads the clock every 4096
-// rounds only, and gives up after max_spin. True as soon as ready().
-template <class F>
-inline bool spin_until(const WaitPolicy& pol, F&& ready, Clock::duration max_spin) {
-  Clock::time_point end{};
-  const uint32_t iters = pol.spin_iters, hot = pol.hot_polls;
-  for (uint32_t i = 0; i < iters; i++) {
-    if (ready()) return true;
-    poll_relax(i, hot);
-    if ((i & 4095) == 4095) {
-      auto now = Clock::now();
-      if (end == Clock::time_point{})
-        end = now + max_spin;
-      else if (now >= end)
-        return false;
-    }
-  }
-  return ready();
-}
-
-// spin_until, then the rest of the policy (yield, sleep) through wait_until.
-template <class F>
-inline bool wait_fast(const WaitPolicy& pol, uint32_t* sleeping, uint32_t* bell, F&& ready,
-                      Clock::duration slice) {
-  if (spin_until(pol, ready, slice)) return true;
-  WaitPolicy rest = pol;
-  rest.spin_iters = 0;
-  return wait_until(rest, sleeping, bell, std::function<bool()>(std::ref(ready)),
-                    Clock::now() + slice);
-}
-
 
 }  // namespace wh::ring
