@@ -5,6 +5,9 @@
 # REV_B defaults to the working tree. Each round runs A-vs-B and B-vs-A
 # (swapped, to cancel code-layout effects). DITHER=1 randomises each call's
 # phase against the peer's pause loop (see ab_main.cpp): compare the means.
+# SOAK=SECONDS instead runs short rounds (10 blocks) in both orders, both
+# undithered and dithered, for that long, so that every placement of the
+# two vCPUs comes by, and prints B - A per placement (soak_summary.py).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(git -C "$here" rev-parse --show-toplevel)
@@ -34,6 +37,17 @@ objs b "$out/b"
 g++ "$out/main.o" $(lib a) "$out/a_shim_va.o" $(lib b) "$out/b_shim_vb.o" -lpthread -o "$out/ab"
 g++ "$out/main.o" $(lib b) "$out/b_shim_va.o" $(lib a) "$out/a_shim_vb.o" -lpthread -o "$out/ba"
 echo "A=$a B=$b"
+if [ -n "${SOAK:-}" ]; then
+  end=$((SECONDS + SOAK))
+  while [ $SECONDS -lt $end ]; do
+    for d in 0 1; do
+      echo "ab d=$d $("$out/ab" 10 $d)"
+      echo "ba d=$d $("$out/ba" 10 $d)"
+    done
+  done >"$out/soak.txt"
+  python3 "$here/soak_summary.py" "$out/soak.txt"
+  exit 0
+fi
 for i in $(seq "$rounds"); do
   echo "A,B: $("$out/ab" 30 "${DITHER:-0}")"
   echo "B,A: $("$out/ba" 30 "${DITHER:-0}" | sed 's/ A=/ B\x27=/; s/ B=/ A\x27=/')"
