@@ -102,6 +102,7 @@ std::unique_ptr<ClientChannel> ClientChannel::claim(Region& region, int index, s
     c->generation_ = fetch_add(&ch->generation, uint64_t(1)) + 1;
     c->max_msg_ = g.max_msg;
     c->policy_ = effective_policy(policy, g);
+    c->pace_.hot = c->policy_.hot_polls;
     auto l = layout(region, i);
     c->data_ = {l.data, size_t(g.data_size)};
     store_rel(&ch->req_tail, uint64_t(0));
@@ -320,7 +321,8 @@ Status ClientChannel::read_replies(Pending& p, Clock::time_point deadline) {
       s = reader_.read(*p.reply);
       return s != Status::Empty;
     };
-    if (spin_until(policy_, take, std::chrono::milliseconds(50))) {
+    if (spin_until(policy_, take, std::chrono::milliseconds(50), pace_.next(policy_),
+                   &pace_.polls)) {
       if (s != Status::Ok) {
         set_broken(s, "response ring: " + reader_.error());
         return s;
@@ -441,6 +443,7 @@ std::unique_ptr<ServerChannel> ServerChannel::attach(Region& region, uint32_t in
   c->index_ = index;
   c->generation_ = load_acq(&ch->generation);
   c->policy_ = effective_policy(policy, g);
+  c->pace_.hot = c->policy_.hot_polls;
   auto l = layout(region, index);
   c->data_ = {l.data, size_t(g.data_size)};
   // The response copy is ours; the request copy the client may be writing.
@@ -493,8 +496,8 @@ Status ServerChannel::recv(Message& out, std::chrono::microseconds timeout) {
     s = reader_.read(out);
     return s != Status::Empty || load_acq(&ch_->state) != WH_CHAN_ACTIVE;
   };
-  if (spin_until(policy_, take,
-                 std::min<Clock::duration>(timeout, std::chrono::milliseconds(50)))) {
+  if (spin_until(policy_, take, std::min<Clock::duration>(timeout, std::chrono::milliseconds(50)),
+                 pace_.next(policy_), &pace_.polls)) {
     if (s == Status::Ok) return s;
     s = try_recv(out);  // a poisoned reader or a closed channel: reported there
     if (s != Status::Empty) return s;

@@ -53,6 +53,8 @@ WaitPolicy WaitPolicy::from_env() {
   if (const char* e = std::getenv("WORMHOLE_SPIN")) p.spin_iters = uint32_t(std::strtoul(e, nullptr, 10));
   if (const char* e = std::getenv("WORMHOLE_HOT_POLLS"))
     p.hot_polls = uint32_t(std::strtoul(e, nullptr, 10));
+  if (const char* e = std::getenv("WORMHOLE_FAR_POLLS"))
+    p.far_polls = uint32_t(std::strtoul(e, nullptr, 10));
   return p;
 }
 

@@ -497,6 +497,36 @@ TEST(Channel, WaitPolicyFromEnv) {
   unsetenv("WORMHOLE_SPIN");
   unsetenv("WORMHOLE_HOT_POLLS");
   EXPECT_EQ(WaitPolicy::from_env().hot_polls, WaitPolicy{}.hot_polls);
+  setenv("WORMHOLE_FAR_POLLS", "9", 1);
+  EXPECT_EQ(WaitPolicy::from_env().far_polls, 9u);
+  unsetenv("WORMHOLE_FAR_POLLS");
+}
+
+// A wait longer than far_polls LFENCE polls (a PAUSE poll counting 5)
+// makes the next one PAUSE-only; a short one brings the LFENCE polls back.
+TEST(Channel, PollPaceFollowsTheLengthOfTheLastWait) {
+  WaitPolicy pol;
+  pol.hot_polls = 256;
+  pol.far_polls = 24;
+  PollPace pace;
+  pace.hot = pol.hot_polls;
+  pace.polls = 10;
+  EXPECT_EQ(pace.next(pol), 256u);  // a short wait: LFENCE-spaced again
+  pace.polls = 24;
+  EXPECT_EQ(pace.next(pol), 256u);  // at the limit: still short
+  pace.polls = 25;
+  EXPECT_EQ(pace.next(pol), 0u);    // longer: PAUSE only
+  pace.polls = 4;                   // 4 PAUSE polls = 20 units: short
+  EXPECT_EQ(pace.next(pol), 256u);
+  pace.hot = 0;
+  pace.polls = 5;                   // 5 PAUSE polls = 25 units: long
+  EXPECT_EQ(pace.next(pol), 0u);
+  pace.hot = 3;                     // 3 LFENCE polls, then 5 PAUSE: 28 units
+  pace.polls = 8;
+  EXPECT_EQ(pace.next(pol), 0u);
+  pol.hot_polls = 0;                // PAUSE-only policy: never LFENCE
+  pace.polls = 0;
+  EXPECT_EQ(pace.next(pol), 0u);
 }
 
 // With every heartbeat in this process paused, each side declares the other

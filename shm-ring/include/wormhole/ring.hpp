@@ -132,12 +132,14 @@ struct WaitPolicy {
   enum class Sleep { Futex, Doorbell, Poll };
   uint32_t spin_iters = 4000;  // polling rounds before yielding
   uint32_t hot_polls = 256;    // of those, the first polls spaced by LFENCE, not PAUSE (poll_relax)
+  uint32_t far_polls = 24;     // a wait longer than this (in LFENCE polls): PAUSE next time (PollPace)
   uint32_t yield_iters = 64;   // sched_yield() rounds before sleeping
   Sleep sleep = Sleep::Futex;
   Doorbell* doorbell = nullptr;  // for Sleep::Doorbell
   uint32_t poll_max_us = 200;    // Poll: backoff ceiling
   // From environment WORMHOLE_WAIT=spin|futex|poll (default futex),
-  // WORMHOLE_SPIN=<spin_iters>, WORMHOLE_HOT_POLLS=<hot_polls>.
+  // WORMHOLE_SPIN=<spin_iters>, WORMHOLE_HOT_POLLS=<hot_polls>,
+  // WORMHOLE_FAR_POLLS=<far_polls>.
   static WaitPolicy from_env();
 };
 
@@ -587,11 +589,15 @@ inline void poll_relax(uint32_t i, uint32_t hot) {
 // round, no clock read in the common case). Reads the clock every 4096
 // rounds only, and gives up after max_spin. True as soon as ready().
 template <class F>
-inline bool spin_until(const WaitPolicy& pol, F&& ready, Clock::duration max_spin) {
+inline bool spin_until(const WaitPolicy& pol, F&& ready, Clock::duration max_spin,
+                       uint32_t hot, uint32_t* polls) {
   Clock::time_point end{};
-  const uint32_t iters = pol.spin_iters, hot = pol.hot_polls;
+  const uint32_t iters = pol.spin_iters;
   for (uint32_t i = 0; i < iters; i++) {
-    if (ready()) return true;
+    if (ready()) {
+      *polls = i;
+      return true;
+    }
     poll_relax(i, hot);
     if ((i & 4095) == 4095) {
       auto now = Clock::now();
@@ -601,8 +607,35 @@ inline bool spin_until(const WaitPolicy& pol, F&& ready, Clock::duration max_spi
         return false;
     }
   }
+  *polls = iters;
   return ready();
 }
+template <class F>
+inline bool spin_until(const WaitPolicy& pol, F&& ready, Clock::duration max_spin) {
+  uint32_t polls;
+  return spin_until(pol, ready, max_spin, pol.hot_polls, &polls);
+}
+
+// How a side spaces the hot polls of its next wait, from how long its last
+// one lasted. LFENCE-spaced polls see an answer sooner where the peer's
+// line comes quickly (the near and usual placements of the development
+// VM's vCPUs), but cost about a tenth of the round trip where it comes
+// slowly (the far placement: PAUSE-only 371-411 ns against 481-531 ns at
+// 300-360 ns floors, docs/benchmarks.md). A wait longer than
+// WaitPolicy::far_polls LFENCE polls (a PAUSE counted as 5 of them) means
+// a far peer or a slow call: the next wait polls with PAUSE only.
+// The last wait's polls are only stored when it ends (on the round trip's
+// critical path) and judged when the next wait begins (off it).
+struct PollPace {
+  uint32_t hot = WaitPolicy{}.hot_polls;  // hot polls of the last wait
+  uint32_t polls = 0;                     // how many polls it took
+  uint32_t next(const WaitPolicy& pol) {
+    const uint32_t fast = polls < hot ? polls : hot;
+    const uint64_t units = fast + uint64_t(polls - fast) * 5;
+    hot = units > pol.far_polls ? 0 : pol.hot_polls;
+    return hot;
+  }
+};
 
 // spin_until, then the rest of the policy (yield, sleep) through wait_until.
 template <class F>
@@ -772,6 +805,7 @@ class ClientChannel {
   std::vector<Pending*> pending_;
   std::atomic<uint32_t> npending_{0};  // pending_.size(), readable without the lock
   Pending* own_ = nullptr;  // under read_mu_: the fast-path caller's call
+  PollPace pace_;           // under read_mu_: the reply wait's poll spacing
   void hand_off_locked(const Pending* self);  // pending_mu_ held
   Status leave(Pending& p, Status s);
   Status read_replies(Pending& p, Clock::time_point deadline);
@@ -847,6 +881,7 @@ class ServerChannel {
   uint32_t index_ = 0;
   uint64_t generation_ = 0;
   WaitPolicy policy_;
+  PollPace pace_;  // the request wait's poll spacing
   std::span<uint8_t> data_;
   RingReader reader_;
   RingWriter writer_;
