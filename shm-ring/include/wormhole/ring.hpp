@@ -601,10 +601,12 @@ inline bool spin_until(const WaitPolicy& pol, F&& ready, Clock::duration max_spi
     poll_relax(i, hot);
     if ((i & 4095) == 4095) {
       auto now = Clock::now();
-      if (end == Clock::time_point{})
+      if (end == Clock::time_point{}) {
         end = now + max_spin;
-      else if (now >= end)
+      } else if (now >= end) {
+        *polls = i;  // a long wait: the next one polls with PAUSE only
         return false;
+      }
     }
   }
   *polls = iters;
