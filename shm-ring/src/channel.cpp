@@ -102,7 +102,6 @@ std::unique_ptr<ClientChannel> ClientChannel::claim(Region& region, int index, s
     c->generation_ = fetch_add(&ch->generation, uint64_t(1)) + 1;
     c->max_msg_ = g.max_msg;
     c->policy_ = effective_policy(policy, g);
-    c->pace_.hot = c->policy_.hot_polls;
     auto l = layout(region, i);
     c->data_ = {l.data, size_t(g.data_size)};
     store_rel(&ch->req_tail, uint64_t(0));
@@ -443,7 +442,6 @@ std::unique_ptr<ServerChannel> ServerChannel::attach(Region& region, uint32_t in
   c->index_ = index;
   c->generation_ = load_acq(&ch->generation);
   c->policy_ = effective_policy(policy, g);
-  c->pace_.hot = c->policy_.hot_polls;
   auto l = layout(region, index);
   c->data_ = {l.data, size_t(g.data_size)};
   // The response copy is ours; the request copy the client may be writing.

@@ -508,6 +508,8 @@ TEST(Channel, PollPaceFollowsTheLengthOfTheLastWait) {
   WaitPolicy pol;
   pol.hot_polls = 256;
   pol.far_polls = 24;
+  PollPace fresh;                   // before any wait: the policy's LFENCE polls
+  EXPECT_EQ(fresh.next(pol), 256u);
   PollPace pace;
   pace.hot = pol.hot_polls;
   pace.polls = 10;

@@ -628,9 +628,10 @@ inline bool spin_until(const WaitPolicy& pol, F&& ready, Clock::duration max_spi
 // a far peer or a slow call: the next wait polls with PAUSE only.
 // The last wait's polls are only stored when it ends (on the round trip's
 // critical path) and judged when the next wait begins (off it).
+// Before the first wait, polls = 0: next() gives the policy's hot_polls.
 struct PollPace {
-  uint32_t hot = WaitPolicy{}.hot_polls;  // hot polls of the last wait
-  uint32_t polls = 0;                     // how many polls it took
+  uint32_t hot = 0;    // hot polls of the last wait
+  uint32_t polls = 0;  // how many polls it took
   uint32_t next(const WaitPolicy& pol) {
     const uint32_t fast = polls < hot ? polls : hot;
     const uint64_t units = fast + uint64_t(polls - fast) * 5;
