@@ -184,6 +184,7 @@ void ClientChannel::notify_server() { ring_bell(policy_, &ch_->server_sleeping, 
 Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
                                     Clock::time_point deadline, bool reader) {
   std::lock_guard lk(write_mu_);
+  if (hdr.call_id == 0) hdr.call_id = (locked_call_id_ += 2);  // see send()
   for (;;) {
     if (Status b = status(); b != Status::Ok) return b;
     Status s = writer_.write(hdr, parts);
@@ -236,7 +237,7 @@ Status ClientChannel::post(uint16_t opcode, uint32_t aux,
   h.opcode = opcode;
   h.flags = WH_MSG_F_POSTED;
   h.aux = aux;
-  h.call_id = next_call_id_.fetch_add(1, std::memory_order_relaxed);
+  h.call_id = shared_call_id();
   auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
   return write_request(h, parts, deadline, false);
 }

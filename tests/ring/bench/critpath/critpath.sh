@@ -40,7 +40,9 @@ pids=()
 for f in region ring wait channel; do
   g++ $flags -c "$out/shm-ring/src/$f.cpp" -o "$out/$f.o" & pids+=($!)
 done
-g++ $flags -c "$here/critpath_driver.cpp" -o "$out/driver.o"
+step=1  # the call ids the driver expects (see critpath_driver.cpp)
+grep -q locked_call_id_ "$out/shm-ring/include/wormhole/ring.hpp" && step=2
+g++ $flags -DWH_CRITPATH_ID_STEP=$step -c "$here/critpath_driver.cpp" -o "$out/driver.o"
 for p in "${pids[@]}"; do wait "$p"; done
 g++ "$out"/*.o -lpthread -o "$out/critpath_driver"
 "$out/critpath_driver" 2000  # the driver checks its own round trips first
