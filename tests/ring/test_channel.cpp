@@ -3,6 +3,7 @@
 // timeouts, close/reclaim, wait policies and heartbeats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -32,11 +33,13 @@ struct Pair {
 };
 
 // Echo server: answers every call with its payload reversed and status =
-// opcode; counts posts. Runs until stop or the channel closes.
+// opcode; counts posts; keeps every call id it saw (read it after join()).
+// Runs until stop or the channel closes.
 struct EchoServer {
   ServerChannel& ch;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> posts{0}, calls{0};
+  std::vector<uint64_t> ids;
   Status last = Status::Ok;
   std::thread thr;
   explicit EchoServer(ServerChannel& c) : ch(c) {
@@ -51,6 +54,7 @@ struct EchoServer {
         last = s;
         return;
       }
+      ids.push_back(m.hdr.call_id);
       if (m.hdr.flags & WH_MSG_F_POSTED) {
         posts++;
         continue;
@@ -70,6 +74,12 @@ struct EchoServer {
     if (thr.joinable()) thr.join();
   }
   ~EchoServer() { join(); }
+  // How many ids came twice (0: all unique).
+  size_t duplicate_ids() const {
+    std::vector<uint64_t> v = ids;
+    std::sort(v.begin(), v.end());
+    return size_t(v.end() - std::unique(v.begin(), v.end()));
+  }
 };
 
 Status call_bytes(ClientChannel& c, uint16_t op, const std::vector<uint8_t>& req, Message& rep,
@@ -189,6 +199,8 @@ TEST(Channel, CallRoundTripsAndCallIdsAreUnique) {
   EXPECT_TRUE(rep.payload.empty());
   srv.join();
   EXPECT_EQ(srv.calls.load(), 1001u);
+  EXPECT_EQ(srv.ids.size(), 1001u);
+  EXPECT_EQ(srv.duplicate_ids(), 0u);
 }
 
 // Several threads call and post at once: every reply reaches its caller.
@@ -227,6 +239,12 @@ TEST(Channel, ConcurrentCallersGetTheirOwnReplies) {
   for (int i = 0; i < 500 && srv.posts.load() < want_posts; i++) std::this_thread::sleep_for(2ms);
   EXPECT_EQ(srv.posts.load(), want_posts);
   EXPECT_EQ(p.client->status(), Status::Ok);
+  // Call ids are unique across the paths that give them: calls alone on
+  // the channel (under the write lock), calls queued behind another
+  // reader, and posts (a shared counter).
+  srv.join();
+  EXPECT_EQ(srv.ids.size(), srv.calls.load() + srv.posts.load());
+  EXPECT_EQ(srv.duplicate_ids(), 0u);
 }
 
 TEST(Channel, CallTimesOutAndLateReplyIsDropped) {
