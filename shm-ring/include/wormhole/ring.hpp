@@ -515,7 +515,7 @@ class RingReader {
     size_t i = 0;
 #if WH_RING_DIRECT_COPY
     // 16 bytes a load, as the writer stores them: for the 64-byte request
-    // 4 moves and 4 stores, where word by word it was 36 instructions.
+    // 4 loads and 4 stores, where word by word it was 36 instructions.
     // Plain loads, like the writer's plain stores: the compiler barrier
     // keeps them before the re-check of copy_tail, and x86 does not reorder
     // loads with loads.
@@ -533,8 +533,9 @@ class RingReader {
     }
     asm volatile("" ::: "memory");
 #endif
-    // Two words at a time, both loaded before either is stored
-    // (tests/ring/bench/ab/ab.sh: interleaved, 11 of 16 means higher).
+    // Elsewhere (and for a last 8 bytes) word by word: two at a time, both
+    // loaded before either is stored (tests/ring/bench/ab/ab.sh:
+    // interleaved, 11 of 16 means higher).
     for (; i + 16 <= whole; i += 16) {
       const uint64_t v0 = __atomic_load_n(pw + i / 8, __ATOMIC_ACQUIRE);
       const uint64_t v1 = __atomic_load_n(pw + i / 8 + 1, __ATOMIC_ACQUIRE);
