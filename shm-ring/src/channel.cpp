@@ -184,7 +184,7 @@ void ClientChannel::notify_server() { ring_bell(policy_, &ch_->server_sleeping, 
 Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
                                     Clock::time_point deadline, bool reader) {
   std::lock_guard lk(write_mu_);
-  if (hdr.call_id == 0) hdr.call_id = (locked_call_id_ += 2);  // see send()
+  give_call_id(hdr);
   for (;;) {
     if (Status b = status(); b != Status::Ok) return b;
     Status s = writer_.write(hdr, parts);
