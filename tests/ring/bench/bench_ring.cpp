@@ -42,6 +42,7 @@ namespace {
 
 int g_cpu_client = 0, g_cpu_server = 1;
 std::map<std::string, double> g_results;  // summary figures by key
+std::string g_block_line;  // BM_RingVsBareRtt's blocks by placement, printed at the end
 
 void pin(int cpu) {
   cpu_set_t set;
@@ -90,19 +91,20 @@ struct Samples {
   std::vector<uint64_t> t;
   explicit Samples(size_t n) { t.reserve(n); }
   void add(uint64_t ticks) { t.push_back(ticks); }
-  double pct(double p) {
-    if (t.empty()) return 0;
-    size_t k = size_t(p * double(t.size() - 1));
-    std::nth_element(t.begin(), t.begin() + k, t.end());
-    return double(t[k]) * g_ns_per_tick;
-  }
+  double pct(double p) { return pct_of(t, p); }
   // The p50 of block j (samples [j*n, (j+1)*n)), leaving t's order alone;
   // 0 if the block is not all there.
   double block_p50(size_t j, size_t n) const {
     if ((j + 1) * n > t.size()) return 0;
     std::vector<uint64_t> b(t.begin() + ptrdiff_t(j * n), t.begin() + ptrdiff_t((j + 1) * n));
-    std::nth_element(b.begin(), b.begin() + ptrdiff_t(n / 2), b.end());
-    return double(b[n / 2]) * g_ns_per_tick;
+    return pct_of(b, 0.50);
+  }
+  // Percentile p of v in ns (reorders v).
+  static double pct_of(std::vector<uint64_t>& v, double p) {
+    if (v.empty()) return 0;
+    size_t k = size_t(p * double(v.size() - 1));
+    std::nth_element(v.begin(), v.begin() + ptrdiff_t(k), v.end());
+    return double(v[k]) * g_ns_per_tick;
   }
   void report(benchmark::State& st, const char* key, const std::string& prefix = "") {
     if (st.error_occurred()) return;  // no figures from a failed run
@@ -347,7 +349,11 @@ void BM_RingVsBareRtt(benchmark::State& state) {
   // counted under the floor's placement, classed as ab/soak_summary.py
   // does (near: 80 ns or less, usual: to 250 ns, far: above; this clock
   // moves in ~10 ns steps); if not, it changed, and the block is "mixed".
-  std::vector<double> floors, by_place[3], floor_at[3], pause_at[3];
+  struct Place {
+    const char* name;
+    std::vector<double> ratio, floor, pause_ratio;  // one entry per ring block
+  } place[3] = {{"near", {}, {}, {}}, {"usual", {}, {}, {}}, {"far", {}, {}, {}}};
+  std::vector<double> floors;
   for (size_t j = 0;; j++) {
     double f = std::min(bare_pause.block_p50(j, kBlock), bare_poll.block_p50(j, kBlock));
     if (f <= 0) break;
@@ -362,30 +368,33 @@ void BM_RingVsBareRtt(benchmark::State& state) {
       mixed++;
       continue;
     }
-    const int k = lo < 85 ? 0 : lo < 255 ? 1 : 2;
-    by_place[k].push_back(r / lo);
-    floor_at[k].push_back(lo);
-    if (double rp = ring_pause.block_p50(j, kBlock); rp > 0) pause_at[k].push_back(rp / lo);
+    Place& pl = place[lo < 85 ? 0 : lo < 255 ? 1 : 2];
+    pl.ratio.push_back(r / lo);
+    pl.floor.push_back(lo);
+    if (double rp = ring_pause.block_p50(j, kBlock); rp > 0) pl.pause_ratio.push_back(rp / lo);
   }
-  g_results["pairs_mixed"] = double(mixed);
-  static const char* const kPlace[3] = {"near", "usual", "far"};
-  for (int k = 0; k < 3; k++) {
-    auto& v = by_place[k];
-    std::string key = std::string("pairs_") + kPlace[k];
-    g_results[key] = double(v.size());
-    if (v.empty()) continue;
-    std::sort(v.begin(), v.end());
-    std::sort(floor_at[k].begin(), floor_at[k].end());
-    g_results[key + "_floor"] = floor_at[k][v.size() / 2];
-    if (auto& w = pause_at[k]; !w.empty()) {
-      std::sort(w.begin(), w.end());
-      g_results[key + "_pause_p50"] = w[w.size() / 2];
-    }
-    g_results[key + "_met"] = double(std::count_if(v.begin(), v.end(), [](double q) { return q <= 1.5; }));
-    g_results[key + "_p50"] = v[v.size() / 2];
-    state.counters[key] = double(v.size());
-    state.counters[key + "_ratio_p50"] = v[v.size() / 2];
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + ptrdiff_t(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  std::string line;
+  for (const Place& pl : place) {
+    if (pl.ratio.empty()) continue;
+    const double ratio = median(pl.ratio);
+    const auto met = std::count_if(pl.ratio.begin(), pl.ratio.end(), [](double q) { return q <= 1.5; });
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s%s %zu (floor %.0f ns, ring/bare %.2f, %ld <= 1.5; PAUSE-only ring %.2f)",
+             line.empty() ? "" : ", ", pl.name, pl.ratio.size(), median(pl.floor), ratio, long(met),
+             median(pl.pause_ratio));
+    line += buf;
+    state.counters[std::string("pairs_") + pl.name] = double(pl.ratio.size());
+    state.counters[std::string("pairs_") + pl.name + "_ratio_p50"] = ratio;
   }
+  if (!line.empty() || mixed > 0)
+    g_block_line = "ring blocks by the placement of the floor's blocks around them (near <= 80 ns < "
+                   "usual <= 250 ns < far): " + line + "; mixed (the placement changed) " +
+                   std::to_string(mixed) + "\n";
   bare_pause.report(state, "bare_pause", "bare_pause_");
   bare_poll.report(state, "bare_poll", "bare_poll_");
   ring.report(state, "ring", "ring_");
@@ -600,20 +609,7 @@ int main(int argc, char** argv) {
                     "futex-only ring p50 %.0f ns, poll-only ring p50 %.0f ns\n",
             ring / bare, tcp / ring, get("bare_pause"), get("bare_poll"), get("ring_pause"),
             get("ring_futex"), get("ring_poll"));
-  std::string pairs;
-  for (const char* place : {"near", "usual", "far"}) {
-    std::string key = std::string("pairs_") + place;
-    if (get(key.c_str()) == 0) continue;
-    char buf[160];
-    snprintf(buf, sizeof buf, "%s%s %.0f (floor %.0f ns, ring/bare %.2f, %.0f <= 1.5; PAUSE-only ring %.2f)",
-             pairs.empty() ? "" : ", ", place, get(key.c_str()), get((key + "_floor").c_str()),
-             get((key + "_p50").c_str()), get((key + "_met").c_str()), get((key + "_pause_p50").c_str()));
-    pairs += buf;
-  }
-  if (!pairs.empty() || get("pairs_mixed") > 0)
-    fprintf(stderr, "ring blocks by the placement of the floor's blocks around them (near <= 80 ns < "
-                    "usual <= 250 ns < far): %s; mixed (the placement changed) %.0f\n",
-            pairs.c_str(), get("pairs_mixed"));
+  fputs(g_block_line.c_str(), stderr);
   fflush(stderr);
   printf("ring_rtt_p50_ns=%.0f bare_rtt_p50_ns=%.0f tcp_rtt_p50_ns=%.0f ring_msgs_per_s=%.0f\n", ring,
          bare, tcp, get("ring_msgs_per_s"));
