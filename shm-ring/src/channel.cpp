@@ -114,6 +114,8 @@ std::unique_ptr<ClientChannel> ClientChannel::claim(Region& region, int index, s
                             &ch->resp_copy_tail);
     c->monitor_ = PeerMonitor(&ch->server_heartbeat, g.hb_timeout_ms);
     c->pending_.reserve(16);
+    c->write_mu_.set_bias(&c->bias_);
+    c->read_mu_.set_bias(&c->bias_);
     Heartbeat::instance().add(&ch->client_heartbeat, g.hb_period_ms);
     return c;
   }
@@ -184,6 +186,12 @@ void ClientChannel::notify_server() { ring_bell(policy_, &ch_->server_sleeping, 
 Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
                                     Clock::time_point deadline, bool reader) {
   std::lock_guard lk(write_mu_);
+  return write_request_held(hdr, parts, deadline, reader);
+}
+
+Status ClientChannel::write_request_held(wh_msg_hdr& hdr,
+                                         std::span<const std::span<const uint8_t>> parts,
+                                         Clock::time_point deadline, bool reader) {
   give_call_id(hdr);
   for (;;) {
     if (Status b = status(); b != Status::Ok) return b;
@@ -237,8 +245,15 @@ Status ClientChannel::post(uint16_t opcode, uint32_t aux,
   h.opcode = opcode;
   h.flags = WH_MSG_F_POSTED;
   h.aux = aux;
-  h.call_id = shared_call_id();
   auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
+  LockBias::Slot* const slot = LockBias::my_slot();
+  if (bias_.enter(slot)) {
+    // The bias holds write_mu_ for us: an even id, as under the lock.
+    Status s = write_request_held(h, parts, deadline, false);
+    bias_.leave(slot);
+    return s;
+  }
+  h.call_id = shared_call_id();
   return write_request(h, parts, deadline, false);
 }
 

@@ -1,5 +1,6 @@
 // Waiting (spin, yield, sleep on a futex/doorbell or poll) and liveness.
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -10,7 +11,9 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "atomics.hpp"
 #include "wormhole/ring.hpp"
@@ -105,15 +108,156 @@ void LightMutex::lock_slow() {
   // few hundred ns at most, less than a sleep and a wake-up cost.
   for (int i = 0; i < 64; i++) {
     cpu_relax();
-    if (state_.load(std::memory_order_relaxed) == 0 && try_lock()) return;
+    if (state_.load(std::memory_order_relaxed) != 1 && try_lock()) return;
   }
   // Mark it contended (2) whenever we take it or wait: the unlock that sees
   // 2 wakes one sleeper, which retakes it as 2 (there may be others).
   uint32_t c = state_.exchange(2, std::memory_order_acquire);
   while (c != 0) {
+    if (c == kBiased) {  // taken over from a bias (granted meanwhile)
+      bias_->revoke();
+      return;
+    }
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, 2u, nullptr,
             nullptr, 0);
     c = state_.exchange(2, std::memory_order_acquire);
+  }
+}
+
+bool LightMutex::claim_biased() {
+  uint32_t s = kBiased;
+  while (!state_.compare_exchange_weak(s, 1, std::memory_order_acquire,
+                                       std::memory_order_relaxed)) {
+    if (s != kBiased && s != 0) return false;  // someone else holds it now
+  }
+  if (s == kBiased) bias_->revoke();
+  return true;
+}
+
+// ------------------------------------------------------------- LockBias
+
+namespace {
+// The heavy side of the owner/revoker Dekker pair (LockBias::enter):
+// every running thread of the process executes a full barrier.
+void heavy_fence() {
+#if defined(__SANITIZE_THREAD__)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#else
+  syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+#endif
+}
+// Slots are never freed: a revoker may still read the one it waits on.
+// A thread's slot goes back to the pool when the thread exits.
+struct SlotPool {
+  std::mutex mu;
+  std::vector<LockBias::Slot*> free;
+};
+SlotPool& slot_pool() {
+  static SlotPool* p = new SlotPool();
+  return *p;
+}
+// Handed to threads that ask after their thread-locals were destroyed:
+// never granted a bias (note_uncontended refuses it).
+LockBias::Slot g_exiting_slot;
+}  // namespace
+
+LockBias::Slot* LockBias::new_slot() {
+  struct Holder {
+    Slot* slot = nullptr;
+    bool gone = false;
+    ~Holder() {
+      gone = true;
+      tl_slot_ = &g_exiting_slot;
+      if (!slot) return;
+      std::lock_guard lk(slot_pool().mu);
+      slot_pool().free.push_back(slot);
+    }
+  };
+  static thread_local Holder holder;
+  if (holder.gone) return &g_exiting_slot;
+  Slot* s;
+  {
+    std::lock_guard lk(slot_pool().mu);
+    auto& f = slot_pool().free;
+    if (f.empty()) {
+      s = new Slot();
+    } else {
+      s = f.back();
+      f.pop_back();
+    }
+  }
+  holder.slot = s;
+  tl_slot_ = s;
+  return s;
+}
+
+bool LockBias::supported() {
+  static const bool ok = [] {
+    if (const char* e = std::getenv("WORMHOLE_BIAS"); e && !std::strcmp(e, "0")) return false;
+#if defined(__SANITIZE_THREAD__)
+    return true;
+#else
+    long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (q < 0 || !(q & MEMBARRIER_CMD_PRIVATE_EXPEDITED)) return false;
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+  }();
+  return ok;
+}
+
+bool LockBias::note_uncontended(Slot* s, LightMutex& a, LightMutex& b) {
+  if (run_slot_ != s) {
+    run_slot_ = s;
+    run_ = 0;
+  }
+  const uint32_t shift = run_shift_.load(std::memory_order_relaxed);
+  if (++run_ < (uint64_t(64) << shift) || s == &g_exiting_slot) return false;
+  run_ = 0;
+  if (!supported() || !b.try_lock()) return false;
+  // Owner first, then the mutexes to state 3: a thread that finds one in
+  // state 3 (acquire) sees granted_ and revokes this owner.
+  granted_ = s;
+  owner_.store(s, std::memory_order_relaxed);
+  uint32_t one = 1;
+  if (!b.state_.compare_exchange_strong(one, LightMutex::kBiased, std::memory_order_release,
+                                        std::memory_order_relaxed)) {
+    owner_.store(nullptr, std::memory_order_relaxed);
+    b.unlock();  // someone waits for it
+    return false;
+  }
+  one = 1;
+  if (!a.state_.compare_exchange_strong(one, LightMutex::kBiased, std::memory_order_release,
+                                        std::memory_order_relaxed)) {
+    // Someone waits for `a`: no bias. Take `b` back unless a waiter
+    // already took it over (it revokes; we are in no call, so at once).
+    owner_.store(nullptr, std::memory_order_relaxed);
+    uint32_t biased = LightMutex::kBiased;
+    if (b.state_.compare_exchange_strong(biased, 1, std::memory_order_acquire,
+                                         std::memory_order_relaxed))
+      b.unlock();
+    return false;
+  }
+  grants_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void LockBias::revoke() {
+  Slot* was = owner_.exchange(nullptr, std::memory_order_seq_cst);
+  heavy_fence();  // now the owner either saw owner_ null or its busy is visible
+  const Slot* s = granted_;
+  for (uint32_t i = 0; s && s->busy.load(std::memory_order_acquire) == this; i++) {
+    // The owner is in a call: it may wait for its reply a while.
+    if (i < 1000)
+      cpu_relax();
+    else if (i < 1100)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  if (was) {
+    revocations_.fetch_add(1, std::memory_order_relaxed);
+    const uint32_t shift = run_shift_.load(std::memory_order_relaxed);
+    if (shift < 14) run_shift_.store(shift + 1, std::memory_order_relaxed);
   }
 }
 

@@ -122,6 +122,81 @@ TEST(LightMutex, ExcludesAndWakesWaiters) {
   mu.unlock();
 }
 
+// The lock bias (LockBias) as a channel uses it: the owner's calls enter()
+// it or, unbiased, take `a` for the call and `b` for the send, and earn the
+// bias back with runs of such calls; another thread takes `a` or `b` now
+// and then, revoking the bias each time. Each mutex must still exclude:
+// plain counters and an overlap check (TSan checks the counters too).
+TEST(LockBias, ExcludesRevokersFromTheOwnersCalls) {
+  LightMutex a, b;
+  LockBias bias;
+  a.set_bias(&bias);
+  b.set_bias(&bias);
+  uint64_t count_a = 0, count_b = 0;
+  int in_a = 0, in_b = 0;
+  std::atomic<bool> overlap{false}, done{false};
+  auto crit_a = [&] {
+    if (++in_a != 1) overlap = true;
+    for (int k = 0; k < 20; k++) cpu_relax();  // a window for an overlap to show
+    count_a++;
+    --in_a;
+  };
+  auto crit_b = [&] {
+    if (++in_b != 1) overlap = true;
+    for (int k = 0; k < 20; k++) cpu_relax();  // a window for an overlap to show
+    count_b++;
+    --in_b;
+  };
+  const int kRounds = int(scaled(200000));
+  std::thread owner([&] {
+    LockBias::Slot* s = LockBias::my_slot();
+    for (int i = 0; i < kRounds; i++) {
+      if (i % 64 == 0)
+        for (int k = 0; k < 500; k++) cpu_relax();  // a gap for the other thread
+      if (bias.enter(s)) {
+        crit_a();
+        crit_b();
+        bias.leave(s);
+        continue;
+      }
+      a.lock();
+      crit_a();
+      b.lock();
+      crit_b();
+      b.unlock();
+      if (!bias.note_uncontended(s, a, b)) a.unlock();
+    }
+    done = true;
+  });
+  int other = 0;
+  for (; !done.load(); other++) {
+    LightMutex& m = other % 2 ? b : a;
+    m.lock();
+    if (other % 2)
+      crit_b();
+    else
+      crit_a();
+    m.unlock();
+    for (int k = 0; k < 100; k++) cpu_relax();  // let the owner's runs grow now and then
+  }
+  owner.join();
+  // The bias may still hold both: take them as any thread would.
+  a.lock();
+  b.lock();
+  EXPECT_FALSE(overlap.load());
+  EXPECT_EQ(count_a, uint64_t(kRounds) + uint64_t((other + 1) / 2));
+  EXPECT_EQ(count_b, uint64_t(kRounds) + uint64_t(other / 2));
+  b.unlock();
+  a.unlock();
+  if (LockBias::supported()) {
+    EXPECT_GE(bias.grants(), 1u);
+    EXPECT_GE(bias.revocations(), 1u);
+    EXPECT_LE(bias.revocations(), bias.grants());
+  } else {
+    EXPECT_EQ(bias.grants(), 0u);
+  }
+}
+
 TEST(Channel, ClaimAttachAndStates) {
   std::string err;
   auto region = Region::create_memfd("wh", small_config(1u << 14, 3), &err);
@@ -245,6 +320,59 @@ TEST(Channel, ConcurrentCallersGetTheirOwnReplies) {
   srv.join();
   EXPECT_EQ(srv.ids.size(), srv.calls.load() + srv.posts.load());
   EXPECT_EQ(srv.duplicate_ids(), 0u);
+}
+
+// One thread making every call earns the channel's lock bias; its posts
+// keep it. Another thread's call revokes it (while the owner is idle, and
+// so promptly), and calls stay correct through grants and revocations,
+// also when the owner has exited and when threads take turns.
+TEST(Channel, LockBiasFollowsTheCallingThreads) {
+  if (!LockBias::supported()) GTEST_SKIP() << "membarrier unavailable or WORMHOLE_BIAS=0";
+  // This thread's slot first: a slot is recycled when its thread exits,
+  // and this thread would otherwise inherit the first owner's (and its bias).
+  LockBias::my_slot();
+  Pair p;
+  EchoServer srv(*p.server);
+  auto calls = [&](int n, uint16_t op) {
+    Message rep;
+    for (int i = 0; i < n; i++) {
+      std::vector<uint8_t> req = {uint8_t(i), uint8_t(op), 7};
+      if (call_bytes(*p.client, op, req, rep) != Status::Ok) return false;
+      if (rep.payload != std::vector<uint8_t>{7, uint8_t(op), uint8_t(i)}) return false;
+      if (i % 10 == 0) {
+        std::span<const uint8_t> parts[] = {req};
+        if (p.client->post(op, 0, parts) != Status::Ok) return false;
+      }
+    }
+    return true;
+  };
+  std::thread first([&] { EXPECT_TRUE(calls(500, 21)); });
+  first.join();
+  EXPECT_EQ(p.client->bias().grants(), 1u);  // after a run of 64, kept through its posts
+  EXPECT_EQ(p.client->bias().revocations(), 0u);
+  // The owner has exited holding the bias: this thread's call revokes it.
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(calls(1, 22));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  EXPECT_EQ(p.client->bias().revocations(), 1u);
+  // It earns the bias in turn (a run of 128 now), and threads taking turns
+  // or calling at once revoke it; every reply still reaches its caller.
+  EXPECT_TRUE(calls(300, 23));
+  EXPECT_EQ(p.client->bias().grants(), 2u);
+  std::vector<std::thread> ts;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < 3; t++)
+    ts.emplace_back([&, t] {
+      for (int r = 0; r < 20; r++)
+        if (!calls(int(scaled(200)) + t * 50, uint16_t(30 + t))) failed++;
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_LE(p.client->bias().revocations(), p.client->bias().grants());
+  EXPECT_GE(p.client->bias().revocations(), 2u);
+  srv.join();
+  EXPECT_EQ(srv.duplicate_ids(), 0u);
+  EXPECT_EQ(p.client->status(), Status::Ok);
 }
 
 TEST(Channel, CallTimesOutAndLateReplyIsDropped) {
