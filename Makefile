@@ -7,7 +7,7 @@ CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 CTEST_ARGS ?=
 
 .PHONY: all deps build test test-unit test-asan test-tsan test-gpu demo clean \
-        bench-ring ring-critpath bench-ptx bench-forward bench-train bench-vm kmod qemu test-exitless fuzz
+        bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-train bench-vm kmod qemu test-exitless fuzz
 
 all: build
 
@@ -41,6 +41,10 @@ test-tsan:
 
 bench-ring: build
 	$(BUILD)/bench/wh_bench_ring --json $(BUILD)/bench/ring.json
+
+# Which placement the two vCPUs are in: SMT siblings or two cores (60 s).
+ring-placement: build
+	$(BUILD)/bench/wh_ring_placement --seconds 60
 
 # Instructions on the ring round trip's critical path (deterministic).
 ring-critpath:
