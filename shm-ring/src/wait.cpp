@@ -139,10 +139,9 @@ bool LightMutex::claim_biased() {
 namespace {
 // The heavy side of the owner/revoker Dekker pair (LockBias::enter):
 // every running thread of the process executes a full barrier.
+// (Under TSan the pair's accesses are seq_cst instead: LockBias::kDekkerOrder.)
 void heavy_fence() {
-#if defined(__SANITIZE_THREAD__)
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-#else
+#if !defined(__SANITIZE_THREAD__)
   syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 #endif
 }
@@ -245,7 +244,7 @@ void LockBias::revoke() {
   Slot* was = owner_.exchange(nullptr, std::memory_order_seq_cst);
   heavy_fence();  // now the owner either saw owner_ null or its busy is visible
   const Slot* s = granted_;
-  for (uint32_t i = 0; s && s->busy.load(std::memory_order_acquire) == this; i++) {
+  for (uint32_t i = 0; s && s->busy.load(std::memory_order_seq_cst) == this; i++) {
     // The owner is in a call: it may wait for its reply a while.
     if (i < 1000)
       cpu_relax();

@@ -716,7 +716,7 @@ class LightMutex {
 // the mutex over. Revocations double the run a thread needs for the next
 // grant, so threads that take turns on a channel pay a membarrier only
 // rarely. Without membarrier (or with WORMHOLE_BIAS=0) nothing is ever
-// granted; under TSan the pair is two seq_cst fences instead.
+// granted; under TSan the pair is seq_cst accesses instead.
 class LockBias {
  public:
   // One per thread (thread-local, recycled when threads exit): the word
@@ -735,9 +735,9 @@ class LockBias {
   // it until leave(s). False: not (or no longer) biased to s; use them.
   [[gnu::always_inline]] bool enter(Slot* s) {
     if (owner_.load(std::memory_order_relaxed) != s) return false;
-    s->busy.store(this, std::memory_order_relaxed);
-    light_fence();
-    if (owner_.load(std::memory_order_relaxed) == s) [[likely]]
+    s->busy.store(this, kDekkerOrder);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // membarrier does the rest
+    if (owner_.load(kDekkerOrder) == s) [[likely]]
       return true;
     s->busy.store(nullptr, std::memory_order_release);
     return false;
@@ -757,13 +757,15 @@ class LockBias {
 
  private:
   friend class LightMutex;
-  static void light_fence() {
+  // The owner's side of the Dekker pair: plain (relaxed) accesses and a
+  // compiler barrier, the revoker's membarrier supplying the hardware
+  // fence. TSan knows neither membarrier nor fences: there both sides are
+  // seq_cst accesses, which order the pair by themselves.
 #if defined(__SANITIZE_THREAD__)
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+  static constexpr std::memory_order kDekkerOrder = std::memory_order_seq_cst;
 #else
-    std::atomic_signal_fence(std::memory_order_seq_cst);  // membarrier does the rest
+  static constexpr std::memory_order kDekkerOrder = std::memory_order_relaxed;
 #endif
-  }
   void revoke();  // by a thread that just took over a mutex in state 3
   static Slot* new_slot();
   // Initial-exec: one %fs-relative load, also in the LD_PRELOADed guest
