@@ -743,7 +743,6 @@ class LockBias {
     return false;
   }
   [[gnu::always_inline]] void leave(Slot* s) { s->busy.store(nullptr, std::memory_order_release); }
-  bool owned_by(const Slot* s) const { return owner_.load(std::memory_order_relaxed) == s; }
 
   // Counts a call that took the mutexes without contention; grants the
   // bias to its thread after a long enough run. The caller holds `a`;
