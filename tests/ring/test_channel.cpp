@@ -135,18 +135,15 @@ TEST(LockBias, ExcludesRevokersFromTheOwnersCalls) {
   uint64_t count_a = 0, count_b = 0;
   int in_a = 0, in_b = 0;
   std::atomic<bool> overlap{false}, done{false};
-  auto crit_a = [&] {
-    if (++in_a != 1) overlap = true;
+  // A critical section under one mutex: its counter, its occupancy.
+  auto crit = [&](int& inside, uint64_t& count) {
+    if (++inside != 1) overlap = true;
     for (int k = 0; k < 20; k++) cpu_relax();  // a window for an overlap to show
-    count_a++;
-    --in_a;
+    count++;
+    --inside;
   };
-  auto crit_b = [&] {
-    if (++in_b != 1) overlap = true;
-    for (int k = 0; k < 20; k++) cpu_relax();  // a window for an overlap to show
-    count_b++;
-    --in_b;
-  };
+  auto crit_a = [&] { crit(in_a, count_a); };
+  auto crit_b = [&] { crit(in_b, count_b); };
   const int kRounds = int(scaled(200000));
   std::thread owner([&] {
     LockBias::Slot* s = LockBias::my_slot();

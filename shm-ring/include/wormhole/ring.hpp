@@ -828,42 +828,27 @@ class ClientChannel {
     const auto deadline = timeout.count() ? Clock::now() + timeout : Clock::time_point::max();
     LockBias::Slot* const slot = LockBias::my_slot();
     if (bias_.enter(slot)) [[likely]] {
-      // The bias holds both mutexes for this thread: the fast path below
-      // without a locked instruction.
-      Status s = status();
-      if (s == Status::Ok) s = send_held(h, parts, deadline);
-      p.call_id = h.call_id;
-      own_ = &p;
-      if (s == Status::Ok) s = read_replies(p, deadline);
-      own_ = nullptr;
+      // The bias holds both mutexes for this thread: no locked instruction.
+      const Status s = exchange<true>(h, p, parts, deadline);
       bias_.leave(slot);
-      return p.state.load(std::memory_order_relaxed) == 1 ? Status::Ok : s;
+      return outcome(p, s);
     }
     if (!read_mu_.try_lock()) [[unlikely]] {
       p.call_id = h.call_id = shared_call_id();
       return call_queued(h, p, parts, deadline);
     }
-    // Nobody is reading responses, so we are the reader for the whole
-    // call. Our Pending stays out of the shared table: drain delivers to
-    // own_ directly (no pending_mu_ unless other callers' replies show up).
-    // Its call id is given in send(), which leaves it in h; own_ is set
-    // after it (no reply for us can come before our request).
-    Status s = status();
-    if (s == Status::Ok) s = send(h, parts, deadline, /*reader=*/true);
-    p.call_id = h.call_id;
-    own_ = &p;
-    if (s == Status::Ok) s = read_replies(p, deadline);
-    own_ = nullptr;
+    // Nobody is reading responses, so we are the reader for the whole call.
+    const Status s = exchange<false>(h, p, parts, deadline);
     // A run of such calls by one thread earns it the bias (LockBias),
     // which then keeps read_mu_ held for it.
     if (s == Status::Ok && npending_.load(std::memory_order_relaxed) == 0 &&
         bias_.note_uncontended(slot, read_mu_, write_mu_))
-      return p.state.load(std::memory_order_relaxed) == 1 ? Status::Ok : s;
+      return outcome(p, s);
     read_mu_.unlock();
     // Callers that arrived meanwhile sleep in wait_reply: wake one to read.
     if (npending_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
       wake_reader();
-    return p.state.load(std::memory_order_relaxed) == 1 ? Status::Ok : s;
+    return outcome(p, s);
   }
 
   // Waits until the server attached (state ACTIVE) or timeout.
@@ -887,7 +872,35 @@ class ClientChannel {
   // write_request with write_mu_ already held (by this thread or its bias).
   Status write_request_held(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
                             Clock::time_point deadline, bool reader);
-  // send() with write_mu_ held for this thread by the bias.
+  // call()'s exchange, by a caller that holds the reader role for the
+  // whole call (read_mu_, or the bias): sends h (with write_mu_, or the
+  // bias, which holds it) and reads until p's reply arrives or the channel
+  // fails. Our Pending stays out of the shared table: drain delivers to
+  // own_ directly (no pending_mu_ unless other callers' replies show up).
+  // The call id is given in the send, which leaves it in h; own_ is set
+  // after it (no reply for us can come before our request).
+  template <bool kBiased>
+  [[gnu::always_inline]] Status exchange(wh_msg_hdr& h, Pending& p,
+                                         std::span<const std::span<const uint8_t>> parts,
+                                         Clock::time_point deadline) {
+    Status s = status();
+    if (s == Status::Ok) s = kBiased ? send_held(h, parts, deadline) : send(h, parts, deadline);
+    p.call_id = h.call_id;
+    own_ = &p;
+    if (s == Status::Ok) s = read_replies(p, deadline);
+    own_ = nullptr;
+    return s;
+  }
+  // What call() returns: Ok once its reply was delivered, whatever else failed.
+  static Status outcome(const Pending& p, Status s) {
+    return p.state.load(std::memory_order_relaxed) == 1 ? Status::Ok : s;
+  }
+  // write_request's common case, inline, with write_mu_ held (by the
+  // caller or its bias): room in the ring. A call to write_request (its
+  // prologue and arguments) was some 30 instructions on the round trip
+  // (tests/ring/bench/critpath). Gives hdr its call id (an even one, from
+  // a counter write_mu_ guards: no locked instruction on the round trip
+  // for it) unless it has one. The caller holds the reader role.
   [[gnu::always_inline]] Status send_held(wh_msg_hdr& hdr,
                                           std::span<const std::span<const uint8_t>> parts,
                                           Clock::time_point deadline) {
@@ -896,26 +909,19 @@ class ClientChannel {
       notify_server();
       return Status::Ok;
     }
-    return write_request_held(hdr, parts, deadline, /*reader=*/true);
+    return write_request_held(hdr, parts, deadline, /*reader=*/true);  // waits, or says why not
   }
-  // write_request's common case, inline: the lock free, room in the ring.
-  // A call to write_request (its prologue and arguments) was some 30
-  // instructions on the round trip (tests/ring/bench/critpath).
-  // Gives hdr its call id (an even one, from a counter write_mu_ guards:
-  // no locked instruction on the round trip for it) unless it has one.
+  // send_held under write_mu_, taken here when it is free.
   [[gnu::always_inline]] Status send(wh_msg_hdr& hdr,
                                      std::span<const std::span<const uint8_t>> parts,
-                                     Clock::time_point deadline, bool reader) {
+                                     Clock::time_point deadline) {
     if (write_mu_.try_lock()) {
-      give_call_id(hdr);
-      if (status() == Status::Ok && writer_.write(hdr, parts) == Status::Ok) {
-        notify_server();
-        write_mu_.unlock();
-        return Status::Ok;
-      }
+      Status s = status();
+      if (s == Status::Ok) s = send_held(hdr, parts, deadline);
       write_mu_.unlock();
+      return s;
     }
-    return write_request(hdr, parts, deadline, reader);  // waits, or says why not
+    return write_request(hdr, parts, deadline, /*reader=*/true);
   }
   // call() when another thread is reading responses: queue, send, wait.
   [[gnu::noinline]] Status call_queued(wh_msg_hdr& h, Pending& p,

@@ -33,9 +33,11 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "wormhole/ring.hpp"
 
 using namespace wh::ring;
+using bench::pin;
 using namespace std::chrono_literals;
 
 namespace {
@@ -44,22 +46,7 @@ int g_cpu_client = 0, g_cpu_server = 1;
 std::map<std::string, double> g_results;  // summary figures by key
 std::string g_block_line;  // BM_RingVsBareRtt's blocks by placement, printed at the end
 
-void pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu % std::max(1u, std::thread::hardware_concurrency()), &set);
-  sched_setaffinity(0, sizeof set, &set);
-}
-
-double g_ns_per_tick = 0;
-void calibrate_tsc() {
-  auto t0 = std::chrono::steady_clock::now();
-  uint64_t c0 = __rdtsc();
-  std::this_thread::sleep_for(100ms);
-  auto t1 = std::chrono::steady_clock::now();
-  uint64_t c1 = __rdtsc();
-  g_ns_per_tick = std::chrono::duration<double, std::nano>(t1 - t0).count() / double(c1 - c0);
-}
+double g_ns_per_tick = 0;  // set in main (bench::ns_per_tsc_tick)
 inline uint64_t ticks() {
   _mm_lfence();
   uint64_t t = __rdtsc();
@@ -346,13 +333,13 @@ void BM_RingVsBareRtt(benchmark::State& state) {
   // judged against the floor's blocks just before and just after it: if
   // those two agree (within 1.25 x), the placement most likely held
   // through the ring block, whose ratio to that floor (the lower) is
-  // counted under the floor's placement, classed as ab/soak_summary.py
-  // does (near: 80 ns or less, usual: to 250 ns, far: above; this clock
-  // moves in ~10 ns steps); if not, it changed, and the block is "mixed".
+  // counted under the floor's placement (bench::placement_of); if not, it
+  // changed, and the block is "mixed".
   struct Place {
     const char* name;
     std::vector<double> ratio, floor, pause_ratio;  // one entry per ring block
-  } place[3] = {{"near", {}, {}, {}}, {"usual", {}, {}, {}}, {"far", {}, {}, {}}};
+  } place[3];
+  for (int k : {bench::kNear, bench::kUsual, bench::kFar}) place[k].name = bench::kPlacementNames[k];
   std::vector<double> floors;
   for (size_t j = 0;; j++) {
     double f = std::min(bare_pause.block_p50(j, kBlock), bare_poll.block_p50(j, kBlock));
@@ -368,7 +355,7 @@ void BM_RingVsBareRtt(benchmark::State& state) {
       mixed++;
       continue;
     }
-    Place& pl = place[lo < 85 ? 0 : lo < 255 ? 1 : 2];
+    Place& pl = place[bench::placement_of(lo)];
     pl.ratio.push_back(r / lo);
     pl.floor.push_back(lo);
     if (double rp = ring_pause.block_p50(j, kBlock); rp > 0) pl.pause_ratio.push_back(rp / lo);
@@ -594,7 +581,7 @@ int main(int argc, char** argv) {
   av.push_back(nullptr);
   if (std::thread::hardware_concurrency() < 2)
     fprintf(stderr, "warning: fewer than 2 CPUs; both sides share one core\n");
-  calibrate_tsc();
+  g_ns_per_tick = bench::ns_per_tsc_tick();
   benchmark::Initialize(&ac, av.data());
   if (benchmark::ReportUnrecognizedArguments(ac, av.data())) return 1;
   benchmark::AddCustomContext("tsc_ns_per_tick", std::to_string(g_ns_per_tick));

@@ -11,12 +11,10 @@
 //
 //   wh_ring_placement [--seconds N]   (default 60)
 //
-// Prints, per floor class (near <= 80 ns < usual <= 250 ns < far, as
-// bench-ring's block line), the rounds and the slowdown's p10/p50/p90,
+// Prints, per floor class (near <= 80 ns < usual <= 250 ns < far:
+// bench::placement_of, as bench-ring's block line), the rounds and the slowdown's p10/p50/p90,
 // then one summary line:
 //   placement rounds=R near=N near_slowdown_p50=X usual=U usual_slowdown_p50=Y far=F far_slowdown_p50=Z
-#include <pthread.h>
-#include <sched.h>
 #include <x86intrin.h>
 
 #include <algorithm>
@@ -29,24 +27,11 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.hpp"
+
 namespace {
 
-void pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
-// TSC ticks per ns, against steady_clock over 50 ms.
-double tsc_per_ns() {
-  auto w0 = std::chrono::steady_clock::now();
-  uint64_t c0 = __rdtsc();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  uint64_t c1 = __rdtsc();
-  auto w1 = std::chrono::steady_clock::now();
-  return double(c1 - c0) / double(std::chrono::duration_cast<std::chrono::nanoseconds>(w1 - w0).count());
-}
+using wh::ring::bench::pin;
 
 // n rounds of 16 single-cycle ALU operations in eight independent chains:
 // limited by the core's ALUs, which SMT siblings share.
@@ -137,14 +122,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const double tpn = tsc_per_ns();
+  const double ns_per_tick = wh::ring::bench::ns_per_tsc_tick();
   std::thread other(sibling);
   pin(0);
-  struct Class {
-    const char* name;
-    double max_ns;
-    std::vector<double> slowdown;
-  } classes[] = {{"near", 80, {}}, {"usual", 250, {}}, {"far", 1e18, {}}};
+  std::vector<double> slowdown[3];  // by wh::ring::bench::Placement
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   uint64_t rounds = 0;
   std::vector<uint64_t> rtt(4000);
@@ -158,26 +139,23 @@ int main(int argc, char** argv) {
       }
       r = __rdtsc() - t0;
     }
-    const double floor_ns = double(quantile(rtt, 0.5)) / tpn;
+    const double floor_ns = double(quantile(rtt, 0.5)) * ns_per_tick;
     const double quiet = double(loop_ticks(kPause));
     const double busy = double(loop_ticks(kBusy));
-    for (auto& c : classes)
-      if (floor_ns <= c.max_ns) {
-        c.slowdown.push_back(busy / quiet);
-        break;
-      }
+    slowdown[wh::ring::bench::placement_of(floor_ns)].push_back(busy / quiet);
     rounds++;
   }
   set_mode(kExit);
   other.join();
   std::printf("floor class     rounds  busy/PAUSE-ing sibling p10   p50    p90\n");
-  for (auto& c : classes)
-    std::printf("%-14s %7zu  %26.3f %6.3f %6.3f\n", c.name, c.slowdown.size(),
-                quantile(c.slowdown, 0.1), quantile(c.slowdown, 0.5), quantile(c.slowdown, 0.9));
+  const auto& names = wh::ring::bench::kPlacementNames;
+  for (int k = 0; k < 3; k++)
+    std::printf("%-14s %7zu  %26.3f %6.3f %6.3f\n", names[k], slowdown[k].size(),
+                quantile(slowdown[k], 0.1), quantile(slowdown[k], 0.5), quantile(slowdown[k], 0.9));
   std::printf("placement rounds=%llu", (unsigned long long)rounds);
-  for (auto& c : classes)
-    std::printf(" %s=%zu %s_slowdown_p50=%.3f", c.name, c.slowdown.size(), c.name,
-                quantile(c.slowdown, 0.5));
+  for (int k = 0; k < 3; k++)
+    std::printf(" %s=%zu %s_slowdown_p50=%.3f", names[k], slowdown[k].size(), names[k],
+                quantile(slowdown[k], 0.5));
   std::printf("\n");
   return 0;
 }
