@@ -6,7 +6,7 @@ GEN     := -G Ninja
 CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 CTEST_ARGS ?=
 
-.PHONY: all deps build test test-unit test-asan test-tsan test-gpu demo clean \
+.PHONY: all deps build test test-unit test-asan test-tsan test-gpu demo clean compat \
         bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-train bench-vm kmod qemu test-exitless fuzz
 
 all: build
@@ -54,3 +54,7 @@ clean:
 	rm -rf build build-asan build-tsan
 
 -include mk/*.mk
+
+# Rewrites docs/compatibility.md from the built drop-ins (scripts/gen_compat.sh).
+compat: build
+	cp $(BUILD)/docs/compatibility.md docs/compatibility.md

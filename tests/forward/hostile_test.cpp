@@ -387,9 +387,10 @@ TEST_F(Hostile, HugeLengthsCountsAndOffsets) {
   EXPECT_EQ(c->call<Op::EventCreate>({0xff00, 0}), inval);
   EXPECT_EQ(c->call<Op::GetDeviceProps>({-1}), cudaErrorInvalidDevice);
   EXPECT_EQ(c->call<Op::GetDeviceProps>({1 << 30}), cudaErrorInvalidDevice);
-  EXPECT_EQ(c->call<Op::DeviceGetAttribute>({-5, 0}), inval);
-  EXPECT_EQ(c->call<Op::DeviceGetAttribute>({100000, 0}), inval);
-  EXPECT_EQ(c->call<Op::DeviceGetAttribute>({1, 7}), cudaErrorInvalidDevice);
+  EXPECT_EQ(c->call<Op::DeviceSetLimit>({-5, 0, 1}), cudaErrorUnsupportedLimit);
+  EXPECT_EQ(c->call<Op::DeviceSetLimit>({7, 0, 1}), cudaErrorUnsupportedLimit);
+  EXPECT_EQ(c->call<Op::DeviceGetLimit>({INT32_MIN, 0}), cudaErrorUnsupportedLimit);
+  EXPECT_EQ(c->call<Op::DeviceSetLimit>({int32_t(cudaLimitMaxL2FetchGranularity), 0, 129}), inval);
   EXPECT_EQ(c->call<Op::SetDevice>({5, 0}), cudaErrorInvalidDevice);
   EXPECT_EQ(c->call<Op::SetDevice>({-1, 0}), cudaErrorInvalidDevice);
   // Frees of what was never allocated, inside an allocation, and twice.

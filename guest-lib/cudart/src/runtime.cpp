@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "state.hpp"
-#include "wormhole/proto/device_attrs.hpp"
 
 namespace wh::guest {
 
@@ -50,9 +49,9 @@ cudaError_t ensure_props() {
   GetDevicePropsResp pr{};
   std::vector<uint8_t> tail;
   if (cudaError_t e = c->call<Op::GetDeviceProps>({0}, &pr, {}, &tail); e != cudaSuccess) return e;
-  if (tail.size() != sizeof(cudaDeviceProp)) return cudaErrorUnknown;
+  if (tail.size() != sizeof(DeviceDescription)) return cudaErrorUnknown;
   std::lock_guard lk(r.mu);
-  std::memcpy(&r.props, tail.data(), sizeof r.props);
+  std::memcpy(&r.dev, tail.data(), sizeof r.dev);
   r.device_count = dc.count;
   r.driver_version = pr.driver_version;
   r.props_loaded = true;
@@ -126,23 +125,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (cudaError_t e = ensure_props(); e != cudaSuccess) return set_error(e);
   if (device < 0 || device >= rt().device_count) return set_error(cudaErrorInvalidDevice);
   std::lock_guard lk(rt().mu);
-  *prop = rt().props;
+  *prop = rt().dev.props;
   return cudaSuccess;
-}
-
-cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-  if (!value) return set_error(cudaErrorInvalidValue);
-  if (cudaError_t e = ensure_props(); e != cudaSuccess) return set_error(e);
-  if (device < 0 || device >= rt().device_count) return set_error(cudaErrorInvalidDevice);
-  {
-    std::lock_guard lk(rt().mu);
-    if (attribute_from_props(rt().props, int(attr), value)) return cudaSuccess;
-  }
-  WH_CONN(c);
-  DeviceGetAttributeResp rs{};
-  cudaError_t e = c->call<Op::DeviceGetAttribute>({int32_t(attr), device}, &rs);
-  if (e == cudaSuccess) *value = rs.value;
-  return set_error(e);
 }
 
 cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "connection.hpp"
+#include "wormhole/proto/device_attrs.hpp"
 #include "wormhole/proto/wire.hpp"
 
 namespace wh::guest {
@@ -48,7 +49,7 @@ struct Runtime {
   bool props_loaded = false;
   int device_count = 0;
   int driver_version = 0;
-  cudaDeviceProp props{};
+  proto::DeviceDescription dev{};  // attributes and properties of device 0
   unsigned device_flags = 0;
   std::vector<Fatbin*> fatbins;
   std::unordered_map<const void*, KernelRec*> kernels;  // host stub -> kernel

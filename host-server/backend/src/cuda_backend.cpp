@@ -27,6 +27,9 @@ namespace {
   X(cuDeviceGetName, "cuDeviceGetName")                  \
   X(cuDeviceGetAttribute, "cuDeviceGetAttribute")        \
   X(cuDeviceTotalMem, "cuDeviceTotalMem_v2")             \
+  X(cuDeviceGetUuid, "cuDeviceGetUuid_v2")               \
+  X(cuCtxSetLimit, "cuCtxSetLimit")                      \
+  X(cuCtxGetLimit, "cuCtxGetLimit")                      \
   X(cuCtxCreate, "cuCtxCreate_v4")                       \
   X(cuCtxDestroy, "cuCtxDestroy_v2")                     \
   X(cuCtxSetCurrent, "cuCtxSetCurrent")                  \
@@ -130,6 +133,17 @@ class CudaContext final : public Context {
     used_ -= it->second;
     sizes_.erase(it);
     return map(d_.cuMemFree(dptr));
+  }
+  Err set_limit(int limit, uint64_t value) override {
+    cur();  // cudaLimit and CUlimit share their numbering
+    return map(d_.cuCtxSetLimit(CUlimit(limit), size_t(value)));
+  }
+  Err get_limit(int limit, uint64_t* value) override {
+    cur();
+    size_t v = 0;
+    CUresult r = d_.cuCtxGetLimit(&v, CUlimit(limit));
+    *value = v;
+    return map(r);
   }
   Err mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
     cur();
@@ -320,60 +334,27 @@ class CudaBackend final : public Backend {
   const char* name() const override { return "cuda"; }
   int device_count() const override { return count_; }
   int driver_version() const override { return version_; }
-  Err device_attribute(int device, int attr, int* value) override {
-    CUdevice dev;
-    if (CUresult r = d_.cuDeviceGet(&dev, device); r != CUDA_SUCCESS) return cudaErrorInvalidDevice;
-    // cudaDeviceAttr and CUdevice_attribute share their numbering.
-    return map(d_.cuDeviceGetAttribute(value, CUdevice_attribute(attr), dev));
-  }
-  Err device_props(int device, cudaDeviceProp* p) override {
+  Err describe(int device, proto::DeviceDescription* d) override {
     CUdevice dev;
     if (d_.cuDeviceGet(&dev, device) != CUDA_SUCCESS) return cudaErrorInvalidDevice;
-    std::memset(p, 0, sizeof(*p));
-    d_.cuDeviceGetName(p->name, sizeof(p->name), dev);
+    std::memset(d, 0, sizeof(*d));
+    // cudaDeviceAttr and CUdevice_attribute share their numbering; an
+    // attribute this driver does not know stays absent.
+    for (int at = 1; at < proto::kAttrSlots; at++) {
+      int v = 0;
+      if (d_.cuDeviceGetAttribute(&v, CUdevice_attribute(at), dev) == CUDA_SUCCESS) {
+        d->attr[at] = v;
+        d->has[at] = 1;
+      }
+    }
+    cudaDeviceProp& p = d->props;
+    proto::props_from_attributes(*d, p);
+    d_.cuDeviceGetName(p.name, sizeof(p.name), dev);
     size_t total = 0;
     d_.cuDeviceTotalMem(&total, dev);
-    p->totalGlobalMem = total;
-    auto a = [&](CUdevice_attribute at) {
-      int v = 0;
-      d_.cuDeviceGetAttribute(&v, at, dev);
-      return v;
-    };
-    p->sharedMemPerBlock = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
-    p->sharedMemPerBlockOptin = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-    p->sharedMemPerMultiprocessor = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
-    p->regsPerBlock = a(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
-    p->regsPerMultiprocessor = a(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
-    p->warpSize = a(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
-    p->memPitch = a(CU_DEVICE_ATTRIBUTE_MAX_PITCH);
-    p->maxThreadsPerBlock = a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-    p->maxThreadsDim[0] = a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
-    p->maxThreadsDim[1] = a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
-    p->maxThreadsDim[2] = a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
-    p->maxGridSize[0] = a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
-    p->maxGridSize[1] = a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
-    p->maxGridSize[2] = a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
-    p->totalConstMem = a(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY);
-    p->major = a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-    p->minor = a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-    p->textureAlignment = a(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT);
-    p->multiProcessorCount = a(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-    p->integrated = a(CU_DEVICE_ATTRIBUTE_INTEGRATED);
-    p->canMapHostMemory = a(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);
-    p->concurrentKernels = a(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS);
-    p->ECCEnabled = a(CU_DEVICE_ATTRIBUTE_ECC_ENABLED);
-    p->pciBusID = a(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID);
-    p->pciDeviceID = a(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID);
-    p->pciDomainID = a(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID);
-    p->asyncEngineCount = a(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT);
-    p->unifiedAddressing = a(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
-    p->memoryBusWidth = a(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
-    p->l2CacheSize = a(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
-    p->maxThreadsPerMultiProcessor = a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
-    p->maxBlocksPerMultiProcessor = a(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
-    p->streamPrioritiesSupported = a(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED);
-    p->managedMemory = a(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
-    p->cooperativeLaunch = a(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH);
+    p.totalGlobalMem = total;
+    CUuuid u{};
+    if (d_.cuDeviceGetUuid(&u, dev) == CUDA_SUCCESS) std::memcpy(&p.uuid, &u, sizeof u);
     return cudaSuccess;
   }
   std::unique_ptr<Context> create_context(int device, const ContextLimits& limits,

@@ -29,6 +29,11 @@ constexpr uint64_t kWindowShift = 40;
 constexpr uint64_t kFirstWindow = 0x100;
 constexpr uint64_t kAllocAlign = 256;  // cudaMalloc's alignment guarantee
 
+// The modeled device (SimBackend::describe).
+constexpr int kMajor = 8, kMinor = 0;
+constexpr int kPciDomain = 0, kPciBus = 1, kPciDevice = 0;
+constexpr int kPersistingL2Max = 30 << 20;
+
 struct SimStream : Stream {};
 struct SimEvent : Event {
   bool recorded = false;
@@ -211,8 +216,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     attrs->num_regs = ki->num_regs;
     attrs->shared_bytes = ki->static_shared_bytes;
     attrs->local_bytes = ki->local_bytes_per_thread;
-    attrs->ptx_version = 80;
-    attrs->binary_version = 80;
+    // The PTX the module was built from, and the binary a GPU of the modeled
+    // architecture would make of it (as the driver's JIT does).
+    attrs->ptx_version = m.mod->target_arch() ? m.mod->target_arch() : kMajor * 10 + kMinor;
+    attrs->binary_version = kMajor * 10 + kMinor;
     *out = std::move(k);
     return cudaSuccess;
   }
@@ -274,6 +281,31 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     return cudaSuccess;
   }
   Err synchronize() override { return cudaSuccess; }
+
+  // Limits as a GPU of this model reports them. The interpreter's own
+  // stacks grow as needed, so the stack size is a bound it does not need;
+  // the printf FIFO bounds the kernel output a launch may leave.
+  Err set_limit(int limit, uint64_t value) override {
+    switch (cudaLimit(limit)) {
+      case cudaLimitStackSize: value = (value + 15) & ~uint64_t(15); break;
+      case cudaLimitMaxL2FetchGranularity:
+        if (value > 128) return cudaErrorInvalidValue;
+        break;
+      case cudaLimitPersistingL2CacheSize:
+        if (value > uint64_t(kPersistingL2Max)) return cudaErrorInvalidValue;
+        break;
+      case cudaLimitDevRuntimeSyncDepth:
+        if (value > 24) return cudaErrorInvalidValue;
+        break;
+      default: break;
+    }
+    limits_[limit] = value;
+    return cudaSuccess;
+  }
+  Err get_limit(int limit, uint64_t* value) override {
+    *value = limits_[limit];
+    return cudaSuccess;
+  }
   uint8_t* host_view(uint64_t dptr, uint64_t bytes) override {
     return bytes ? translate(dptr, bytes, true) : nullptr;
   }
@@ -294,6 +326,9 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   std::atomic<uint64_t>& device_used_;
   uint64_t used_ = 0;
   std::map<uint64_t, Alloc> allocs_;
+  // Indexed by cudaLimit: stack, printf FIFO, malloc heap, sync depth,
+  // pending launches, L2 fetch granularity, persisting L2 size.
+  uint64_t limits_[7] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0};
   uint8_t* mapped_host_ = nullptr;
   uint64_t mapped_bytes_ = 0, mapped_dptr_ = 0;
   ptx::Engine engine_;
@@ -306,60 +341,157 @@ class SimBackend final : public Backend {
   const char* name() const override { return "sim"; }
   int device_count() const override { return 1; }
   int driver_version() const override { return 13000; }
-  Err device_props(int device, cudaDeviceProp* p) override {
+  // The modeled GPU: compute capability 8.0 with the limits of such a part,
+  // one multiprocessor per interpreter worker thread, and the features the
+  // sim device really implements (absent ones read 0, so programs that
+  // check them skip their work instead of failing in it).
+  Err describe(int device, proto::DeviceDescription* d) override {
     if (device != 0) return cudaErrorInvalidDevice;
-    std::memset(p, 0, sizeof(*p));
-    std::snprintf(p->name, sizeof(p->name), "Wormhole sim device (CPU, PTX interpreter)");
-    p->totalGlobalMem = memory_;
-    p->sharedMemPerBlock = 48 << 10;
-    p->sharedMemPerBlockOptin = 99 << 10;
-    p->sharedMemPerMultiprocessor = 100 << 10;
-    p->regsPerBlock = 65536;
-    p->regsPerMultiprocessor = 65536;
-    p->warpSize = 32;
-    p->memPitch = INT32_MAX;
-    p->maxThreadsPerBlock = 1024;
-    p->maxThreadsDim[0] = 1024;
-    p->maxThreadsDim[1] = 1024;
-    p->maxThreadsDim[2] = 64;
-    p->maxGridSize[0] = INT32_MAX;
-    p->maxGridSize[1] = 65535;
-    p->maxGridSize[2] = 65535;
-    p->totalConstMem = 64 << 10;
-    p->major = 8;
-    p->minor = 0;
-    p->textureAlignment = 512;
-    p->texturePitchAlignment = 32;
-    p->multiProcessorCount = int(threads_ ? threads_ : std::max(1u, std::thread::hardware_concurrency()));
-    p->integrated = 0;
-    p->canMapHostMemory = 1;
-    p->concurrentKernels = 0;
-    p->pciBusID = 0;
-    p->pciDeviceID = 0;
-    p->asyncEngineCount = 0;
-    p->unifiedAddressing = 1;
-    p->memoryBusWidth = 64;
-    p->l2CacheSize = 1 << 20;
-    p->maxThreadsPerMultiProcessor = 2048;
-    p->maxBlocksPerMultiProcessor = 32;
-    p->streamPrioritiesSupported = 1;
-    p->globalL1CacheSupported = 1;
-    p->localL1CacheSupported = 1;
-    p->managedMemory = 0;
-    p->isMultiGpuBoard = 0;
-    p->pageableMemoryAccess = 0;
-    p->concurrentManagedAccess = 0;
-    p->computePreemptionSupported = 0;
-    p->canUseHostPointerForRegisteredMem = 0;
-    p->cooperativeLaunch = 0;
-    p->maxSurface1D = 0;
-    p->reservedSharedMemPerBlock = 0;
+    std::memset(d, 0, sizeof(*d));
+    auto set = [&](cudaDeviceAttr at, int v) {
+      d->attr[at] = v;
+      d->has[at] = 1;
+    };
+    const int sms = int(threads_ ? threads_ : std::max(1u, std::thread::hardware_concurrency()));
+    set(cudaDevAttrMaxThreadsPerBlock, 1024);
+    set(cudaDevAttrMaxBlockDimX, 1024);
+    set(cudaDevAttrMaxBlockDimY, 1024);
+    set(cudaDevAttrMaxBlockDimZ, 64);
+    set(cudaDevAttrMaxGridDimX, INT32_MAX);
+    set(cudaDevAttrMaxGridDimY, 65535);
+    set(cudaDevAttrMaxGridDimZ, 65535);
+    set(cudaDevAttrMaxSharedMemoryPerBlock, 48 << 10);
+    set(cudaDevAttrTotalConstantMemory, 64 << 10);
+    set(cudaDevAttrWarpSize, 32);
+    set(cudaDevAttrMaxPitch, INT32_MAX);
+    set(cudaDevAttrMaxRegistersPerBlock, 65536);
+    set(cudaDevAttrClockRate, 1410000);  // kHz
+    set(cudaDevAttrTextureAlignment, 512);
+    set(cudaDevAttrGpuOverlap, 0);  // one engine: copies and kernels run in turn
+    set(cudaDevAttrMultiProcessorCount, sms);
+    set(cudaDevAttrKernelExecTimeout, 0);
+    set(cudaDevAttrIntegrated, 0);
+    set(cudaDevAttrCanMapHostMemory, 1);
+    set(cudaDevAttrComputeMode, cudaComputeModeDefault);
+    set(cudaDevAttrMaxTexture1DWidth, 131072);
+    set(cudaDevAttrMaxTexture2DWidth, 131072);
+    set(cudaDevAttrMaxTexture2DHeight, 65536);
+    set(cudaDevAttrMaxTexture3DWidth, 16384);
+    set(cudaDevAttrMaxTexture3DHeight, 16384);
+    set(cudaDevAttrMaxTexture3DDepth, 16384);
+    set(cudaDevAttrMaxTexture2DLayeredWidth, 32768);
+    set(cudaDevAttrMaxTexture2DLayeredHeight, 32768);
+    set(cudaDevAttrMaxTexture2DLayeredLayers, 2048);
+    set(cudaDevAttrSurfaceAlignment, 512);
+    set(cudaDevAttrConcurrentKernels, 0);  // kernels of a session run one at a time
+    set(cudaDevAttrEccEnabled, 0);
+    set(cudaDevAttrPciBusId, kPciBus);
+    set(cudaDevAttrPciDeviceId, kPciDevice);
+    set(cudaDevAttrTccDriver, 0);
+    set(cudaDevAttrMemoryClockRate, 1215000);  // kHz
+    set(cudaDevAttrGlobalMemoryBusWidth, 5120);
+    set(cudaDevAttrL2CacheSize, 40 << 20);
+    set(cudaDevAttrMaxThreadsPerMultiProcessor, 2048);
+    set(cudaDevAttrAsyncEngineCount, 0);
+    set(cudaDevAttrUnifiedAddressing, 1);
+    set(cudaDevAttrMaxTexture1DLayeredWidth, 32768);
+    set(cudaDevAttrMaxTexture1DLayeredLayers, 2048);
+    set(cudaDevAttrMaxTexture2DGatherWidth, 32768);
+    set(cudaDevAttrMaxTexture2DGatherHeight, 32768);
+    set(cudaDevAttrMaxTexture3DWidthAlt, 8192);
+    set(cudaDevAttrMaxTexture3DHeightAlt, 8192);
+    set(cudaDevAttrMaxTexture3DDepthAlt, 32768);
+    set(cudaDevAttrPciDomainId, kPciDomain);
+    set(cudaDevAttrTexturePitchAlignment, 32);
+    set(cudaDevAttrMaxTextureCubemapWidth, 32768);
+    set(cudaDevAttrMaxTextureCubemapLayeredWidth, 32768);
+    set(cudaDevAttrMaxTextureCubemapLayeredLayers, 2046);
+    set(cudaDevAttrMaxSurface1DWidth, 32768);
+    set(cudaDevAttrMaxSurface2DWidth, 131072);
+    set(cudaDevAttrMaxSurface2DHeight, 65536);
+    set(cudaDevAttrMaxSurface3DWidth, 16384);
+    set(cudaDevAttrMaxSurface3DHeight, 16384);
+    set(cudaDevAttrMaxSurface3DDepth, 16384);
+    set(cudaDevAttrMaxSurface1DLayeredWidth, 32768);
+    set(cudaDevAttrMaxSurface1DLayeredLayers, 2048);
+    set(cudaDevAttrMaxSurface2DLayeredWidth, 32768);
+    set(cudaDevAttrMaxSurface2DLayeredHeight, 32768);
+    set(cudaDevAttrMaxSurface2DLayeredLayers, 2048);
+    set(cudaDevAttrMaxSurfaceCubemapWidth, 32768);
+    set(cudaDevAttrMaxSurfaceCubemapLayeredWidth, 32768);
+    set(cudaDevAttrMaxSurfaceCubemapLayeredLayers, 2046);
+    set(cudaDevAttrMaxTexture1DLinearWidth, 1 << 28);
+    set(cudaDevAttrMaxTexture2DLinearWidth, 131072);
+    set(cudaDevAttrMaxTexture2DLinearHeight, 65000);
+    set(cudaDevAttrMaxTexture2DLinearPitch, 2097120);
+    set(cudaDevAttrMaxTexture2DMipmappedWidth, 32768);
+    set(cudaDevAttrMaxTexture2DMipmappedHeight, 32768);
+    set(cudaDevAttrComputeCapabilityMajor, kMajor);
+    set(cudaDevAttrComputeCapabilityMinor, kMinor);
+    set(cudaDevAttrMaxTexture1DMipmappedWidth, 32768);
+    set(cudaDevAttrStreamPrioritiesSupported, 1);
+    set(cudaDevAttrGlobalL1CacheSupported, 1);
+    set(cudaDevAttrLocalL1CacheSupported, 1);
+    set(cudaDevAttrMaxSharedMemoryPerMultiprocessor, 100 << 10);
+    set(cudaDevAttrMaxRegistersPerMultiprocessor, 65536);
+    set(cudaDevAttrManagedMemory, 0);
+    set(cudaDevAttrIsMultiGpuBoard, 0);
+    set(cudaDevAttrMultiGpuBoardGroupID, 0);
+    set(cudaDevAttrHostNativeAtomicSupported, 0);
+    set(cudaDevAttrSingleToDoublePrecisionPerfRatio, 2);
+    set(cudaDevAttrPageableMemoryAccess, 0);
+    set(cudaDevAttrConcurrentManagedAccess, 0);
+    set(cudaDevAttrComputePreemptionSupported, 0);
+    set(cudaDevAttrCanUseHostPointerForRegisteredMem, 0);
+    set(cudaDevAttrCooperativeLaunch, 0);
+    set(cudaDevAttrMaxSharedMemoryPerBlockOptin, 99 << 10);
+    set(cudaDevAttrCanFlushRemoteWrites, 0);
+    set(cudaDevAttrHostRegisterSupported, 1);
+    set(cudaDevAttrPageableMemoryAccessUsesHostPageTables, 0);
+    set(cudaDevAttrDirectManagedMemAccessFromHost, 0);
+    set(cudaDevAttrMaxBlocksPerMultiprocessor, 32);
+    set(cudaDevAttrMaxPersistingL2CacheSize, kPersistingL2Max);
+    set(cudaDevAttrMaxAccessPolicyWindowSize, 134213632);
+    set(cudaDevAttrReservedSharedMemoryPerBlock, 0);
+    set(cudaDevAttrSparseCudaArraySupported, 0);
+    set(cudaDevAttrHostRegisterReadOnlySupported, 0);
+    set(cudaDevAttrTimelineSemaphoreInteropSupported, 0);
+    set(cudaDevAttrMemoryPoolsSupported, 0);
+    set(cudaDevAttrGPUDirectRDMASupported, 0);
+    set(cudaDevAttrGPUDirectRDMAFlushWritesOptions, 0);
+    set(cudaDevAttrGPUDirectRDMAWritesOrdering, 0);
+    set(cudaDevAttrMemoryPoolSupportedHandleTypes, 0);
+    set(cudaDevAttrClusterLaunch, 0);
+    set(cudaDevAttrDeferredMappingCudaArraySupported, 0);
+    set(cudaDevAttrIpcEventSupport, 0);
+    set(cudaDevAttrMemSyncDomainCount, 1);
+    set(cudaDevAttrNumaConfig, 0);
+    set(cudaDevAttrNumaId, -1);
+    set(cudaDevAttrMpsEnabled, 0);
+    set(cudaDevAttrHostNumaId, -1);
+    set(cudaDevAttrD3D12CigSupported, 0);
+    set(cudaDevAttrVulkanCigSupported, 0);
+    set(cudaDevAttrGpuPciDeviceId, 0);
+    set(cudaDevAttrGpuPciSubsystemId, 0);
+    set(cudaDevAttrHostNumaMemoryPoolsSupported, 0);
+    set(cudaDevAttrHostNumaMultinodeIpcSupported, 0);
+    set(cudaDevAttrHostMemoryPoolsSupported, 0);
+    set(cudaDevAttrOnlyPartialHostNativeAtomicSupported, 0);
+    cudaDeviceProp& p = d->props;
+    proto::props_from_attributes(*d, p);
+    std::snprintf(p.name, sizeof(p.name), "Wormhole sim device (CPU, PTX interpreter)");
+    p.totalGlobalMem = memory_;
+    // A stable UUID per host (a GPU's is fixed for its life), marked as a
+    // random-style (version 4) UUID.
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    uint64_t h1 = std::hash<std::string>{}(std::string("wormhole-sim/") + host);
+    uint64_t h2 = std::hash<std::string>{}(std::string(host) + "/device0");
+    std::memcpy(p.uuid.bytes, &h1, 8);
+    std::memcpy(p.uuid.bytes + 8, &h2, 8);
+    p.uuid.bytes[6] = char((p.uuid.bytes[6] & 0x0f) | 0x40);
+    p.uuid.bytes[8] = char((p.uuid.bytes[8] & 0x3f) | 0x80);
     return cudaSuccess;
-  }
-  Err device_attribute(int device, int attr, int* value) override {
-    cudaDeviceProp p;
-    if (Err e = device_props(device, &p); e != cudaSuccess) return e;
-    return proto::attribute_from_props(p, attr, value) ? cudaSuccess : cudaErrorInvalidValue;
   }
   std::unique_ptr<Context> create_context(int device, const ContextLimits& limits,
                                           std::string* err) override {

@@ -196,6 +196,7 @@ const KernelInfo* Module::kernel(std::string_view name) const {
   return nullptr;
 }
 const std::vector<GlobalVar>& Module::globals() const { return impl_->globals; }
+int Module::target_arch() const { return impl_->target_arch; }
 bool Module::bind_global(std::string_view name, uint64_t addr) {
   for (size_t i = 0; i < impl_->globals.size(); ++i)
     if (impl_->globals[i].name == name) {

@@ -121,6 +121,7 @@ struct ModuleImpl {
   std::vector<uint64_t> cpool;  // rows of 32 identical values
   std::vector<KernelInfo> kernels;
   std::vector<KernelData> kdata;
+  int target_arch = 0;  // from .target sm_XX (0: none given)
   std::string line_text(uint32_t line) const;
 };
 

@@ -884,8 +884,19 @@ void Parser::run() {
     if (t.k != Tok::Dir) fail(t.line, "unexpected '" + std::string(t.s) + "' at module scope");
     if (t.s == ".version") { L.next(); saw_version = true; continue; }
     if (t.s == ".target") {
-      do L.next();
-      while (L.accept(","));
+      // The first target names the architecture (sm_75); cudaFuncGetAttributes
+      // reports it as ptxVersion, which Thrust/CUB match against their builds.
+      Tok a = L.next();
+      if (a.s.size() > 3 && a.s.substr(0, 3) == "sm_") {
+        int arch = 0;
+        for (char ch : a.s.substr(3)) {
+          if (ch < '0' || ch > '9') break;
+          arch = arch * 10 + (ch - '0');
+          if (arch > 100000) break;
+        }
+        M.target_arch = arch;
+      }
+      while (L.accept(",")) L.next();
       continue;
     }
     if (t.s == ".address_size") {

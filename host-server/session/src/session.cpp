@@ -243,20 +243,25 @@ int32_t Session::on_GetDeviceCount(const GetDeviceCountReq&, std::span<const uin
 
 int32_t Session::on_GetDeviceProps(const GetDevicePropsReq& rq, std::span<const uint8_t>, GetDevicePropsResp& rs,
                                    std::vector<uint8_t>& rtail) {
-  cudaDeviceProp p;
-  if (Err e = backend_.device_props(rq.device, &p); e != cudaSuccess) return e;
+  if (rq.device < 0 || rq.device >= backend_.device_count()) return cudaErrorInvalidDevice;
+  DeviceDescription d;
+  if (Err e = backend_.describe(rq.device, &d); e != cudaSuccess) return e;
   rs.driver_version = backend_.driver_version();
-  rtail.resize(sizeof p);
-  std::memcpy(rtail.data(), &p, sizeof p);
+  rtail.resize(sizeof d);
+  std::memcpy(rtail.data(), &d, sizeof d);
   return cudaSuccess;
 }
 
-int32_t Session::on_DeviceGetAttribute(const DeviceGetAttributeReq& rq, std::span<const uint8_t>,
-                                       DeviceGetAttributeResp& rs, std::vector<uint8_t>&) {
-  int v = 0;
-  Err e = backend_.device_attribute(rq.device, rq.attr, &v);
-  rs.value = v;
-  return e;
+int32_t Session::on_DeviceSetLimit(const DeviceSetLimitReq& rq, std::span<const uint8_t>, DeviceSetLimitResp&,
+                                   std::vector<uint8_t>&) {
+  if (rq.limit < 0 || rq.limit >= kLimitCount) return cudaErrorUnsupportedLimit;
+  return ctx_->set_limit(rq.limit, rq.value);
+}
+
+int32_t Session::on_DeviceGetLimit(const DeviceGetLimitReq& rq, std::span<const uint8_t>, DeviceGetLimitResp& rs,
+                                   std::vector<uint8_t>&) {
+  if (rq.limit < 0 || rq.limit >= kLimitCount) return cudaErrorUnsupportedLimit;
+  return ctx_->get_limit(rq.limit, &rs.value);
 }
 
 int32_t Session::on_SetDevice(const SetDeviceReq& rq, std::span<const uint8_t>, SetDeviceResp&,

@@ -18,8 +18,8 @@
 namespace wh::proto {
 
 // Wire protocol version, negotiated in the socket handshake (min..max).
-constexpr uint16_t kVersion = 1;
-constexpr uint16_t kMinVersion = 1;
+constexpr uint16_t kVersion = 2;
+constexpr uint16_t kMinVersion = 2;
 
 enum class Kind : uint8_t { Sync, Posted, Either };
 

@@ -17,6 +17,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "wormhole/proto/device_attrs.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -90,6 +92,11 @@ class Context {
   virtual Err event_elapsed(Event& start, Event& end, float* ms) = 0;
   virtual Err synchronize() = 0;
 
+  // cudaDeviceSetLimit / cudaDeviceGetLimit (a cudaLimit value; the session
+  // has checked its range). The value read back is what the device uses.
+  virtual Err set_limit(int limit, uint64_t value) = 0;
+  virtual Err get_limit(int limit, uint64_t* value) = 0;
+
   // The sim device's host memory behind [dptr, dptr+bytes) when the whole
   // range is inside one allocation (nullptr otherwise, and always on a
   // GPU). Library backends on the sim device (OpenBLAS for cuBLAS) use it.
@@ -112,8 +119,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
   virtual int device_count() const = 0;
-  virtual Err device_props(int device, cudaDeviceProp* props) = 0;
-  virtual Err device_attribute(int device, int attr, int* value) = 0;
+  // The whole device: every attribute it answers and the properties derived
+  // from them (proto::props_from_attributes). Constant for a device.
+  virtual Err describe(int device, proto::DeviceDescription* d) = 0;
   virtual int driver_version() const = 0;
   virtual std::unique_ptr<Context> create_context(int device, const ContextLimits& limits,
                                                   std::string* err) = 0;

@@ -91,6 +91,8 @@ class Module {
   const std::vector<GlobalVar>& globals() const;
   // Returns false if no such variable.
   bool bind_global(std::string_view name, uint64_t device_addr);
+  // The architecture the PTX targets (75 for `.target sm_75`; 0 if none).
+  int target_arch() const;
 
   const detail::ModuleImpl& impl() const { return *impl_; }
 
