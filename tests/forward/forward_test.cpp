@@ -49,6 +49,7 @@ TEST_F(Forward, MappedAndRegisteredHostMemory) { expect_pass(run({prog("mapped_p
 TEST_F(Forward, ManyThreadsOneClient) { expect_pass(run({prog("multithread")}), "multithread"); }
 TEST_F(Forward, DeviceQueriesAndUnsupported) { expect_pass(run({prog("device_info")}), "device_info"); }
 TEST_F(Forward, DeviceIdentityAsStartupHelpersAskIt) { expect_pass(run({prog("device_query")}), "device_query"); }
+TEST_F(Forward, ManagedMemoryListsAndVariables) { expect_pass(run({prog("managed")}), "managed"); }
 TEST_F(Forward, ThrustAndCub) { expect_pass(run({prog("thrust_algos")}), "thrust_algos"); }
 TEST_F(Forward, SeveralFatbins) { expect_pass(run({prog("multi_fatbin")}), "multi_fatbin"); }
 

@@ -12,3 +12,6 @@ extern "C" __global__ void fill_words(unsigned* dst, unsigned value, unsigned n)
 }
 
 extern "C" __global__ void empty_kernel() {}
+
+// A module variable with an initial value (managed placement checks).
+__device__ unsigned hostile_global[4] = {1, 2, 3, 4};

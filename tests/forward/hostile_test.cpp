@@ -583,6 +583,55 @@ TEST_F(Hostile, ForgedAndStaleHandlesOfEveryKind) {
   EXPECT_FALSE(c->dropped(100ms));
 }
 
+// Managed memory: where the data area may be mapped, and where a module's
+// __managed__ variable may be moved.
+TEST_F(Hostile, ManagedPlacementChecks) {
+  auto image = read_file(WH_HOSTILE_FATBIN);
+  const uint64_t P = kPinnedHeapOffset;
+  auto a = client();
+  const uint64_t d = a->malloc(4096);
+  uint64_t mod = 0;
+  ASSERT_EQ(a->load_module(image, &mod, P + (1 << 20)), 0);
+  const std::string g = "hostile_global";
+  auto name = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(g.data()), g.size());
+  // Before the area is mapped, no variable may move into it.
+  EXPECT_EQ(a->call<Op::ModuleBindManaged>({mod, P}, nullptr, name), cudaErrorInvalidValue);
+  // Addresses the server must not take: device memory of the session (and
+  // its window), unaligned, kernel-only windows, overflowing, too high.
+  for (uint64_t want : std::vector<uint64_t>{d, d & ~((1ull << 40) - 1), 0x7f0000000123ull, 0xFFFFFF0000000000ull,
+                                            UINT64_MAX - 4095, 1ull << 47, 4096}) {
+    auto k = client();
+    MapDataAreaResp r{};
+    ASSERT_EQ(k->call<Op::MapDataArea>({want}, &r), 0);
+    EXPECT_NE(r.dptr, want) << want;
+  }
+  // The guest's own address is taken.
+  const uint64_t va = reinterpret_cast<uint64_t>(a->data().data());
+  MapDataAreaResp r{};
+  ASSERT_EQ(a->call<Op::MapDataArea>({va}, &r), 0);
+  EXPECT_EQ(r.dptr, va);
+  const uint64_t area = a->data().size();
+  // A variable may not land on the status page or staging slots, outside
+  // the area, or straddle its end; unknown modules and names are refused.
+  for (uint64_t at : std::vector<uint64_t>{va, va + kStagingOffset, va + area, va + area - 1, va - 4096, 0, d,
+                                          UINT64_MAX - 3})
+    EXPECT_EQ(a->call<Op::ModuleBindManaged>({mod, at}, nullptr, name), cudaErrorInvalidValue) << at - va;
+  EXPECT_EQ(a->call<Op::ModuleBindManaged>({mod + 1, va + P}, nullptr, name), cudaErrorInvalidResourceHandle);
+  std::string bogus = "no_such_variable";
+  EXPECT_EQ(a->call<Op::ModuleBindManaged>({mod, va + P}, nullptr,
+                                           {reinterpret_cast<const uint8_t*>(bogus.data()), bogus.size()}),
+            cudaErrorInvalidSymbol);
+  // A good placement keeps the variable's value and is what kernels see.
+  ModuleBindManagedResp br{};
+  ASSERT_EQ(a->call<Op::ModuleBindManaged>({mod, va + P + 4096}, &br, name), 0);
+  EXPECT_EQ(br.size, 16u);
+  const auto* placed = reinterpret_cast<const uint32_t*>(a->data().data() + P + 4096);
+  EXPECT_TRUE(placed[0] == 1 && placed[1] == 2 && placed[2] == 3 && placed[3] == 4) << "initial value lost";
+  ModuleGetGlobalResp gr{};
+  ASSERT_EQ(a->call<Op::ModuleGetGlobal>({mod}, &gr, name), 0);
+  EXPECT_EQ(gr.dptr, va + P + 4096);
+}
+
 // ---------------------------------------------------------------- isolation
 
 TEST_F(Hostile, AnotherSessionsMemoryIsNeverReadOrWritten) {

@@ -62,13 +62,19 @@ cudaError_t ensure_module(Connection* c, Fatbin& fb) {
   cudaFreeHost(buf);
   if (e != cudaSuccess) return e;
   fb.module = rs.module;
-  return cudaSuccess;
+  return bind_managed_vars(c, fb);
 }
 
 }  // namespace
 
 // Serialises lazy module shipping (rt().mu is taken inside, so not that one).
 std::mutex g_load_mu;
+
+cudaError_t ensure_fatbin_module(Fatbin& fb) {
+  std::lock_guard lk(g_load_mu);
+  WH_CONN(c);
+  return ensure_module(c, fb);
+}
 
 cudaError_t ensure_kernel(KernelRec* k) {
   if (k->handle.load(std::memory_order_acquire)) return cudaSuccess;
@@ -171,8 +177,6 @@ void __cudaRegisterFatBinaryEnd(void**) {}
 void __cudaUnregisterFatBinary(void**) {
   // Process exit: the session's end frees everything on the server.
 }
-
-char __cudaInitModule(void**) { return 1; }
 
 void __cudaRegisterFunction(void** handle, const char* host_fun, char*, const char* device_name, int, uint3*, uint3*,
                             dim3*, dim3*, int*) {

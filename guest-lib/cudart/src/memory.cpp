@@ -151,6 +151,13 @@ cudaError_t staged_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uin
 
 }  // namespace
 
+// Blocks of the data area's heap for managed memory (managed.cpp).
+bool heap_alloc_block(size_t n, uint64_t* off) {
+  Connection* c = Connection::get();
+  return c && heap_alloc(c, n, off);
+}
+bool heap_free_block(uint64_t off) { return heap_free(off); }
+
 bool in_data_area(const void* p, size_t n, uint64_t* off) {
   Connection* c = Connection::get();
   if (!c) return false;
@@ -167,6 +174,7 @@ bool is_device_ptr(const void* p) {
   std::lock_guard lk(r.mu);
   auto it = r.allocs.upper_bound(a);
   if (it != r.allocs.begin() && a - std::prev(it)->first < std::prev(it)->second) return true;
+  if (is_managed_ptr(p)) return true;
   for (auto& [h, v] : r.vars)
     if (v->dptr && a >= v->dptr && a - v->dptr < v->size) return true;
   return false;
@@ -239,6 +247,7 @@ cudaError_t cudaMallocPitch(void** p, size_t* pitch, size_t width, size_t height
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
   WH_CONN(c);
+  if (cudaError_t me; managed_free(c, p, &me)) return set_error(me);
   cudaError_t e = c->call<Op::Free>({reinterpret_cast<uint64_t>(p)});
   if (e == cudaSuccess) {
     std::lock_guard lk(rt().mu);
@@ -273,18 +282,8 @@ cudaError_t cudaHostGetDevicePointer(void** dptr, void* host, unsigned int flags
   WH_CONN(c);
   uint64_t off;
   if (!in_data_area(host, 1, &off)) return set_error(cudaErrorInvalidValue);
-  Runtime& r = rt();
-  uint64_t base;
-  {
-    std::lock_guard lk(r.mu);
-    base = r.mapped_dptr;
-  }
-  if (!base) {
-    MapDataAreaResp rs{};
-    if (cudaError_t e = c->call<Op::MapDataArea>({}, &rs); e != cudaSuccess) return set_error(e);
-    std::lock_guard lk(r.mu);
-    r.mapped_dptr = base = rs.dptr;
-  }
+  uint64_t base = 0;
+  if (cudaError_t e = ensure_mapped(c, &base); e != cudaSuccess) return set_error(e);
   *dptr = reinterpret_cast<void*>(base + off);
   return cudaSuccess;
 }
@@ -377,7 +376,16 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   if (!a) return set_error(cudaErrorInvalidValue);
   std::memset(a, 0, sizeof *a);
   uint64_t off;
-  if (is_device_ptr(p)) {
+  bool managed;
+  {
+    std::lock_guard lk(rt().mu);
+    managed = is_managed_ptr(p);
+  }
+  if (managed) {
+    a->type = cudaMemoryTypeManaged;
+    a->devicePointer = const_cast<void*>(p);
+    a->hostPointer = const_cast<void*>(p);
+  } else if (is_device_ptr(p)) {
     a->type = cudaMemoryTypeDevice;
     a->devicePointer = const_cast<void*>(p);
   } else if (in_data_area(p, 1, &off)) {

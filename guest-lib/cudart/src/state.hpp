@@ -19,6 +19,12 @@
 
 namespace wh::guest {
 
+struct ManagedVarRec {
+  void** host_ptr = nullptr;  // the program's pointer to the variable, set once placed
+  std::string name;
+  size_t size = 0;
+};
+
 struct Fatbin {
   const void* wrapper = nullptr;  // as passed to __cudaRegisterFatBinary
   const uint8_t* image = nullptr;  // the fatbin it points at
@@ -26,6 +32,7 @@ struct Fatbin {
   uint64_t module = 0;  // server handle once shipped (lazily, once)
   std::map<std::string, std::vector<proto::ParamInfo>> params;  // from .nv.info / PTX
   bool params_parsed = false;
+  std::vector<ManagedVarRec> managed;  // __managed__ variables (managed.cpp)
 };
 
 struct KernelRec {
@@ -60,6 +67,8 @@ struct Runtime {
   std::map<uint64_t, uint64_t> heap_free, heap_used;
   bool heap_ready = false;
   uint64_t mapped_dptr = 0;  // device address of the data area (mapped memory)
+  bool unified = false;      // mapped_dptr is the data area's guest address
+  std::map<uint64_t, uint64_t> managed;  // managed allocations: address -> bytes
   cudaError_t sticky = cudaSuccess;
 };
 
@@ -73,6 +82,13 @@ cudaError_t ensure_props();
 // Ships a fatbin's module and resolves the kernel handle, once.
 cudaError_t ensure_kernel(KernelRec* k);
 cudaError_t ensure_var(VarRec* v);
+// Loads a fatbin's module (and places its managed variables), once.
+cudaError_t ensure_fatbin_module(Fatbin& fb);
+// Managed memory (managed.cpp). is_managed_ptr expects rt().mu held.
+bool is_managed_ptr(const void* p);
+cudaError_t ensure_mapped(Connection* c, uint64_t* base);  // the data area's device address
+bool managed_free(Connection* c, void* p, cudaError_t* e);
+cudaError_t bind_managed_vars(Connection* c, Fatbin& fb);
 // Host pointer -> data-area offset, if it lies inside the shared data area.
 bool in_data_area(const void* p, size_t n, uint64_t* off);
 // Device pointer inside a known allocation (or the mapped data area)?

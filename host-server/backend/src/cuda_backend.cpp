@@ -134,6 +134,9 @@ class CudaContext final : public Context {
     sizes_.erase(it);
     return map(d_.cuMemFree(dptr));
   }
+  // __managed__ variables of a GPU module live in the driver's managed
+  // memory, which the guest cannot reach: not supported on this backend.
+  Err module_rebind_global(Module&, const std::string&, uint64_t) override { return cudaErrorNotSupported; }
   Err set_limit(int limit, uint64_t value) override {
     cur();  // cudaLimit and CUlimit share their numbering
     return map(d_.cuCtxSetLimit(CUlimit(limit), size_t(value)));
@@ -157,7 +160,10 @@ class CudaContext final : public Context {
     *total_bytes = t;
     return cudaSuccess;
   }
-  Err map_host(void* host, uint64_t bytes, uint64_t* dptr) override {
+  // `want` is honoured only where the driver's unified address of the
+  // server's mapping happens to be it; otherwise managed memory is refused
+  // to the guest (it then sees a different device address).
+  Err map_host(void* host, uint64_t bytes, uint64_t, uint64_t* dptr) override {
     cur();
     if (CUresult r = d_.cuMemHostRegister(host, bytes, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
         r != CUDA_SUCCESS)

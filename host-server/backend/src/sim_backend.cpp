@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -131,11 +132,17 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     *free_bytes = std::min(dev_free, quota_ - used_);
     return cudaSuccess;
   }
-  Err map_host(void* host, uint64_t bytes, uint64_t* dptr) override {
-    // The mapped window sits at the top of this session's address window.
+  Err map_host(void* host, uint64_t bytes, uint64_t want, uint64_t* dptr) override {
     mapped_host_ = static_cast<uint8_t*>(host);
     mapped_bytes_ = bytes;
-    mapped_dptr_ = base_ + (uint64_t(1) << kWindowShift) - ((bytes + 0xFFFFF) & ~uint64_t(0xFFFFF)) - (1ull << 30);
+    // At the guest's own address when asked: that is below 2^47 (a user
+    // address), so it never meets a session's window (2^48 and up) nor the
+    // engine's shared/local/param windows. Otherwise at the top of this
+    // session's window.
+    if (want && want % 4096 == 0 && want >= (1u << 16) && bytes <= (1ull << 47) && want <= (1ull << 47) - bytes)
+      mapped_dptr_ = want;
+    else
+      mapped_dptr_ = base_ + (uint64_t(1) << kWindowShift) - ((bytes + 0xFFFFF) & ~uint64_t(0xFFFFF)) - (1ull << 30);
     *dptr = mapped_dptr_;
     return cudaSuccess;
   }
@@ -229,6 +236,24 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     if (it == m.symbols.end()) return cudaErrorInvalidSymbol;
     *dptr = it->second.first;
     *bytes = it->second.second;
+    return cudaSuccess;
+  }
+  Err module_rebind_global(Module& mb, const std::string& name, uint64_t dptr) override {
+    auto& m = static_cast<SimModule&>(mb);
+    auto it = m.symbols.find(name);
+    if (it == m.symbols.end()) return cudaErrorInvalidSymbol;
+    auto [old, size] = it->second;
+    uint8_t* to = span(dptr, size);
+    uint8_t* from = span(old, size);
+    if (!to || !from) return cudaErrorInvalidValue;
+    std::memcpy(to, from, size);
+    if (!m.mod->bind_global(name, dptr)) return cudaErrorInvalidSymbol;
+    it->second.first = dptr;
+    auto g = std::find(m.globals.begin(), m.globals.end(), old);
+    if (g != m.globals.end()) {
+      m.globals.erase(g);
+      mem_free(old);
+    }
     return cudaSuccess;
   }
   Err launch(Kernel& kb, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream*,
@@ -434,7 +459,7 @@ class SimBackend final : public Backend {
     set(cudaDevAttrLocalL1CacheSupported, 1);
     set(cudaDevAttrMaxSharedMemoryPerMultiprocessor, 100 << 10);
     set(cudaDevAttrMaxRegistersPerMultiprocessor, 65536);
-    set(cudaDevAttrManagedMemory, 0);
+    set(cudaDevAttrManagedMemory, 1);  // in the shared data area (ARCHITECTURE.md)
     set(cudaDevAttrIsMultiGpuBoard, 0);
     set(cudaDevAttrMultiGpuBoardGroupID, 0);
     set(cudaDevAttrHostNativeAtomicSupported, 0);

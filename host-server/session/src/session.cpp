@@ -320,10 +320,10 @@ int32_t Session::on_Free(const FreeReq& rq, std::span<const uint8_t>, FreeResp&,
   return e;
 }
 
-int32_t Session::on_MapDataArea(const MapDataAreaReq&, std::span<const uint8_t>, MapDataAreaResp& rs,
+int32_t Session::on_MapDataArea(const MapDataAreaReq& rq, std::span<const uint8_t>, MapDataAreaResp& rs,
                                 std::vector<uint8_t>&) {
   if (!mapped_dptr_) {
-    if (Err e = ctx_->map_host(data_.data(), data_.size(), &mapped_dptr_); e != cudaSuccess) return e;
+    if (Err e = ctx_->map_host(data_.data(), data_.size(), rq.want_dptr, &mapped_dptr_); e != cudaSuccess) return e;
   }
   rs.dptr = mapped_dptr_;
   rs.size = data_.size();
@@ -490,6 +490,25 @@ int32_t Session::on_ModuleGetGlobal(const ModuleGetGlobalReq& rq, std::span<cons
     globals_[rs.dptr] = rs.size;
     m->globals.push_back(rs.dptr);
   }
+  return cudaSuccess;
+}
+
+int32_t Session::on_ModuleBindManaged(const ModuleBindManagedReq& rq, std::span<const uint8_t> tail,
+                                      ModuleBindManagedResp& rs, std::vector<uint8_t>&) {
+  ModuleEntry* m = modules_.get(rq.module);
+  if (!m) return cudaErrorInvalidResourceHandle;
+  std::string name(reinterpret_cast<const char*>(tail.data()), tail.size());
+  uint64_t old = 0, size = 0;
+  if (Err e = ctx_->module_global(*m->mod, name, &old, &size); e != cudaSuccess) return e;
+  // The variable must land wholly in the mapped data area's heap (never on
+  // the staging slots or the status page, which the server writes).
+  if (!mapped_dptr_ || rq.dptr < mapped_dptr_ + kPinnedHeapOffset || size > data_.size() ||
+      rq.dptr - mapped_dptr_ > data_.size() - size)
+    return cudaErrorInvalidValue;
+  if (Err e = ctx_->module_rebind_global(*m->mod, name, rq.dptr); e != cudaSuccess) return e;
+  globals_.erase(old);
+  std::erase(m->globals, old);
+  rs.size = size;
   return cudaSuccess;
 }
 

@@ -83,7 +83,8 @@ inline uint32_t request_tail_max(Op op, uint32_t max_msg) {
   switch (op) {
     case Op::MemcpyHtoDInline: return max_msg;
     case Op::ModuleGetKernel:
-    case Op::ModuleGetGlobal: return kMaxNameBytes;
+    case Op::ModuleGetGlobal:
+    case Op::ModuleBindManaged: return kMaxNameBytes;
     case Op::Launch: return kMaxParamBytes;
     default: return 0;
   }

@@ -62,8 +62,10 @@ class Context {
   virtual Err mem_alloc(uint64_t bytes, uint64_t* dptr) = 0;
   virtual Err mem_free(uint64_t dptr) = 0;
   virtual Err mem_info(uint64_t* free_bytes, uint64_t* total_bytes) = 0;
-  // Makes host memory (a channel's data area) addressable by kernels.
-  virtual Err map_host(void* host, uint64_t bytes, uint64_t* dptr) = 0;
+  // Makes host memory (a channel's data area) addressable by kernels, at
+  // device address `want` when the backend can place it there (the guest's
+  // own address of the area, for managed memory), else where it chooses.
+  virtual Err map_host(void* host, uint64_t bytes, uint64_t want, uint64_t* dptr) = 0;
 
   // `s` may be nullptr: the legacy default stream.
   virtual Err copy_htod(uint64_t dst, const void* src, uint64_t n, Stream* s) = 0;
@@ -78,6 +80,10 @@ class Context {
                             KernelAttrs* attrs) = 0;
   virtual Err module_global(Module& m, const std::string& name, uint64_t* dptr,
                             uint64_t* bytes) = 0;
+  // Moves a module global (a __managed__ variable) to `dptr`, inside the
+  // mapped host memory, with its current value; the session has checked
+  // that the whole variable fits there.
+  virtual Err module_rebind_global(Module& m, const std::string& name, uint64_t dptr) = 0;
   virtual Err launch(Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
                      std::span<const uint8_t> params, std::string* log) = 0;
 
