@@ -53,6 +53,16 @@ struct Kernel { virtual ~Kernel() = default; };
 
 class Blas;  // wormhole/server/blas.hpp
 
+// What a kernel printed, for the application (collected on the sim device;
+// a GPU prints into the server's own stdout, see docs/hardware.md): printf
+// text (its stdout) and device-assert messages (its stderr). printf text
+// past `limit` bytes is dropped and counted, as a full printf FIFO drops it.
+struct KernelOutput {
+  std::string out, err;
+  uint64_t limit = 1 << 20;
+  uint64_t dropped = 0;
+};
+
 class Context {
  public:
   virtual ~Context() = default;
@@ -77,7 +87,7 @@ class Context {
   virtual Err module_global(Module& m, const std::string& name, uint64_t* dptr,
                             uint64_t* bytes) = 0;
   virtual Err launch(Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
-                     std::span<const uint8_t> params, std::string* log) = 0;
+                     std::span<const uint8_t> params, std::string* log, KernelOutput* output) = 0;
 
   virtual Err stream_create(uint32_t flags, int priority, std::unique_ptr<Stream>* out) = 0;
   virtual Err stream_synchronize(Stream* s) = 0;
