@@ -24,14 +24,19 @@ class Process {
     std::string output;
   };
 
-  static Process spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  // stdout and stderr go to one pipe (output()), or stderr to `stderr_file`
+  // when one is named (to tell the two streams apart).
+  static Process spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                       const std::string& stderr_file = {}) {
     Process p;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return p;
     p.pid_ = fork();
     if (p.pid_ == 0) {
       dup2(fds[1], 1);
-      dup2(fds[1], 2);
+      int efd = stderr_file.empty() ? fds[1] : open(stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (efd < 0) _exit(126);
+      dup2(efd, 2);
       for (auto& e : env) putenv(const_cast<char*>(e.c_str()));
       std::vector<char*> args;
       for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -45,8 +50,8 @@ class Process {
   }
 
   static Result run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                    std::chrono::seconds timeout) {
-    Process p = spawn(argv, env);
+                    std::chrono::seconds timeout, const std::string& stderr_file = {}) {
+    Process p = spawn(argv, env, stderr_file);
     Result r;
     r.status = p.wait(timeout);
     r.output = p.output();

@@ -12,6 +12,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,6 +62,97 @@ TEST_F(Forward, AsyncErrors) {
   expect_pass(run({prog("async_errors"), "assert"}), "assert");
   // A faulting client does not disturb the next one.
   expect_pass(run({prog("vector_add")}), "vector_add after faults");
+}
+
+// Device output: runs `device_output <mode>` with its stdout and stderr apart.
+struct Split {
+  Process::Result r;  // r.output: the program's stdout
+  std::string err;    // its stderr
+};
+Split run_split(const Server& server, const std::string& mode, std::chrono::seconds timeout = 60s) {
+  std::string path = "/tmp/wh-fwd-stderr-" + std::to_string(getpid()) + "-" + mode;
+  Split s;
+  s.r = Process::run({prog("device_output"), mode}, server.client_env(), timeout, path);
+  std::ifstream f(path);
+  std::stringstream b;
+  b << f.rdbuf();
+  s.err = b.str();
+  unlink(path.c_str());
+  return s;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> v;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+TEST_F(Forward, KernelPrintfReachesTheClient) {
+  Split s = run_split(server, "printf");
+  expect_pass(s.r, "device_output printf");
+  EXPECT_EQ(s.err, "") << "stdout:\n" << s.r.output;
+  // What each kernel thread prints (the order between threads is free).
+  std::multiset<std::string> say, fill;
+  for (int t = 0; t < 6; t++) {
+    char l[160];
+    std::snprintf(l, sizeof l, "say tag=1 t=%d f=%.2f s=dev p=0x1234 c=%c x=%x", t, 0.5 + t, 'a' + t, 0xab00 + t);
+    say.insert(l);
+  }
+  for (int t = 1; t < 64; t += 4) fill.insert("fill t=" + std::to_string(t) + " v=" + std::to_string(t * 3));
+  // Each flushed at its synchronising call, so between the host's own lines:
+  // cudaDeviceSynchronize for `say`, the blocking copy for `fill`.
+  auto lines = lines_of(s.r.output);
+  std::multiset<std::string> got_say, got_fill;
+  std::string phase = "start";
+  for (auto& l : lines) {
+    if (l == "host before" || l == "host between" || l == "host after") {
+      phase = l;
+    } else if (l.rfind("say ", 0) == 0) {
+      EXPECT_EQ(phase, "host before") << l;
+      got_say.insert(l);
+    } else if (l.rfind("fill ", 0) == 0) {
+      EXPECT_EQ(phase, "host between") << l;
+      got_fill.insert(l);
+    } else {
+      EXPECT_EQ(l.rfind("PASS", 0), 0u) << "unexpected line: " << l;
+    }
+  }
+  EXPECT_EQ(got_say, say) << s.r.output;
+  EXPECT_EQ(got_fill, fill) << s.r.output;
+  // The text went to the client, not to the server's own output.
+  std::string log = server.log();
+  EXPECT_EQ(log.find("say tag="), std::string::npos) << log;
+  EXPECT_EQ(log.find("fill t="), std::string::npos) << log;
+}
+
+TEST_F(Forward, DeviceAssertOnClientStderr) {
+  Split s = run_split(server, "assert");
+  expect_pass(s.r, "device_output assert");
+  // As a GPU prints it: file:line: function: block, thread, the condition.
+  EXPECT_NE(s.err.find("device_output.cu:"), std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("check_positive"), std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("block: [0,0,0], thread: [5,0,0] Assertion `in[threadIdx.x] >= 0` failed."), std::string::npos)
+      << s.err;
+  EXPECT_EQ(s.r.output.find("Assertion"), std::string::npos) << s.r.output;
+}
+
+TEST_F(Forward, CopyAfterFaultReturnsTheStickyError) {
+  // A staged device-to-host copy after a kernel fault returns the fault in
+  // bounded time (it used to wait forever for the copy to be done).
+  auto t0 = std::chrono::steady_clock::now();
+  Split s = run_split(server, "fault", 30s);
+  expect_pass(s.r, "device_output fault");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  // The fault's details, naming the kernel, on the client's stderr, once.
+  auto at = s.err.find("oob_store");
+  EXPECT_NE(at, std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("cudaErrorIllegalAddress"), std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("PTX line"), std::string::npos) << s.err;
+  if (at != std::string::npos) {
+    EXPECT_EQ(s.err.find("oob_store", s.err.find('\n', at)), std::string::npos) << s.err;
+  }
+  EXPECT_TRUE(server.alive());
 }
 
 TEST_F(Forward, SeveralClientsAtOnce) {

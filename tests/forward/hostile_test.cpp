@@ -477,6 +477,29 @@ TEST_F(Hostile, KernelLaunchChecks) {
   ASSERT_EQ(c->post<Op::Launch>(launch_req(fill, 8, 256), param_bytes(over)), ring::Status::Ok);
   EXPECT_EQ(c->call<Op::DeviceSynchronize>({}), cudaErrorIllegalAddress);
   EXPECT_EQ(c->call<Op::MemGetInfo>({}), cudaErrorIllegalAddress);  // sticky
+  // The fault's details wait for FetchOutput (answered despite the fault),
+  // in pieces no larger than asked; a tail or a zero size is refused.
+  auto* st = reinterpret_cast<const DataAreaStatus*>(c->data().data());
+  EXPECT_GT(__atomic_load_n(&st->output_seq, __ATOMIC_ACQUIRE), 0u);
+  FetchOutputResp fo{};
+  std::vector<uint8_t> t;
+  EXPECT_EQ(c->call<Op::FetchOutput>({0, 0}, &fo, {}, &t), cudaErrorInvalidValue);
+  EXPECT_EQ(c->raw(uint16_t(Op::FetchOutput), std::vector<uint8_t>(16, 0)), kBadRequest);
+  std::string text;
+  for (int i = 0; i < 1000; i++) {
+    t.clear();
+    ASSERT_EQ(c->call<Op::FetchOutput>({7, 0}, &fo, {}, &t), 0);
+    EXPECT_LE(t.size(), 7u);
+    EXPECT_EQ(fo.stream, kOutputStderr);
+    text.append(t.begin(), t.end());
+    if (!fo.more) break;
+  }
+  EXPECT_NE(text.find("fill_words"), std::string::npos) << text;
+  EXPECT_NE(text.find("cudaErrorIllegalAddress"), std::string::npos) << text;
+  t.clear();
+  EXPECT_EQ(c->call<Op::FetchOutput>({UINT32_MAX, 0}, &fo, {}, &t), 0);  // nothing left
+  EXPECT_TRUE(t.empty());
+  EXPECT_EQ(fo.more, 0u);
   EXPECT_EQ(c->call<Op::DeviceReset>({}), 0);
   EXPECT_GT(c->mem_free(), 0u);
   EXPECT_EQ(c->call<Op::Launch>(launch_req(fill, 1, 1), nullptr, good), cudaErrorInvalidResourceHandle);  // reset

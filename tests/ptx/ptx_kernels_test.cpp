@@ -510,6 +510,43 @@ TEST_P(PtxKernels, TrapAndPrintf) {
   EXPECT_EQ(out, "ptx-printf v=42 f=1.50 s=ok\n");
 }
 
+TEST_P(PtxKernels, DeviceOutputSink) {
+  // With an output sink, printf text is collected for the caller, not written to stdout.
+  wh::ptx::DeviceOutput out;
+  auto c = cfg({1}, {32});
+  c.output = &out;
+  auto a = args("misc", "printf_kernel")(42);
+  testing::internal::CaptureStdout();
+  auto e = eng.launch(mod("misc"), "printf_kernel", c, a.data(), a.size(), mem);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
+  EXPECT_OK(e);
+  EXPECT_EQ(out.printf_text, "ptx-printf v=42 f=1.50 s=ok\n");
+  EXPECT_EQ(out.dropped, 0u);
+  // A full FIFO drops the record whole and counts it.
+  out = {};
+  out.limit = 10;
+  EXPECT_OK(eng.launch(mod("misc"), "printf_kernel", c, a.data(), a.size(), mem));
+  EXPECT_EQ(out.printf_text, "");
+  EXPECT_EQ(out.dropped, 28u);
+  // Device-assert messages in a GPU's wording, one per failing thread.
+  std::vector<int> in(100, 1);
+  in[77] = -5;
+  in[78] = -6;
+  uint64_t bad = mem.upload(in);
+  out = {};
+  auto c2 = cfg({1}, {128});
+  c2.output = &out;
+  auto b = args("misc", "assert_kernel")(bad)(100);
+  e = eng.launch(mod("misc"), "assert_kernel", c2, b.data(), b.size(), mem);
+  EXPECT_EQ(e.kind, LaunchError::Assert);
+  EXPECT_NE(out.assert_text.find("misc.cu:144: "), std::string::npos) << out.assert_text;
+  EXPECT_NE(out.assert_text.find("assert_kernel"), std::string::npos) << out.assert_text;
+  EXPECT_NE(out.assert_text.find(": block: [0,0,0], thread: [77,0,0] Assertion `in[i] >= 0` failed.\n"), std::string::npos)
+      << out.assert_text;
+  EXPECT_NE(out.assert_text.find(": block: [0,0,0], thread: [78,0,0] Assertion `in[i] >= 0` failed.\n"), std::string::npos)
+      << out.assert_text;
+}
+
 TEST_P(PtxKernels, InvalidConfigurations) {
   auto a = args("ml", "vector_add");
   auto e = eng.launch(mod("ml"), "vector_add", cfg({1}, {2048}), a.data(), a.size(), mem);

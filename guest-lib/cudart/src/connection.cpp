@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 
+#include "state.hpp"
 #include "wormhole/ivshmem.hpp"
 #include "wormhole/vmfunc.hpp"
 
@@ -113,6 +114,8 @@ void Connection::reset_status_page() {
   auto* st = reinterpret_cast<proto::DataAreaStatus*>(chan_->data().data());
   __atomic_store_n(&st->copy_done_seq, uint64_t(0), __ATOMIC_RELEASE);
   __atomic_store_n(&st->copy_error_seq, uint64_t(0), __ATOMIC_RELEASE);
+  __atomic_store_n(&st->output_seq, uint64_t(0), __ATOMIC_RELEASE);
+  __atomic_store_n(&st->copy_error, int32_t(0), __ATOMIC_RELEASE);
 }
 
 Connection::~Connection() {
@@ -250,7 +253,10 @@ Connection* Connection::get() {
     return c;
   }();
   // Say goodbye at exit so the server frees this process's resources at once.
-  static bool registered = conn && std::atexit([] { delete conn; }) == 0;
+  static bool registered = conn && std::atexit([] {
+    flush_device_output(conn);  // what kernels printed since the last synchronising call
+    delete conn;
+  }) == 0;
   (void)registered;
   return conn;
 }

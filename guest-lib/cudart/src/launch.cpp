@@ -132,6 +132,7 @@ static cudaError_t launch(KernelRec* k, dim3 grid, dim3 block, void** args, size
   if (!k->params.empty() && !args) return cudaErrorInvalidValue;
   for (size_t i = 0; i < k->params.size(); i++) std::memcpy(buf + k->params[i].offset, args[i], k->params[i].size);
   WH_CONN(c);
+  flush_device_output(c);  // a GPU flushes its printf buffer at the start of a launch
   LaunchReq rq{};
   rq.kernel = k->handle;
   rq.stream = stream_handle(s);

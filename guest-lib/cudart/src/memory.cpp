@@ -26,6 +26,12 @@ uint64_t g_copy_seq = 0;  // guarded by g_staging_mu
 
 DataAreaStatus* status_page(Connection* c) { return reinterpret_cast<DataAreaStatus*>(c->data().data()); }
 
+// The error of the failed copy that copy_error_seq names (stored before it).
+cudaError_t copy_error(DataAreaStatus* st) {
+  int32_t e = __atomic_load_n(&st->copy_error, __ATOMIC_RELAXED);
+  return e > 0 ? cudaError_t(e) : cudaErrorInvalidValue;
+}
+
 // Waits until the server finished the staged chunk `seq`.
 cudaError_t wait_copy_done(Connection* c, uint64_t seq) {
   auto* st = status_page(c);
@@ -36,9 +42,13 @@ cudaError_t wait_copy_done(Connection* c, uint64_t seq) {
     } else {
       if (!c->alive()) return cudaErrorDevicesUnavailable;
       if (spins % 1024 == 0) {
-        // A round trip proves the server alive (and lets it catch up).
+        // A round trip proves the server alive (and lets it catch up). A
+        // context broken by a kernel fault finishes no more copies: give up
+        // with the fault rather than wait.
         MemGetInfoResp r{};
-        if (c->call<Op::MemGetInfo>({}, &r) == cudaErrorDevicesUnavailable) return cudaErrorDevicesUnavailable;
+        cudaError_t e = c->call<Op::MemGetInfo>({}, &r);
+        if (e == cudaErrorDevicesUnavailable) return e;
+        if (is_sticky(e) && __atomic_load_n(&st->copy_done_seq, __ATOMIC_ACQUIRE) < seq) return e;
       }
       sched_yield();
     }
@@ -111,7 +121,7 @@ cudaError_t staged_htod(Connection* c, uint64_t dst, const uint8_t* src, size_t 
     bool last = off + len >= n;
     if (cudaError_t e = last ? c->call<Op::MemcpyHtoD>(rq) : c->post<Op::MemcpyHtoD>(rq); e != cudaSuccess) return e;
   }
-  if (__atomic_load_n(&st->copy_error_seq, __ATOMIC_ACQUIRE) >= first) return cudaErrorInvalidValue;
+  if (__atomic_load_n(&st->copy_error_seq, __ATOMIC_ACQUIRE) >= first) return copy_error(st);
   return cudaSuccess;
 }
 
@@ -121,6 +131,9 @@ cudaError_t staged_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uin
   auto* st = status_page(c);
   const size_t chunks = (n + kStagingSlotBytes - 1) / kStagingSlotBytes;
   const uint64_t first = g_copy_seq + 1;
+  // Whatever the exit, later copies number their chunks past this one's: a
+  // number the server may still publish is never waited for again.
+  g_copy_seq = first + chunks - 1;
   auto issue = [&](size_t i) {
     uint64_t seq = first + i;
     size_t off = i * kStagingSlotBytes;
@@ -134,10 +147,9 @@ cudaError_t staged_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uin
     uint64_t seq = first + i;
     if (cudaError_t e = wait_copy_done(c, seq); e != cudaSuccess) return e;
     if (__atomic_load_n(&st->copy_error_seq, __ATOMIC_ACQUIRE) >= first) {
-      g_copy_seq = first + chunks - 1;
       // Drain what is still in flight so the slots are quiet again.
       wait_copy_done(c, std::min<uint64_t>(first + chunks - 1, seq + kStagingSlots - 1));
-      return cudaErrorInvalidValue;
+      return copy_error(st);
     }
     size_t off = i * kStagingSlotBytes;
     size_t len = std::min<size_t>(kStagingSlotBytes, n - off);
@@ -145,7 +157,6 @@ cudaError_t staged_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uin
     if (i + kStagingSlots < chunks)
       if (cudaError_t e = issue(i + kStagingSlots); e != cudaSuccess) return e;
   }
-  g_copy_seq = first + chunks - 1;
   return cudaSuccess;
 }
 
@@ -180,7 +191,8 @@ bool is_device_ptr(const void* p) {
   return false;
 }
 
-cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool async) {
+namespace {
+cudaError_t memcpy_core(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool async) {
   if (n == 0) return cudaSuccess;
   if (!dst || !src) return cudaErrorInvalidValue;
   WH_CONN(c);
@@ -213,6 +225,15 @@ cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
     default:
       return cudaErrorInvalidMemcpyDirection;
   }
+}
+}  // namespace
+
+cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool async) {
+  cudaError_t e = memcpy_core(dst, src, n, kind, s, async);
+  // A blocking copy is a synchronising call.
+  if (!async && n)
+    if (Connection* c = Connection::get()) flush_device_output(c);
+  return e;
 }
 
 }  // namespace wh::guest
@@ -348,7 +369,9 @@ static cudaError_t memcpy2d(void* dst, size_t dpitch, const void* src, size_t sp
 
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          cudaMemcpyKind kind) {
-  return set_error(memcpy2d(dst, dpitch, src, spitch, width, height, kind, nullptr, false));
+  cudaError_t e = memcpy2d(dst, dpitch, src, spitch, width, height, kind, nullptr, false);
+  if (Connection* c = Connection::get()) flush_device_output(c);
+  return set_error(e);
 }
 
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,

@@ -22,8 +22,7 @@ thread_local int t_device = 0;
 cudaError_t set_error(cudaError_t e) {
   if (e != cudaSuccess) {
     t_last_error = e;
-    if (e == cudaErrorIllegalAddress || e == cudaErrorAssert || e == cudaErrorLaunchFailure ||
-        e == cudaErrorMisalignedAddress || e == cudaErrorIllegalInstruction) {
+    if (is_sticky(e)) {
       std::lock_guard lk(rt().mu);
       rt().sticky = e;
     }
@@ -147,7 +146,9 @@ cudaError_t cudaDeviceCanAccessPeer(int* can, int, int) {
 
 cudaError_t cudaDeviceSynchronize(void) {
   WH_CONN(c);
-  return set_error(c->call<Op::DeviceSynchronize>({}));
+  cudaError_t e = c->call<Op::DeviceSynchronize>({});
+  flush_device_output(c);
+  return set_error(e);
 }
 
 cudaError_t cudaThreadSynchronize(void) { return cudaDeviceSynchronize(); }
@@ -155,6 +156,7 @@ cudaError_t cudaThreadSynchronize(void) { return cudaDeviceSynchronize(); }
 cudaError_t cudaDeviceReset(void) {
   WH_CONN(c);
   cudaError_t e = c->call<Op::DeviceReset>({});
+  flush_device_output(c);
   std::lock_guard lk(rt().mu);
   Runtime& r = rt();
   for (auto* fb : r.fatbins) fb->module = 0;  // reloaded lazily
@@ -215,7 +217,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   WH_CONN(c);
-  return set_error(c->call<Op::StreamSynchronize>({stream_handle(s)}));
+  cudaError_t e = c->call<Op::StreamSynchronize>({stream_handle(s)});
+  flush_device_output(c);
+  return set_error(e);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t s) {
@@ -271,7 +275,9 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t s, unsigned in
 
 cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
   WH_CONN(c);
-  return set_error(c->call<Op::EventSynchronize>({reinterpret_cast<uint64_t>(ev)}));
+  cudaError_t e = c->call<Op::EventSynchronize>({reinterpret_cast<uint64_t>(ev)});
+  flush_device_output(c);
+  return set_error(e);
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t ev) {

@@ -73,6 +73,15 @@ struct Runtime {
 };
 
 Runtime& rt();
+// Kernel faults: the context stays unusable until cudaDeviceReset.
+inline bool is_sticky(cudaError_t e) {
+  return e == cudaErrorIllegalAddress || e == cudaErrorAssert || e == cudaErrorLaunchFailure ||
+         e == cudaErrorMisalignedAddress || e == cudaErrorIllegalInstruction || e == cudaErrorHardwareStackError;
+}
+// Writes device output the server holds (kernel printf, assert messages,
+// fault details) to stdout/stderr; synchronising calls and launches call it
+// (output.cpp). Costs one load when there is none.
+void flush_device_output(Connection* c);
 // Sets this thread's last error (cudaGetLastError) and returns e.
 cudaError_t set_error(cudaError_t e);
 // The connection, or nullptr with the last error set to `e`.

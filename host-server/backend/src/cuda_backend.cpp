@@ -250,8 +250,10 @@ class CudaContext final : public Context {
     *bytes = n;
     return cudaSuccess;
   }
+  // Device printf and assert messages go to the server's stdout/stderr
+  // (the driver writes them there); `output` stays empty (docs/hardware.md).
   Err launch(Kernel& kb, Dim3 g, Dim3 b, uint32_t shared, Stream* s,
-             std::span<const uint8_t> params, std::string* log) override {
+             std::span<const uint8_t> params, std::string* log, KernelOutput*) override {
     cur();
     auto& k = static_cast<CuKernel&>(kb);
     size_t size = params.size();

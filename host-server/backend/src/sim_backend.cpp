@@ -257,13 +257,23 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     return cudaSuccess;
   }
   Err launch(Kernel& kb, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream*,
-             std::span<const uint8_t> params, std::string* log) override {
+             std::span<const uint8_t> params, std::string* log, KernelOutput* output) override {
     auto& k = static_cast<SimKernel&>(kb);
     ptx::LaunchConfig cfg;
     cfg.grid = {grid.x, grid.y, grid.z};
     cfg.block = {block.x, block.y, block.z};
     cfg.dynamic_shared_bytes = shared_bytes;
+    ptx::DeviceOutput dev;
+    if (output) {
+      dev.limit = output->limit;
+      cfg.output = &dev;
+    }
     ptx::LaunchError e = engine_.launch(*k.mod, k.name, cfg, params.data(), params.size(), *this);
+    if (output) {
+      output->out = std::move(dev.printf_text);
+      output->err = std::move(dev.assert_text);
+      output->dropped = dev.dropped;
+    }
     if (!e) return cudaSuccess;
     if (log) *log = e.message;
     switch (e.kind) {

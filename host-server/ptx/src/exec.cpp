@@ -694,8 +694,13 @@ struct EngineImpl {
           });
           if (!all.empty()) {
             std::lock_guard lk(g_print_mu);
-            std::fwrite(all.data(), 1, all.size(), stdout);
-            std::fflush(stdout);
+            if (DeviceOutput* o = J.cfg.output) {
+              if (all.size() <= o->limit - std::min<uint64_t>(o->limit, o->printf_text.size())) o->printf_text += all;
+              else o->dropped += all.size();
+            } else {
+              std::fwrite(all.data(), 1, all.size(), stdout);
+              std::fflush(stdout);
+            }
           }
           ++pc;
           if (pc == fr->min_wait) merge(*fr, pc, active);
@@ -718,6 +723,19 @@ struct EngineImpl {
                       "device-side assertion `" + read_cstr(c, l, msg) + "` failed in " + read_cstr(c, l, func) + " at " +
                           read_cstr(c, l, file) + ":" + std::to_string(line) + " (thread " + std::to_string(w.tid[0][l]) +
                           "," + std::to_string(w.tid[1][l]) + "," + std::to_string(w.tid[2][l]) + ")");
+          if (DeviceOutput* o = J.cfg.output) {
+            // A GPU's wording, one line per failing thread of the warp.
+            std::string head = read_cstr(c, l, file) + ":" + std::to_string(line) + ": " + read_cstr(c, l, func) +
+                               ": block: [" + std::to_string(c.ctaid[0]) + "," + std::to_string(c.ctaid[1]) + "," +
+                               std::to_string(c.ctaid[2]) + "], thread: [";
+            std::string cond = "] Assertion `" + read_cstr(c, l, msg) + "` failed.\n", lines;
+            for_lanes(m, [&](int q) {
+              lines += head + std::to_string(w.tid[0][q]) + "," + std::to_string(w.tid[1][q]) + "," +
+                       std::to_string(w.tid[2][q]) + cond;
+            });
+            std::lock_guard lk(g_print_mu);
+            if (lines.size() <= o->limit - std::min<uint64_t>(o->limit, o->assert_text.size())) o->assert_text += lines;
+          }
           save();
           return;
         }

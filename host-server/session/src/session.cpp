@@ -153,13 +153,23 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
                      uint32_t max_msg, DispatchResult& out) {
   const uint64_t t0 = stat_clock();
   const bool posted = flags & WH_MSG_F_POSTED;
+  max_msg_ = max_msg;
   if (sticky_ != cudaSuccess && Op(opcode) != Op::GetDeviceProps && Op(opcode) != Op::GetDeviceCount &&
-      Op(opcode) != Op::GetStats && Op(opcode) != Op::DeviceReset) {
+      Op(opcode) != Op::GetStats && Op(opcode) != Op::DeviceReset && Op(opcode) != Op::FetchOutput) {
     // (cudaDeviceReset is the way out of a sticky error: on_DeviceReset clears it.)
     // After a kernel fault the context is unusable, as on a GPU.
     out.status = sticky_;
     out.fixed.clear();
     out.tail.clear();
+    // A staged copy refused here must still be published as done (with the
+    // fault), or the guest waiting for its staging slot would wait forever.
+    if (Op(opcode) == Op::MemcpyHtoD || Op(opcode) == Op::MemcpyDtoH) {
+      std::span<const uint8_t> rest;
+      MemcpyHtoDReq h{};
+      MemcpyDtoHReq d{};
+      if (Op(opcode) == Op::MemcpyHtoD ? decode_fixed(payload, h, rest) : decode_fixed(payload, d, rest))
+        publish_copy_done(Op(opcode) == Op::MemcpyHtoD ? h.done_seq : d.done_seq, sticky_);
+    }
   } else {
     dispatch(*this, opcode, payload, max_msg, out);
   }
@@ -178,10 +188,32 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
   return true;
 }
 
+namespace {
+const char* sticky_name(Err e) {
+  switch (e) {
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorAssert: return "cudaErrorAssert";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
+    case cudaErrorIllegalInstruction: return "cudaErrorIllegalInstruction";
+    case cudaErrorHardwareStackError: return "cudaErrorHardwareStackError";
+    default: return "cudaError";
+  }
+}
+}  // namespace
+
 Err Session::note_async(Err e) {
   if (is_sticky(e)) {
+    if (sticky_ == cudaSuccess) {
+      // The application learns what faulted where (a GPU would say nothing
+      // but the error code): once, with the call that reports the fault.
+      std::string m = std::string("wormhole: device fault, ") + sticky_name(e) + ": " +
+                      (fault_detail_.empty() ? std::string("no details from the device") : fault_detail_) + "\n";
+      add_output(kOutputStderr, m);
+      spdlog::warn("session {}: device fault, cudaError {}: {}", id_, int(e), last_log_);
+    }
+    fault_detail_.clear();
     sticky_ = e;
-    spdlog::warn("session {}: device fault, cudaError {}: {}", id_, int(e), last_log_);
   } else if (deferred_ == cudaSuccess) {
     deferred_ = e;
   }
@@ -229,8 +261,25 @@ uint8_t* Session::host_range(uint64_t off, uint64_t n) const {
 void Session::publish_copy_done(uint64_t seq, Err e) {
   if (!seq) return;
   auto* st = reinterpret_cast<DataAreaStatus*>(data_.data());
-  if (e != cudaSuccess) __atomic_store_n(&st->copy_error_seq, seq, __ATOMIC_RELEASE);
+  if (e != cudaSuccess) {
+    __atomic_store_n(&st->copy_error, e, __ATOMIC_RELAXED);
+    __atomic_store_n(&st->copy_error_seq, seq, __ATOMIC_RELEASE);
+  }
   __atomic_store_n(&st->copy_done_seq, seq, __ATOMIC_RELEASE);
+}
+
+void Session::add_output(uint32_t stream, std::string_view text) {
+  if (text.empty()) return;
+  // (A dropped-output note may take output_bytes_ past the bound.)
+  if (output_bytes_ >= kPendingOutputMax || text.size() > kPendingOutputMax - output_bytes_) {
+    output_dropped_ += text.size();
+  } else {
+    if (!output_.empty() && output_.back().stream == stream) output_.back().text.append(text);
+    else output_.push_back({stream, std::string(text)});
+    output_bytes_ += text.size();
+  }
+  auto* st = reinterpret_cast<DataAreaStatus*>(data_.data());
+  __atomic_store_n(&st->output_seq, ++output_seq_, __ATOMIC_RELEASE);
 }
 
 // ------------------------------------------------------------ device
@@ -255,7 +304,11 @@ int32_t Session::on_GetDeviceProps(const GetDevicePropsReq& rq, std::span<const 
 int32_t Session::on_DeviceSetLimit(const DeviceSetLimitReq& rq, std::span<const uint8_t>, DeviceSetLimitResp&,
                                    std::vector<uint8_t>&) {
   if (rq.limit < 0 || rq.limit >= kLimitCount) return cudaErrorUnsupportedLimit;
-  return ctx_->set_limit(rq.limit, rq.value);
+  if (Err e = ctx_->set_limit(rq.limit, rq.value); e != cudaSuccess) return e;
+  // The printf FIFO bounds the text one launch may leave (device output),
+  // never beyond what a session may hold unfetched.
+  if (rq.limit == cudaLimitPrintfFifoSize) printf_fifo_ = std::min<uint64_t>(rq.value, kPendingOutputMax);
+  return cudaSuccess;
 }
 
 int32_t Session::on_DeviceGetLimit(const DeviceGetLimitReq& rq, std::span<const uint8_t>, DeviceGetLimitResp& rs,
@@ -291,6 +344,7 @@ int32_t Session::on_DeviceReset(const DeviceResetReq&, std::span<const uint8_t>,
   allocs_.clear();
   globals_.clear();  // the modules' variables died with them
   deferred_ = sticky_ = cudaSuccess;
+  fault_detail_.clear();
   return cudaSuccess;
 }
 
@@ -539,9 +593,17 @@ int32_t Session::on_Launch(const LaunchReq& rq, std::span<const uint8_t> tail, L
     return cudaErrorInvalidConfiguration;
   if (rq.shared_bytes > (99u << 10)) return cudaErrorInvalidValue;
   if (tail.size() != k->attrs.param_bytes) return cudaErrorInvalidValue;
+  KernelOutput kout;
+  kout.limit = printf_fifo_;
   Err e = ctx_->launch(*k->k, {rq.grid[0], rq.grid[1], rq.grid[2]}, {rq.block[0], rq.block[1], rq.block[2]},
-                       rq.shared_bytes, s, tail, &last_log_);
+                       rq.shared_bytes, s, tail, &last_log_, &kout);
+  add_output(kOutputStdout, kout.out);
+  if (kout.dropped)
+    add_output(kOutputStderr, "wormhole: device printf output exceeded the " + std::to_string(kout.limit) +
+                                  "-byte printf FIFO; " + std::to_string(kout.dropped) + " bytes dropped\n");
+  add_output(kOutputStderr, kout.err);
   if (e != cudaSuccess) spdlog::info("session {}: launch failed: {}", id_, last_log_);
+  if (is_sticky(e)) fault_detail_ = last_log_;  // told to the application by note_async
   return e;
 }
 
@@ -638,6 +700,35 @@ int32_t Session::on_EventElapsedTime(const EventElapsedTimeReq& rq, std::span<co
 int32_t Session::on_EventDestroy(const EventDestroyReq& rq, std::span<const uint8_t>, EventDestroyResp&,
                                  std::vector<uint8_t>&) {
   return events_.take(rq.event) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+
+// The oldest queued device output, at most one reply's worth, of one stream.
+int32_t Session::on_FetchOutput(const FetchOutputReq& rq, std::span<const uint8_t>, FetchOutputResp& rs,
+                                std::vector<uint8_t>& rtail) {
+  if (output_dropped_) {
+    std::string note = "wormhole: " + std::to_string(output_dropped_) +
+                       " bytes of device output dropped (more than " + std::to_string(kPendingOutputMax) +
+                       " bytes waited for a synchronising call)\n";
+    output_dropped_ = 0;
+    output_.push_back({kOutputStderr, std::move(note)});
+    output_bytes_ += output_.back().text.size();
+  }
+  rs.seq = output_seq_;
+  if (output_.empty()) return cudaSuccess;
+  const uint64_t room = max_msg_ > sizeof(FetchOutputResp) ? max_msg_ - sizeof(FetchOutputResp) : 0;
+  OutputChunk& c = output_.front();
+  const uint64_t n = std::min<uint64_t>({rq.max_bytes, room, c.text.size() - output_front_off_});
+  if (n == 0) return cudaErrorInvalidValue;
+  rtail.assign(c.text.begin() + ptrdiff_t(output_front_off_), c.text.begin() + ptrdiff_t(output_front_off_ + n));
+  rs.stream = c.stream;
+  output_front_off_ += n;
+  output_bytes_ -= n;
+  if (output_front_off_ == c.text.size()) {
+    output_.pop_front();
+    output_front_off_ = 0;
+  }
+  rs.more = !output_.empty();
+  return cudaSuccess;
 }
 
 int32_t Session::on_GetStats(const GetStatsReq&, std::span<const uint8_t>, GetStatsResp&,

@@ -125,8 +125,20 @@ struct HelloReply {
 struct DataAreaStatus {
   uint64_t copy_done_seq;   // highest done_seq of a finished staged copy
   uint64_t copy_error_seq;  // last done_seq whose copy failed
-  uint8_t pad[4096 - 16];
+  uint64_t output_seq;      // bumped whenever device output waits for FetchOutput
+  int32_t copy_error;       // the cudaError_t of the copy at copy_error_seq
+  uint32_t reserved;
+  uint8_t pad[4096 - 32];
 };
+static_assert(sizeof(DataAreaStatus) == 4096);
+
+// Device output (kernel printf, device-assert messages, fault details): the
+// server queues it per session and the guest fetches it (FetchOutput) at
+// synchronising calls, tagged with the stream it belongs on.
+constexpr uint32_t kOutputStdout = 1;
+constexpr uint32_t kOutputStderr = 2;
+constexpr uint64_t kPrintfFifoBytes = 1ull << 20;   // per launch: a GPU's default printf FIFO
+constexpr uint64_t kPendingOutputMax = 4ull << 20;  // per session, not yet fetched
 constexpr uint64_t kStagingOffset = 4096;
 constexpr uint64_t kStagingSlots = 4;
 constexpr uint64_t kStagingSlotBytes = 4ull << 20;

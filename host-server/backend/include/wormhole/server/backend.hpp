@@ -55,6 +55,16 @@ struct Kernel { virtual ~Kernel() = default; };
 
 class Blas;  // wormhole/server/blas.hpp
 
+// What a kernel printed, for the application (collected on the sim device;
+// a GPU prints into the server's own stdout, see docs/hardware.md): printf
+// text (its stdout) and device-assert messages (its stderr). printf text
+// past `limit` bytes is dropped and counted, as a full printf FIFO drops it.
+struct KernelOutput {
+  std::string out, err;
+  uint64_t limit = 1 << 20;
+  uint64_t dropped = 0;
+};
+
 class Context {
  public:
   virtual ~Context() = default;
@@ -85,7 +95,7 @@ class Context {
   // that the whole variable fits there.
   virtual Err module_rebind_global(Module& m, const std::string& name, uint64_t dptr) = 0;
   virtual Err launch(Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
-                     std::span<const uint8_t> params, std::string* log) = 0;
+                     std::span<const uint8_t> params, std::string* log, KernelOutput* output) = 0;
 
   virtual Err stream_create(uint32_t flags, int priority, std::unique_ptr<Stream>* out) = 0;
   virtual Err stream_synchronize(Stream* s) = 0;

@@ -60,9 +60,21 @@ struct KernelInfo {
   int num_regs;  // estimate (registers declared by the entry, capped at 255)
 };
 
+// What a kernel prints, when the caller collects it: printf text, and
+// device-assert messages worded as a GPU prints them. A warp's printf text
+// that does not fit in `limit` bytes is dropped whole and counted (a full
+// printf FIFO drops records, never part of one); assert text is bounded
+// by `limit` too.
+struct DeviceOutput {
+  std::string printf_text, assert_text;
+  uint64_t limit = 1 << 20;
+  uint64_t dropped = 0;
+};
+
 struct LaunchConfig {
   Dim3 grid, block;
   uint32_t dynamic_shared_bytes = 0;
+  DeviceOutput* output = nullptr;  // nullptr: printf writes to stdout; assert text only in LaunchError
 };
 
 struct LaunchError {

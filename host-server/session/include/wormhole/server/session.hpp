@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <map>
 #include <span>
 #include <string>
@@ -114,6 +115,9 @@ class Session {
   void publish_copy_done(uint64_t seq, Err e);
   Err note_async(Err e);  // remembers an error of posted work
   Err take_deferred();
+  // Queues text for the application's stdout or stderr (FetchOutput) and
+  // tells the guest through the status page's output_seq.
+  void add_output(uint32_t stream, std::string_view text);
 
   uint64_t id_;
   Backend& backend_;
@@ -133,6 +137,18 @@ class Session {
   Err sticky_ = cudaSuccess;    // a kernel fault: the context is unusable
   uint64_t violations_ = 0;
   std::string last_log_;
+  std::string fault_detail_;  // the engine's account of a launch fault, until reported
+  uint32_t max_msg_ = 0;      // of the request being handled: bounds FetchOutput's reply
+  // Device output not yet fetched, in order; consecutive text of one
+  // stream shares a chunk. Bounded by kPendingOutputMax (the rest is counted).
+  struct OutputChunk {
+    uint32_t stream;
+    std::string text;
+  };
+  std::deque<OutputChunk> output_;
+  size_t output_front_off_ = 0;  // bytes of output_.front() already fetched
+  uint64_t output_bytes_ = 0, output_dropped_ = 0, output_seq_ = 0;
+  uint64_t printf_fifo_ = proto::kPrintfFifoBytes;
 };
 
 bool is_sticky(Err e);
