@@ -49,6 +49,10 @@ TEST_F(Forward, MappedAndRegisteredHostMemory) { expect_pass(run({prog("mapped_p
 TEST_F(Forward, ManyThreadsOneClient) { expect_pass(run({prog("multithread")}), "multithread"); }
 TEST_F(Forward, DeviceQueriesAndUnsupported) { expect_pass(run({prog("device_info")}), "device_info"); }
 TEST_F(Forward, SeveralFatbins) { expect_pass(run({prog("multi_fatbin")}), "multi_fatbin"); }
+// More than a session's 1 TiB address window of cudaMalloc/cudaFree, live
+// allocations apart from each other and from mapped memory.
+TEST_F(Forward, MallocFreeBeyondTheWindow) { expect_pass(run({prog("malloc_free"), "2000"}), "malloc_free"); }
+TEST_F(Forward, StreamOrderedAllocation) { expect_pass(run({prog("mempool")}), "mempool"); }
 
 TEST_F(Forward, AsyncErrors) {
   expect_pass(run({prog("async_errors"), "config"}), "config");
