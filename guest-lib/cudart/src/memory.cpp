@@ -277,6 +277,119 @@ cudaError_t cudaFree(void* p) {
   return set_error(e);
 }
 
+// ---- stream-ordered allocation. A cudaMemPool_t is the server's pool
+// handle; allocating waits for the pointer, freeing is posted (its errors
+// surface at the next synchronising call, as CUDA's do).
+static cudaError_t malloc_async(void** p, size_t size, uint64_t pool, cudaStream_t s) {
+  if (!p) return cudaErrorInvalidValue;
+  WH_CONN(c);
+  MallocAsyncResp rs{};
+  cudaError_t e = c->call<Op::MallocAsync>({size, stream_handle(s), pool}, &rs);
+  if (e != cudaSuccess) return e;
+  *p = reinterpret_cast<void*>(rs.dptr);
+  if (rs.dptr) {
+    std::lock_guard lk(rt().mu);
+    rt().allocs[rs.dptr] = size;
+  }
+  return cudaSuccess;
+}
+
+static uint64_t pool_handle(cudaMemPool_t p) { return reinterpret_cast<uint64_t>(p); }
+
+cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t s) { return set_error(malloc_async(p, size, 0, s)); }
+
+cudaError_t cudaMallocFromPoolAsync(void** p, size_t size, cudaMemPool_t pool, cudaStream_t s) {
+  if (!pool) return set_error(cudaErrorInvalidValue);
+  return set_error(malloc_async(p, size, pool_handle(pool), s));
+}
+
+cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
+  WH_CONN(c);
+  cudaError_t e = c->post<Op::FreeAsync>({reinterpret_cast<uint64_t>(p), stream_handle(s)});
+  if (e == cudaSuccess && p) {
+    std::lock_guard lk(rt().mu);
+    rt().allocs.erase(reinterpret_cast<uint64_t>(p));
+  }
+  return set_error(e);
+}
+
+cudaError_t cudaMallocAsync_ptsz(void** p, size_t size, cudaStream_t s) { return cudaMallocAsync(p, size, s); }
+cudaError_t cudaMallocFromPoolAsync_ptsz(void** p, size_t size, cudaMemPool_t pool, cudaStream_t s) {
+  return cudaMallocFromPoolAsync(p, size, pool, s);
+}
+cudaError_t cudaFreeAsync_ptsz(void* p, cudaStream_t s) { return cudaFreeAsync(p, s); }
+
+static cudaError_t device_pool(cudaMemPool_t* pool, int device, uint32_t which) {
+  if (!pool) return cudaErrorInvalidValue;
+  WH_CONN(c);
+  DeviceGetMemPoolResp rs{};
+  cudaError_t e = c->call<Op::DeviceGetMemPool>({device, which}, &rs);
+  if (e == cudaSuccess) *pool = reinterpret_cast<cudaMemPool_t>(rs.pool);
+  return e;
+}
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+  return set_error(device_pool(pool, device, 1));
+}
+
+cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* pool, int device) { return set_error(device_pool(pool, device, 0)); }
+
+cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t pool) {
+  if (!pool) return set_error(cudaErrorInvalidValue);
+  WH_CONN(c);
+  return set_error(c->call<Op::DeviceSetMemPool>({device, 0, pool_handle(pool)}));
+}
+
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
+  if (!pool || !props) return set_error(cudaErrorInvalidValue);
+  for (unsigned char b : props->reserved)
+    if (b) return set_error(cudaErrorInvalidValue);  // "must be 0"
+  if (props->win32SecurityAttributes) return set_error(cudaErrorInvalidValue);
+  WH_CONN(c);
+  MemPoolCreateReq rq{uint64_t(props->maxSize), int32_t(props->allocType), int32_t(props->handleTypes),
+                      int32_t(props->location.type), int32_t(props->location.id), uint32_t(props->usage), 0};
+  MemPoolCreateResp rs{};
+  cudaError_t e = c->call<Op::MemPoolCreate>(rq, &rs);
+  if (e == cudaSuccess) *pool = reinterpret_cast<cudaMemPool_t>(rs.pool);
+  return set_error(e);
+}
+
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
+  if (!pool) return set_error(cudaErrorInvalidValue);
+  WH_CONN(c);
+  return set_error(c->call<Op::MemPoolDestroy>({pool_handle(pool)}));
+}
+
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep) {
+  if (!pool) return set_error(cudaErrorInvalidValue);
+  WH_CONN(c);
+  return set_error(c->call<Op::MemPoolTrimTo>({pool_handle(pool), keep}));
+}
+
+// The reuse switches are ints; the amounts and the threshold 64-bit.
+static bool pool_int_attr(cudaMemPoolAttr a) { return a <= cudaMemPoolReuseAllowInternalDependencies; }
+static bool pool_attr_known(cudaMemPoolAttr a) {
+  return a >= cudaMemPoolReuseFollowEventDependencies && a <= cudaMemPoolAttrUsedMemHigh;
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+  if (!pool || !value || !pool_attr_known(attr)) return set_error(cudaErrorInvalidValue);
+  WH_CONN(c);
+  uint64_t v = pool_int_attr(attr) ? uint64_t(*static_cast<int*>(value) != 0) : *static_cast<uint64_t*>(value);
+  return set_error(c->call<Op::MemPoolSetAttr>({pool_handle(pool), v, int32_t(attr), 0}));
+}
+
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+  if (!pool || !value || !pool_attr_known(attr)) return set_error(cudaErrorInvalidValue);
+  WH_CONN(c);
+  MemPoolGetAttrResp rs{};
+  cudaError_t e = c->call<Op::MemPoolGetAttr>({pool_handle(pool), int32_t(attr), 0}, &rs);
+  if (e != cudaSuccess) return set_error(e);
+  if (pool_int_attr(attr)) *static_cast<int*>(value) = int(rs.value);
+  else *static_cast<uint64_t*>(value) = rs.value;
+  return cudaSuccess;
+}
+
 cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
   if (!p) return set_error(cudaErrorInvalidValue);
   WH_CONN(c);

@@ -7,9 +7,12 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
@@ -62,7 +65,14 @@ namespace {
   X(cuEventRecord, "cuEventRecord")                      \
   X(cuEventSynchronize, "cuEventSynchronize")            \
   X(cuEventQuery, "cuEventQuery")                        \
-  X(cuEventElapsedTime, "cuEventElapsedTime_v2")
+  X(cuEventElapsedTime, "cuEventElapsedTime_v2")          \
+  X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync")  \
+  X(cuMemFreeAsync, "cuMemFreeAsync")                    \
+  X(cuMemPoolCreate, "cuMemPoolCreate")                  \
+  X(cuMemPoolDestroy, "cuMemPoolDestroy")                \
+  X(cuMemPoolTrimTo, "cuMemPoolTrimTo")                  \
+  X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute")      \
+  X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute")
 
 struct Driver {
 #define WH_CU_PTR(fn, sym) decltype(&::fn) fn = nullptr;
@@ -103,14 +113,22 @@ struct CuModule : Module {
 struct CuKernel : Kernel {
   CUfunction fn = nullptr;
 };
+struct CuPool : MemPool {
+  CUmemoryPool p = nullptr;
+};
 
 class CudaContext final : public Context {
  public:
-  CudaContext(Driver& d, CUcontext ctx, uint64_t quota) : d_(d), ctx_(ctx), quota_(quota) {}
+  CudaContext(Driver& d, CUcontext ctx, CUdevice dev, uint64_t quota) : d_(d), ctx_(ctx), dev_(dev), quota_(quota) {}
   ~CudaContext() override {
     blas_.reset();  // cuBLAS handles before the context they live in
     d_.cuCtxSetCurrent(ctx_);
     if (mapped_) d_.cuMemHostUnregister(mapped_);
+    // Pools belong to the device, not to the context: give back what ours
+    // hold before the context goes.
+    for (uint64_t p : pooled_) d_.cuMemFreeAsync(p, nullptr);
+    d_.cuCtxSynchronize();
+    for (auto& p : pools_) d_.cuMemPoolDestroy(p->p);
     d_.cuCtxDestroy(ctx_);  // frees every allocation, module, stream, event
   }
   void cur() { d_.cuCtxSetCurrent(ctx_); }
@@ -132,6 +150,10 @@ class CudaContext final : public Context {
     if (it == sizes_.end()) return cudaErrorInvalidValue;
     used_ -= it->second;
     sizes_.erase(it);
+    if (pooled_.erase(dptr)) {  // the session synchronised first, as cudaFree does
+      if (CUresult r = d_.cuMemFreeAsync(dptr, nullptr); r != CUDA_SUCCESS) return map(r);
+      return map(d_.cuStreamSynchronize(nullptr));
+    }
     return map(d_.cuMemFree(dptr));
   }
   // __managed__ variables of a GPU module live in the driver's managed
@@ -146,6 +168,84 @@ class CudaContext final : public Context {
     size_t v = 0;
     CUresult r = d_.cuCtxGetLimit(&v, CUlimit(limit));
     *value = v;
+    return map(r);
+  }
+
+  // ---- stream-ordered allocation: the driver's pools (the quota counts
+  // what the application asked for, not what a pool reserves).
+  Err pool_create(const MemPoolProps& props, MemPool** out) override {
+    cur();
+    CUmemPoolProps pp{};
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    pp.location.id = dev_;
+    pp.maxSize = props.max_size;
+    auto p = std::make_unique<CuPool>();
+    if (CUresult r = d_.cuMemPoolCreate(&p->p, &pp); r != CUDA_SUCCESS) return map(r);
+    *out = p.get();
+    pools_.push_back(std::move(p));
+    return cudaSuccess;
+  }
+  Err pool_destroy(MemPool* mp) override {
+    cur();
+    // The driver keeps the pool until its allocations still out are freed.
+    CUresult r = d_.cuMemPoolDestroy(static_cast<CuPool*>(mp)->p);
+    std::erase_if(pools_, [&](const std::unique_ptr<CuPool>& q) { return q.get() == mp; });
+    return map(r);
+  }
+  Err mem_alloc_async(MemPool* mp, uint64_t bytes, Stream* s, uint64_t* dptr) override {
+    cur();
+    if (bytes == 0) {
+      *dptr = 0;
+      return cudaSuccess;
+    }
+    if (quota_ && (bytes > quota_ || used_ > quota_ - bytes)) return cudaErrorMemoryAllocation;
+    CUdeviceptr p = 0;
+    if (CUresult r = d_.cuMemAllocFromPoolAsync(&p, bytes, static_cast<CuPool*>(mp)->p, st(s)); r != CUDA_SUCCESS)
+      return map(r);
+    *dptr = p;
+    sizes_[p] = bytes;
+    pooled_.insert(p);
+    used_ += bytes;
+    return cudaSuccess;
+  }
+  Err mem_free_async(uint64_t dptr, Stream* s) override {
+    cur();
+    auto it = sizes_.find(dptr);
+    if (it == sizes_.end()) return cudaErrorInvalidValue;
+    if (!pooled_.count(dptr)) {  // cudaMalloc'd: free once the stream's work is done
+      if (CUresult r = d_.cuStreamSynchronize(st(s)); r != CUDA_SUCCESS) return map(r);
+      return mem_free(dptr);
+    }
+    used_ -= it->second;
+    sizes_.erase(it);
+    pooled_.erase(dptr);
+    return map(d_.cuMemFreeAsync(dptr, st(s)));
+  }
+  Err pool_trim(MemPool* mp, uint64_t keep) override {
+    cur();
+    return map(d_.cuMemPoolTrimTo(static_cast<CuPool*>(mp)->p, keep));
+  }
+  // cudaMemPoolAttr and CUmemPool_attribute share their numbering; the
+  // reuse switches are ints, the amounts 64-bit.
+  static bool int_attr(int attr) { return attr <= int(CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES); }
+  Err pool_set_attribute(MemPool* mp, int attr, uint64_t value) override {
+    cur();
+    auto* p = static_cast<CuPool*>(mp);
+    int iv = int(value != 0);
+    cuuint64_t v = value;
+    return map(d_.cuMemPoolSetAttribute(p->p, CUmemPool_attribute(attr), int_attr(attr) ? static_cast<void*>(&iv)
+                                                                                         : static_cast<void*>(&v)));
+  }
+  Err pool_get_attribute(MemPool* mp, int attr, uint64_t* value) override {
+    cur();
+    auto* p = static_cast<CuPool*>(mp);
+    int iv = 0;
+    cuuint64_t v = 0;
+    CUresult r = d_.cuMemPoolGetAttribute(p->p, CUmemPool_attribute(attr),
+                                          int_attr(attr) ? static_cast<void*>(&iv) : static_cast<void*>(&v));
+    *value = int_attr(attr) ? uint64_t(iv) : uint64_t(v);
     return map(r);
   }
   Err mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
@@ -316,9 +416,12 @@ class CudaContext final : public Context {
  private:
   Driver& d_;
   CUcontext ctx_;
+  CUdevice dev_;
   uint64_t quota_;
   uint64_t used_ = 0;
   std::unordered_map<uint64_t, uint64_t> sizes_;
+  std::unordered_set<uint64_t> pooled_;  // allocations from pools (cuMemFreeAsync frees them)
+  std::vector<std::unique_ptr<CuPool>> pools_;
   void* mapped_ = nullptr;
   std::unique_ptr<Blas> blas_;  // libcublas.so.13 (cuda_blas.cpp), on first use
 };
@@ -378,7 +481,7 @@ class CudaBackend final : public Backend {
       if (err) *err = "cuCtxCreate failed: " + std::to_string(int(r));
       return nullptr;
     }
-    return std::make_unique<CudaContext>(d_, ctx, limits.memory_quota);
+    return std::make_unique<CudaContext>(d_, ctx, dev, limits.memory_quota);
   }
 
  private:

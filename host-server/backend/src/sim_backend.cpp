@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "wormhole/proto/device_attrs.hpp"
@@ -27,8 +30,158 @@ using Clock = std::chrono::steady_clock;
 // Each session's device addresses live in their own 1 TiB window, so a
 // pointer of another session is never even a candidate for translation.
 constexpr uint64_t kWindowShift = 40;
+constexpr uint64_t kWindowBytes = uint64_t(1) << kWindowShift;
 constexpr uint64_t kFirstWindow = 0x100;
 constexpr uint64_t kAllocAlign = 256;  // cudaMalloc's alignment guarantee
+// The top of each window belongs to mapped host memory (map_host); no
+// allocation is ever placed there, whenever the mapping is made.
+constexpr uint64_t kHostReserve = uint64_t(256) << 30;
+constexpr uint64_t kArenaBytes = kWindowBytes - kHostReserve;
+
+constexpr uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) & ~(a - 1); }
+
+// Size classes, four per doubling (256 B granules up to 1 KiB): a class
+// wastes at most a quarter. Used for host blocks and for pool blocks.
+struct SizeClass {
+  unsigned index;
+  uint64_t bytes;
+};
+constexpr SizeClass size_class(uint64_t n) {
+  if (n <= 1024) return {unsigned(n ? (n - 1) / 256 : 0), n ? round_up(n, 256) : 256};
+  const unsigned lg = 63 - unsigned(__builtin_clzll(n - 1));  // 2^lg < n <= 2^(lg+1)
+  const uint64_t step = uint64_t(1) << (lg - 2), bytes = round_up(n, step);
+  return {4 + (lg - 10) * 4 + unsigned((bytes - (uint64_t(1) << lg)) / step) - 1, bytes};
+}
+
+// Host memory behind a context's device allocations. Blocks up to 1 MiB are
+// carved, by size class, from 4 MiB slabs and kept on a per-class free list
+// when freed, so a cudaMalloc/cudaFree loop makes no syscall; slabs total at
+// most 64 MiB per context, which bounds what freed blocks keep resident.
+// Larger blocks, and small ones past that budget, are mappings of their own
+// (MAP_NORESERVE: untouched pages cost nothing), unmapped when freed. Blocks
+// are reused only inside their context, so a session never sees another
+// session's data; within a session a reused block is not cleared (as on a GPU).
+class HostHeap {
+ public:
+  static constexpr uint64_t kSmallMax = 1 << 20, kSlabBytes = 4 << 20, kSlabBudget = 64 << 20;
+  static constexpr unsigned kClasses = size_class(kSmallMax).index + 1;
+  struct Block {
+    uint8_t* p = nullptr;
+    uint64_t cap = 0;
+    int cls = -1;  // -1: a mapping of its own
+  };
+  HostHeap() = default;
+  HostHeap(const HostHeap&) = delete;
+  HostHeap& operator=(const HostHeap&) = delete;
+  ~HostHeap() {
+    for (auto [p, n] : slabs_) munmap(p, n);
+  }
+  bool get(uint64_t n, Block* b) {
+    if (n <= kSmallMax) {
+      const SizeClass c = size_class(n);
+      auto& fl = free_[c.index];
+      if (!fl.empty()) {
+        *b = {fl.back(), c.bytes, int(c.index)};
+        fl.pop_back();
+        return true;
+      }
+      if (left_ < c.bytes && slab_total_ + kSlabBytes <= kSlabBudget) {
+        void* p = mmap(nullptr, kSlabBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p != MAP_FAILED) {
+          slabs_.emplace_back(static_cast<uint8_t*>(p), kSlabBytes);
+          slab_total_ += kSlabBytes;
+          cur_ = static_cast<uint8_t*>(p);  // the old slab's tail stays unused
+          left_ = kSlabBytes;
+        }
+      }
+      if (left_ >= c.bytes) {
+        *b = {cur_, c.bytes, int(c.index)};
+        cur_ += c.bytes;
+        left_ -= c.bytes;
+        return true;
+      }
+    }
+    const uint64_t cap = round_up(n, 4096);
+    void* p = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return false;
+    *b = {static_cast<uint8_t*>(p), cap, -1};
+    return true;
+  }
+  void put(const Block& b) {
+    if (b.cls < 0) munmap(b.p, b.cap);
+    else free_[b.cls].push_back(b.p);
+  }
+
+ private:
+  std::array<std::vector<uint8_t*>, kClasses> free_;
+  std::vector<std::pair<uint8_t*, uint64_t>> slabs_;
+  uint8_t* cur_ = nullptr;
+  uint64_t left_ = 0, slab_total_ = 0;
+};
+
+// A context's device address space: best fit over coalesced free ranges.
+// Freed ranges wait in a FIFO quarantine (up to 64 GiB or 16384 ranges)
+// before they can be handed out again, and are all let go early only when
+// nothing else fits: a stale pointer used soon after cudaFree keeps
+// faulting instead of silently reaching a newer allocation, while address
+// space is still reused, so allocate-and-free runs forever.
+class AddressSpace {
+ public:
+  static constexpr uint64_t kQuarantineBytes = uint64_t(64) << 30;
+  static constexpr size_t kQuarantineRanges = 16384;
+  AddressSpace(uint64_t lo, uint64_t bytes) { insert(lo, bytes); }
+  // 0 when no free range is large enough.
+  uint64_t take(uint64_t n) {
+    auto it = by_size_.lower_bound({n, 0});
+    if (it == by_size_.end()) {
+      if (quarantine_.empty()) return 0;
+      while (!quarantine_.empty()) release_oldest();
+      it = by_size_.lower_bound({n, 0});
+      if (it == by_size_.end()) return 0;
+    }
+    const auto [size, addr] = *it;
+    by_size_.erase(it);
+    free_.erase(addr);
+    if (size > n) insert(addr + n, size - n);
+    return addr;
+  }
+  void give_back(uint64_t addr, uint64_t n) {
+    quarantine_.emplace_back(addr, n);
+    quarantined_ += n;
+    while (quarantined_ > kQuarantineBytes || quarantine_.size() > kQuarantineRanges) release_oldest();
+  }
+
+ private:
+  void release_oldest() {
+    auto [a, n] = quarantine_.front();
+    quarantine_.pop_front();
+    quarantined_ -= n;
+    auto next = free_.lower_bound(a);
+    if (next != free_.end() && a + n == next->first) {
+      n += next->second;
+      by_size_.erase({next->second, next->first});
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == a) {
+        a = prev->first;
+        n += prev->second;
+        by_size_.erase({prev->second, prev->first});
+        free_.erase(prev);
+      }
+    }
+    insert(a, n);
+  }
+  void insert(uint64_t a, uint64_t n) {
+    free_.emplace(a, n);
+    by_size_.emplace(n, a);
+  }
+  std::map<uint64_t, uint64_t> free_;               // start -> bytes
+  std::set<std::pair<uint64_t, uint64_t>> by_size_;  // (bytes, start)
+  std::deque<std::pair<uint64_t, uint64_t>> quarantine_;
+  uint64_t quarantined_ = 0;
+};
 
 // The modeled device (SimBackend::describe).
 constexpr int kMajor = 8, kMinor = 0;
@@ -49,6 +202,24 @@ struct SimKernel : Kernel {
   const ptx::Module* mod = nullptr;
   std::string name;
 };
+// A stream-ordered pool: it reserves blocks of a size class (charged to the
+// session's quota and the device while reserved, as a GPU pool's memory is
+// unavailable to others) and keeps freed ones for reuse until trimmed or,
+// at a synchronisation, until it holds no more than its release threshold.
+// Work executes in call order, so a freed block is reusable at once.
+struct SimPool : MemPool {
+  struct Cached {
+    uint64_t addr;
+    HostHeap::Block host;
+  };
+  MemPoolProps props;
+  uint64_t threshold = 0;
+  uint64_t reuse[3] = {1, 1, 1};  // cudaMemPoolReuse*: recorded; every order is already satisfied
+  uint64_t reserved = 0, reserved_high = 0, used = 0, used_high = 0;
+  uint64_t live = 0;  // allocations out
+  bool destroyed = false;  // dies when its last allocation is freed
+  std::multimap<uint64_t, Cached> cache;  // block bytes -> freed block
+};
 
 class SimContext final : public Context, public ptx::DeviceMemory {
  public:
@@ -56,10 +227,12 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   // device shared by all clients, as a GPU is.
   SimContext(uint64_t window, uint64_t quota, uint64_t device_bytes, std::atomic<uint64_t>& device_used,
              unsigned threads)
-      : base_(window << kWindowShift), next_(base_), quota_(quota), device_bytes_(device_bytes),
+      : base_(window << kWindowShift), space_(base_, kArenaBytes), quota_(quota), device_bytes_(device_bytes),
         device_used_(device_used), engine_(threads) {}
   ~SimContext() override {
-    for (auto& [addr, a] : allocs_) munmap(a.host, a.map_bytes);
+    for (auto& [addr, a] : allocs_) heap_.put(a.host);
+    for (auto& p : pools_)
+      for (auto& [n, c] : p->cache) heap_.put(c.host);
     device_used_ -= used_;
   }
 
@@ -80,49 +253,42 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     if (it == allocs_.begin()) return false;
     --it;
     if (addr - it->first >= it->second.bytes) return false;
-    out = {it->first, it->second.bytes, it->second.host, true};
+    out = {it->first, it->second.bytes, it->second.host.p, true};
     return true;
   }
 
-  // ---- memory
+  // ---- memory. The session's quota and the device count what cudaMalloc
+  // asked for, exactly, and what pools reserve.
   Err mem_alloc(uint64_t bytes, uint64_t* dptr) override {
     if (bytes == 0) {
       *dptr = 0;
       return cudaSuccess;
     }
-    if (bytes > quota_ || used_ > quota_ - bytes) return cudaErrorMemoryAllocation;
-    if (device_used_.fetch_add(bytes) + bytes > device_bytes_) {
-      device_used_ -= bytes;
+    if (bytes > kArenaBytes || !charge_or_trim(bytes)) return cudaErrorMemoryAllocation;
+    const uint64_t span = round_up(bytes, kAllocAlign);
+    uint64_t a;
+    HostHeap::Block hb;
+    if (!place(span, &a, &hb)) {
+      uncharge(bytes);
       return cudaErrorMemoryAllocation;
     }
-    uint64_t map_bytes = (bytes + 4095) & ~uint64_t(4095);
-    void* p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-      device_used_ -= bytes;
-      return cudaErrorMemoryAllocation;
-    }
-    // Addresses are never reused within a session: a stale pointer after
-    // cudaFree faults instead of silently hitting a newer allocation.
-    uint64_t addr = next_;
-    next_ += (bytes + kAllocAlign - 1) & ~(kAllocAlign - 1);
-    if (next_ - base_ >= (uint64_t(1) << kWindowShift)) {
-      munmap(p, map_bytes);
-      device_used_ -= bytes;
-      return cudaErrorMemoryAllocation;
-    }
-    allocs_[addr] = {static_cast<uint8_t*>(p), bytes, map_bytes};
-    used_ += bytes;
-    *dptr = addr;
+    allocs_.emplace(a, Alloc{hb, bytes, span, nullptr});
+    *dptr = a;
     return cudaSuccess;
   }
   Err mem_free(uint64_t dptr) override {
     if (dptr == 0) return cudaSuccess;
     auto it = allocs_.find(dptr);
     if (it == allocs_.end()) return cudaErrorInvalidValue;
-    munmap(it->second.host, it->second.map_bytes);
-    used_ -= it->second.bytes;
-    device_used_ -= it->second.bytes;
+    const Alloc a = it->second;
     allocs_.erase(it);
+    if (a.pool) {
+      pool_return(*a.pool, dptr, a);
+      return cudaSuccess;
+    }
+    heap_.put(a.host);
+    space_.give_back(dptr, a.span);
+    uncharge(a.bytes);
     return cudaSuccess;
   }
   Err mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
@@ -133,18 +299,108 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     return cudaSuccess;
   }
   Err map_host(void* host, uint64_t bytes, uint64_t want, uint64_t* dptr) override {
+    if (bytes == 0) return cudaErrorMemoryAllocation;
+    // At the guest's own address when asked (managed memory): that is below
+    // 2^47 (a user address), so it never meets a session's window (2^48 and
+    // up) nor the engine's shared/local/param windows. Otherwise at the top
+    // of this session's window, inside the part no allocation is given.
+    if (want && want % 4096 == 0 && want >= (1u << 16) && bytes <= (1ull << 47) && want <= (1ull << 47) - bytes) {
+      mapped_dptr_ = want;
+    } else {
+      const uint64_t win = round_up(bytes, 1 << 20);
+      if (win > kHostReserve - (uint64_t(1) << 30)) return cudaErrorMemoryAllocation;
+      mapped_dptr_ = base_ + kWindowBytes - win - (uint64_t(1) << 30);
+    }
     mapped_host_ = static_cast<uint8_t*>(host);
     mapped_bytes_ = bytes;
-    // At the guest's own address when asked: that is below 2^47 (a user
-    // address), so it never meets a session's window (2^48 and up) nor the
-    // engine's shared/local/param windows. Otherwise at the top of this
-    // session's window.
-    if (want && want % 4096 == 0 && want >= (1u << 16) && bytes <= (1ull << 47) && want <= (1ull << 47) - bytes)
-      mapped_dptr_ = want;
-    else
-      mapped_dptr_ = base_ + (uint64_t(1) << kWindowShift) - ((bytes + 0xFFFFF) & ~uint64_t(0xFFFFF)) - (1ull << 30);
     *dptr = mapped_dptr_;
     return cudaSuccess;
+  }
+
+  // ---- stream-ordered allocation
+  Err pool_create(const MemPoolProps& props, MemPool** out) override {
+    auto p = std::make_unique<SimPool>();
+    p->props = props;
+    *out = p.get();
+    pools_.push_back(std::move(p));
+    return cudaSuccess;
+  }
+  Err pool_destroy(MemPool* mp) override {
+    auto& p = static_cast<SimPool&>(*mp);
+    release_cached(p, 0);
+    p.destroyed = true;
+    if (!p.live) forget(p);
+    return cudaSuccess;
+  }
+  Err mem_alloc_async(MemPool* mp, uint64_t bytes, Stream*, uint64_t* dptr) override {
+    auto& p = static_cast<SimPool&>(*mp);
+    if (bytes == 0) {
+      *dptr = 0;
+      return cudaSuccess;
+    }
+    if (bytes > kArenaBytes) return cudaErrorMemoryAllocation;
+    const uint64_t span = size_class(bytes).bytes;
+    uint64_t a;
+    HostHeap::Block hb;
+    if (auto it = p.cache.find(span); it != p.cache.end()) {
+      a = it->second.addr;
+      hb = it->second.host;
+      p.cache.erase(it);
+    } else {
+      const uint64_t cap = p.props.max_size;
+      if (cap && span > cap) return cudaErrorMemoryAllocation;
+      if (cap && p.reserved + span > cap) release_cached(p, cap - span);
+      if (cap && p.reserved + span > cap) return cudaErrorMemoryAllocation;
+      if (!charge_or_trim(span)) return cudaErrorMemoryAllocation;
+      if (!place(span, &a, &hb)) {
+        uncharge(span);
+        return cudaErrorMemoryAllocation;
+      }
+      p.reserved += span;
+      p.reserved_high = std::max(p.reserved_high, p.reserved);
+    }
+    allocs_.emplace(a, Alloc{hb, bytes, span, &p});
+    p.used += bytes;
+    p.used_high = std::max(p.used_high, p.used);
+    p.live++;
+    *dptr = a;
+    return cudaSuccess;
+  }
+  // In call order, every earlier use of the memory has finished.
+  Err mem_free_async(uint64_t dptr, Stream*) override { return mem_free(dptr); }
+  Err pool_trim(MemPool* mp, uint64_t keep) override {
+    release_cached(static_cast<SimPool&>(*mp), keep);
+    return cudaSuccess;
+  }
+  Err pool_set_attribute(MemPool* mp, int attr, uint64_t v) override {
+    auto& p = static_cast<SimPool&>(*mp);
+    switch (attr) {
+      case cudaMemPoolReuseFollowEventDependencies:
+      case cudaMemPoolReuseAllowOpportunistic:
+      case cudaMemPoolReuseAllowInternalDependencies: p.reuse[attr - 1] = v != 0; return cudaSuccess;
+      case cudaMemPoolAttrReleaseThreshold: p.threshold = v; return cudaSuccess;
+      case cudaMemPoolAttrReservedMemHigh: p.reserved_high = p.reserved; return cudaSuccess;
+      case cudaMemPoolAttrUsedMemHigh: p.used_high = p.used; return cudaSuccess;
+      default: return cudaErrorInvalidValue;
+    }
+  }
+  Err pool_get_attribute(MemPool* mp, int attr, uint64_t* v) override {
+    auto& p = static_cast<SimPool&>(*mp);
+    switch (attr) {
+      case cudaMemPoolReuseFollowEventDependencies:
+      case cudaMemPoolReuseAllowOpportunistic:
+      case cudaMemPoolReuseAllowInternalDependencies: *v = p.reuse[attr - 1]; return cudaSuccess;
+      case cudaMemPoolAttrReleaseThreshold: *v = p.threshold; return cudaSuccess;
+      case cudaMemPoolAttrReservedMemCurrent: *v = p.reserved; return cudaSuccess;
+      case cudaMemPoolAttrReservedMemHigh: *v = p.reserved_high; return cudaSuccess;
+      case cudaMemPoolAttrUsedMemCurrent: *v = p.used; return cudaSuccess;
+      case cudaMemPoolAttrUsedMemHigh: *v = p.used_high; return cudaSuccess;
+      default: return cudaErrorInvalidValue;
+    }
+  }
+  void pool_sync_point() override {
+    for (auto& p : pools_)
+      if (p->reserved > p->threshold) release_cached(*p, p->threshold);
   }
 
   // ---- copies (the session has checked the ranges; re-check cheaply)
@@ -196,6 +452,9 @@ class SimContext final : public Context, public ptx::DeviceMemory {
         return e;
       }
       m->globals.push_back(d);
+      // Reused device memory is not cleared, but a variable without an
+      // initializer starts as zero.
+      memset8(d, 0, std::max<uint64_t>(g.size, 1), nullptr);
       if (!g.init.empty()) copy_htod(d, g.init.data(), std::min<uint64_t>(g.init.size(), g.size), nullptr);
       m->mod->bind_global(g.name, d);
       m->symbols[g.name] = {d, g.size};
@@ -351,16 +610,81 @@ class SimContext final : public Context, public ptx::DeviceMemory {
 
  private:
   struct Alloc {
-    uint8_t* host;
-    uint64_t bytes;
-    uint64_t map_bytes;
+    HostHeap::Block host;
+    uint64_t bytes;  // what kernels and copies may touch
+    uint64_t span;   // the address space it holds (a pool block: its size class)
+    SimPool* pool;   // nullptr: cudaMalloc
   };
-  uint64_t base_, next_;
+  bool charge(uint64_t n) {
+    if (n > quota_ || used_ > quota_ - n) return false;
+    if (device_used_.fetch_add(n) + n > device_bytes_) {
+      device_used_ -= n;
+      return false;
+    }
+    used_ += n;
+    return true;
+  }
+  void uncharge(uint64_t n) {
+    used_ -= n;
+    device_used_ -= n;
+  }
+  // Memory pools hold but do not use is given back before an allocation fails.
+  bool charge_or_trim(uint64_t n) {
+    if (charge(n)) return true;
+    bool any = false;
+    for (auto& p : pools_) any |= release_cached(*p, 0);
+    return any && charge(n);
+  }
+  bool place(uint64_t span, uint64_t* addr, HostHeap::Block* hb) {
+    const uint64_t a = space_.take(span);
+    if (!a) return false;
+    if (!heap_.get(span, hb)) {
+      space_.give_back(a, span);
+      return false;
+    }
+    *addr = a;
+    return true;
+  }
+  // Freed blocks beyond `keep` reserved bytes go back, largest first.
+  bool release_cached(SimPool& p, uint64_t keep) {
+    bool any = false;
+    while (p.reserved > keep && !p.cache.empty()) {
+      auto it = std::prev(p.cache.end());
+      drop_block(p, it->second.addr, it->first, it->second.host);
+      p.cache.erase(it);
+      any = true;
+    }
+    return any;
+  }
+  void drop_block(SimPool& p, uint64_t addr, uint64_t span, const HostHeap::Block& hb) {
+    heap_.put(hb);
+    space_.give_back(addr, span);
+    uncharge(span);
+    p.reserved -= span;
+  }
+  void pool_return(SimPool& p, uint64_t addr, const Alloc& a) {
+    p.used -= a.bytes;
+    p.live--;
+    if (!p.destroyed) {
+      p.cache.emplace(a.span, SimPool::Cached{addr, a.host});
+      return;
+    }
+    drop_block(p, addr, a.span, a.host);
+    if (!p.live) forget(p);
+  }
+  void forget(SimPool& p) {
+    std::erase_if(pools_, [&](const std::unique_ptr<SimPool>& q) { return q.get() == &p; });
+  }
+
+  uint64_t base_;
+  AddressSpace space_;
+  HostHeap heap_;
   uint64_t quota_;
   uint64_t device_bytes_;
   std::atomic<uint64_t>& device_used_;
   uint64_t used_ = 0;
-  std::map<uint64_t, Alloc> allocs_;
+  std::map<uint64_t, Alloc> allocs_;  // live allocations: what kernels and copies reach
+  std::vector<std::unique_ptr<SimPool>> pools_;
   // Indexed by cudaLimit: stack, printf FIFO, malloc heap, sync depth,
   // pending launches, L2 fetch granularity, persisting L2 size.
   uint64_t limits_[7] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0};
@@ -491,7 +815,7 @@ class SimBackend final : public Backend {
     set(cudaDevAttrSparseCudaArraySupported, 0);
     set(cudaDevAttrHostRegisterReadOnlySupported, 0);
     set(cudaDevAttrTimelineSemaphoreInteropSupported, 0);
-    set(cudaDevAttrMemoryPoolsSupported, 0);
+    set(cudaDevAttrMemoryPoolsSupported, 1);  // stream-ordered pools (SimPool), no shareable handles
     set(cudaDevAttrGPUDirectRDMASupported, 0);
     set(cudaDevAttrGPUDirectRDMAFlushWritesOptions, 0);
     set(cudaDevAttrGPUDirectRDMAWritesOrdering, 0);

@@ -329,6 +329,7 @@ int32_t Session::on_SetDevice(const SetDeviceReq& rq, std::span<const uint8_t>, 
 int32_t Session::on_DeviceSynchronize(const DeviceSynchronizeReq&, std::span<const uint8_t>, DeviceSynchronizeResp&,
                                       std::vector<uint8_t>&) {
   if (Err e = ctx_->synchronize(); e != cudaSuccess) return note_async(e);
+  ctx_->pool_sync_point();
   return take_deferred();
 }
 
@@ -342,6 +343,9 @@ int32_t Session::on_DeviceReset(const DeviceResetReq&, std::span<const uint8_t>,
   events_.clear();
   for (auto& [d, n] : allocs_) ctx_->mem_free(d);
   allocs_.clear();
+  // Pools outlive a reset, as CUDA's do (they are destroyed explicitly),
+  // but hold nothing afterwards.
+  pools_.for_each([&](uint64_t, PoolEntry& p) { ctx_->pool_trim(p.pool, 0); });
   globals_.clear();  // the modules' variables died with them
   deferred_ = sticky_ = cudaSuccess;
   fault_detail_.clear();
@@ -372,6 +376,152 @@ int32_t Session::on_Free(const FreeReq& rq, std::span<const uint8_t>, FreeResp&,
   Err e = ctx_->mem_free(rq.dptr);
   allocs_.erase(it);
   return e;
+}
+
+// ------------------------------------------------------------ stream-ordered allocation
+
+Err Session::default_pool(uint64_t* handle) {
+  if (!default_pool_) {
+    MemPool* mp = nullptr;
+    if (Err e = ctx_->pool_create({}, &mp); e != cudaSuccess) return e;
+    default_pool_ = pools_.add(std::make_unique<PoolEntry>(PoolEntry{mp}));
+    if (!default_pool_) {
+      ctx_->pool_destroy(mp);
+      return cudaErrorMemoryAllocation;
+    }
+  }
+  *handle = default_pool_;
+  return cudaSuccess;
+}
+
+Err Session::resolve_pool(uint64_t h, MemPool** out) {
+  PoolEntry* p = pools_.get(h);
+  if (!p) return cudaErrorInvalidValue;
+  *out = p->pool;
+  return cudaSuccess;
+}
+
+namespace {
+// A device number from the guest: ours, another one (not served), or none.
+Err check_device(int32_t device, int count, int ours) {
+  if (device < 0 || device >= count) return cudaErrorInvalidDevice;
+  return device == ours ? cudaSuccess : cudaErrorNotSupported;
+}
+}  // namespace
+
+int32_t Session::on_MallocAsync(const MallocAsyncReq& rq, std::span<const uint8_t>, MallocAsyncResp& rs,
+                                std::vector<uint8_t>&) {
+  Stream* s;
+  if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
+  uint64_t h = rq.pool;
+  if (!h) h = current_pool_;
+  if (!h)
+    if (Err e = default_pool(&h); e != cudaSuccess) return e;
+  MemPool* mp;
+  if (Err e = resolve_pool(h, &mp); e != cudaSuccess) return e;
+  if (allocs_.size() >= (1u << 20)) return cudaErrorMemoryAllocation;
+  uint64_t d = 0;
+  if (Err e = ctx_->mem_alloc_async(mp, rq.size, s, &d); e != cudaSuccess) return e;
+  if (d) allocs_[d] = rq.size;
+  rs.dptr = d;
+  return cudaSuccess;
+}
+
+int32_t Session::on_FreeAsync(const FreeAsyncReq& rq, std::span<const uint8_t>, FreeAsyncResp&,
+                              std::vector<uint8_t>&) {
+  Stream* s;
+  if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
+  if (rq.dptr == 0) return cudaSuccess;
+  auto it = allocs_.find(rq.dptr);
+  if (it == allocs_.end()) return cudaErrorInvalidValue;
+  Err e = ctx_->mem_free_async(rq.dptr, s);
+  allocs_.erase(it);
+  return e;
+}
+
+int32_t Session::on_MemPoolCreate(const MemPoolCreateReq& rq, std::span<const uint8_t>, MemPoolCreateResp& rs,
+                                  std::vector<uint8_t>&) {
+  if (rq.alloc_type != cudaMemAllocationTypePinned || rq.loc_type != cudaMemLocationTypeDevice)
+    return cudaErrorInvalidValue;
+  if (Err e = check_device(rq.loc_id, backend_.device_count(), device_); e != cudaSuccess)
+    return e == cudaErrorInvalidDevice ? cudaErrorInvalidValue : e;
+  // No shareable handles (IPC export) and no special usage.
+  if (rq.handle_types != cudaMemHandleTypeNone || rq.usage != 0) return cudaErrorNotSupported;
+  MemPool* mp = nullptr;
+  if (Err e = ctx_->pool_create({rq.max_size}, &mp); e != cudaSuccess) return e;
+  rs.pool = pools_.add(std::make_unique<PoolEntry>(PoolEntry{mp}));
+  if (!rs.pool) {
+    ctx_->pool_destroy(mp);
+    return cudaErrorMemoryAllocation;
+  }
+  return cudaSuccess;
+}
+
+int32_t Session::on_MemPoolDestroy(const MemPoolDestroyReq& rq, std::span<const uint8_t>, MemPoolDestroyResp&,
+                                   std::vector<uint8_t>&) {
+  MemPool* mp;
+  if (Err e = resolve_pool(rq.pool, &mp); e != cudaSuccess) return e;
+  if (rq.pool == default_pool_) return cudaErrorInvalidValue;  // the device's default pool stays
+  ctx_->pool_destroy(mp);  // its allocations still out stay valid until freed
+  pools_.take(rq.pool);
+  if (current_pool_ == rq.pool) current_pool_ = default_pool_;
+  return cudaSuccess;
+}
+
+int32_t Session::on_DeviceGetMemPool(const DeviceGetMemPoolReq& rq, std::span<const uint8_t>,
+                                     DeviceGetMemPoolResp& rs, std::vector<uint8_t>&) {
+  if (Err e = check_device(rq.device, backend_.device_count(), device_); e != cudaSuccess) return e;
+  if (rq.which > 1) return cudaErrorInvalidValue;
+  if (rq.which == 0 && current_pool_) {
+    rs.pool = current_pool_;
+    return cudaSuccess;
+  }
+  return default_pool(&rs.pool);
+}
+
+int32_t Session::on_DeviceSetMemPool(const DeviceSetMemPoolReq& rq, std::span<const uint8_t>,
+                                     DeviceSetMemPoolResp&, std::vector<uint8_t>&) {
+  if (Err e = check_device(rq.device, backend_.device_count(), device_); e != cudaSuccess) return e;
+  MemPool* mp;
+  if (Err e = resolve_pool(rq.pool, &mp); e != cudaSuccess) return e;
+  current_pool_ = rq.pool;
+  return cudaSuccess;
+}
+
+int32_t Session::on_MemPoolTrimTo(const MemPoolTrimToReq& rq, std::span<const uint8_t>, MemPoolTrimToResp&,
+                                  std::vector<uint8_t>&) {
+  MemPool* mp;
+  if (Err e = resolve_pool(rq.pool, &mp); e != cudaSuccess) return e;
+  return ctx_->pool_trim(mp, rq.keep);
+}
+
+int32_t Session::on_MemPoolSetAttr(const MemPoolSetAttrReq& rq, std::span<const uint8_t>, MemPoolSetAttrResp&,
+                                   std::vector<uint8_t>&) {
+  MemPool* mp;
+  if (Err e = resolve_pool(rq.pool, &mp); e != cudaSuccess) return e;
+  switch (rq.attr) {
+    case cudaMemPoolReuseFollowEventDependencies:
+    case cudaMemPoolReuseAllowOpportunistic:
+    case cudaMemPoolReuseAllowInternalDependencies:
+      return ctx_->pool_set_attribute(mp, rq.attr, rq.value != 0);
+    case cudaMemPoolAttrReleaseThreshold:
+      return ctx_->pool_set_attribute(mp, rq.attr, rq.value);
+    case cudaMemPoolAttrReservedMemHigh:
+    case cudaMemPoolAttrUsedMemHigh:  // a high watermark can only be reset, to the current value
+      if (rq.value != 0) return cudaErrorInvalidValue;
+      return ctx_->pool_set_attribute(mp, rq.attr, 0);
+    default:  // the current amounts are read-only; anything else is unknown
+      return cudaErrorInvalidValue;
+  }
+}
+
+int32_t Session::on_MemPoolGetAttr(const MemPoolGetAttrReq& rq, std::span<const uint8_t>, MemPoolGetAttrResp& rs,
+                                   std::vector<uint8_t>&) {
+  MemPool* mp;
+  if (Err e = resolve_pool(rq.pool, &mp); e != cudaSuccess) return e;
+  if (rq.attr < cudaMemPoolReuseFollowEventDependencies || rq.attr > cudaMemPoolAttrUsedMemHigh)
+    return cudaErrorInvalidValue;
+  return ctx_->pool_get_attribute(mp, rq.attr, &rs.value);
 }
 
 int32_t Session::on_MapDataArea(const MapDataAreaReq& rq, std::span<const uint8_t>, MapDataAreaResp& rs,
@@ -632,6 +782,7 @@ int32_t Session::on_StreamSynchronize(const StreamSynchronizeReq& rq, std::span<
   Stream* s;
   if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
   if (Err e = ctx_->stream_synchronize(s); e != cudaSuccess) return note_async(e);
+  ctx_->pool_sync_point();
   return take_deferred();
 }
 
@@ -678,6 +829,7 @@ int32_t Session::on_EventSynchronize(const EventSynchronizeReq& rq, std::span<co
   if (!ev) return cudaErrorInvalidResourceHandle;
   if (!ev->recorded) return cudaSuccess;
   if (Err e = ctx_->event_synchronize(*ev->e); e != cudaSuccess) return note_async(e);
+  ctx_->pool_sync_point();
   return take_deferred();
 }
 

@@ -9,6 +9,8 @@
 //   null_call_rtt_p50_ns  cudaMemGetInfo forwarded to the server, measured in
 //                       blocks interleaved with the bare blocks (the first
 //                       tenth of every block is warm-up and not counted);
+//   malloc_free_p50_ns  one cudaMalloc(4 KiB) + cudaFree pair, two round
+//                       trips and the sim device's allocator;
 //   launch_post_per_s   empty-kernel <<<1,1>>> launches, posted for at least
 //                       --launch-seconds, up to the final cudaDeviceSynchronize
 //                       (so the rate is the rate the server executed them at);
@@ -144,6 +146,19 @@ void null_block(uint64_t n, uint64_t skip, std::vector<uint64_t>& out) {
   }
 }
 
+void malloc_free_block(uint64_t n, uint64_t skip, std::vector<uint64_t>& out) {
+  for (uint64_t k = 0; k < n; k++) {
+    void* p = nullptr;
+    uint64_t t0 = ticks();
+    cudaError_t e1 = cudaMalloc(&p, 4096);
+    cudaError_t e2 = cudaFree(p);
+    uint64_t t1 = ticks();
+    CHECK(e1);
+    CHECK(e2);
+    if (k >= skip) out.push_back(t1 - t0);
+  }
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -183,6 +198,11 @@ int main(int argc, char** argv) {
   const double null_call = p50_ns(null_s);
   std::printf("bare cache-line ping-pong: p50 %.0f ns; cudaMemGetInfo round trip: p50 %.0f ns (%d interleaved blocks of %llu)\n",
               bare, null_call, rounds, (unsigned long long)per);
+
+  std::vector<uint64_t> mf_s;
+  malloc_free_block(std::max<uint64_t>(1000, rtt_iters / 10), rtt_iters / 100, mf_s);
+  const double malloc_free = p50_ns(mf_s);
+  std::printf("cudaMalloc(4 KiB) + cudaFree: p50 %.0f ns\n", malloc_free);
 
   // (b) empty-kernel launches, sustained.
   empty_kernel<<<1, 1>>>();
@@ -248,8 +268,8 @@ int main(int argc, char** argv) {
               h2d_pinned, d2h_pinned, h2d_pageable, mc);
   CHECK(cudaFree(dev));
   CHECK(cudaFreeHost(pinned));
-  std::printf("null_call_rtt_p50_ns=%.0f bare_rtt_p50_ns=%.0f launch_post_per_s=%.0f h2d_pinned_gb_s=%.2f "
-              "d2h_pinned_gb_s=%.2f h2d_pageable_gb_s=%.2f memcpy_gb_s=%.2f\n",
-              null_call, bare, launch_rate, h2d_pinned, d2h_pinned, h2d_pageable, mc);
+  std::printf("null_call_rtt_p50_ns=%.0f bare_rtt_p50_ns=%.0f malloc_free_p50_ns=%.0f launch_post_per_s=%.0f "
+              "h2d_pinned_gb_s=%.2f d2h_pinned_gb_s=%.2f h2d_pageable_gb_s=%.2f memcpy_gb_s=%.2f\n",
+              null_call, bare, malloc_free, launch_rate, h2d_pinned, d2h_pinned, h2d_pageable, mc);
   return 0;
 }

@@ -52,6 +52,12 @@ struct Stream {
 struct Event { virtual ~Event() = default; };
 struct Module { virtual ~Module() = default; };
 struct Kernel { virtual ~Kernel() = default; };
+// A stream-ordered memory pool (cudaMemPool_t). The Context that made it
+// owns it; the session only names it (through a handle) until it destroys it.
+struct MemPool { virtual ~MemPool() = default; };
+struct MemPoolProps {
+  uint64_t max_size = 0;  // bytes the pool may reserve (0: no limit of its own)
+};
 
 class Blas;  // wormhole/server/blas.hpp
 
@@ -76,6 +82,29 @@ class Context {
   // device address `want` when the backend can place it there (the guest's
   // own address of the area, for managed memory), else where it chooses.
   virtual Err map_host(void* host, uint64_t bytes, uint64_t want, uint64_t* dptr) = 0;
+
+  // ---- stream-ordered allocation (cudaMallocAsync and memory pools).
+  // Pools are private to the context: on a GPU the device's own default
+  // pool is shared by every context of the process, so a session's
+  // "default pool" is a pool it created. mem_free and mem_free_async take
+  // an allocation of either kind. The session validates handles, sizes and
+  // attribute numbers (and that a set value is allowed) before calling.
+  virtual Err pool_create(const MemPoolProps&, MemPool** out) { return cudaErrorNotSupported; }
+  // Gives back what the pool holds unused; allocations still out keep it
+  // alive until they are freed.
+  virtual Err pool_destroy(MemPool* p) { return cudaErrorNotSupported; }
+  virtual Err mem_alloc_async(MemPool* p, uint64_t bytes, Stream* s, uint64_t* dptr) {
+    return cudaErrorNotSupported;
+  }
+  virtual Err mem_free_async(uint64_t dptr, Stream* s) { return cudaErrorNotSupported; }
+  virtual Err pool_trim(MemPool* p, uint64_t keep_bytes) { return cudaErrorNotSupported; }
+  // `attr` is a cudaMemPoolAttr; int-valued attributes travel as 0/1.
+  virtual Err pool_set_attribute(MemPool* p, int attr, uint64_t value) { return cudaErrorNotSupported; }
+  virtual Err pool_get_attribute(MemPool* p, int attr, uint64_t* value) { return cudaErrorNotSupported; }
+  // The client synchronised (device, stream or event): pools give back
+  // what they hold above their release threshold. (A GPU's driver does
+  // this itself.)
+  virtual void pool_sync_point() {}
 
   // `s` may be nullptr: the legacy default stream.
   virtual Err copy_htod(uint64_t dst, const void* src, uint64_t n, Stream* s) = 0;

@@ -96,6 +96,9 @@ class Session {
   struct BlasEntry {
     std::unique_ptr<BlasHandle> h;
   };
+  struct PoolEntry {
+    MemPool* pool;  // owned by the context
+  };
   // cuBLAS (session_blas.cpp): resolves a guest handle, its stream and
   // pointer mode into the backend's per-call settings.
   Err blas_begin(uint64_t handle, uint64_t stream, uint32_t flags, Blas** blas, BlasHandle** h, BlasCall* call);
@@ -110,6 +113,10 @@ class Session {
                       Err (Blas::*op)(BlasHandle&, const BlasCall&, int, uint64_t, int, const BlasScalar&, Out*));
 
   Err resolve_stream(uint64_t h, Stream** out);
+  // The session's default pool, made on first use (a pool of its own: see backend.hpp).
+  Err default_pool(uint64_t* handle);
+  // A pool handle of this session (cudaErrorInvalidValue otherwise, as CUDA answers).
+  Err resolve_pool(uint64_t h, MemPool** out);
   bool device_range(uint64_t addr, uint64_t n) const;  // inside one of our allocations
   uint8_t* host_range(uint64_t off, uint64_t n) const;  // inside our data area
   void publish_copy_done(uint64_t seq, Err e);
@@ -133,6 +140,8 @@ class Session {
   HandleTable<StreamEntry> streams_{0x53, 4096};
   HandleTable<EventEntry> events_{0x45, 1 << 16};
   HandleTable<BlasEntry> blas_handles_{0x42, 1024};
+  HandleTable<PoolEntry> pools_{0x50, 256};
+  uint64_t default_pool_ = 0, current_pool_ = 0;  // pool handles (0: not made yet)
   Err deferred_ = cudaSuccess;  // first error of posted work, not yet reported
   Err sticky_ = cudaSuccess;    // a kernel fault: the context is unusable
   uint64_t violations_ = 0;
