@@ -47,7 +47,7 @@ TEST(SimMemory, AllocateAndFreeFarBeyondTheWindow) {
   Ctx c(256 * GiB);
   std::vector<uint8_t> data(4 << 20);
   uint64_t mapped = 0;
-  ASSERT_EQ(c.ctx->map_host(data.data(), data.size(), &mapped), cudaSuccess);
+  ASSERT_EQ(c.ctx->map_host(data.data(), data.size(), 0, &mapped), cudaSuccess);
   const uint64_t window = mapped >> 40;
   const uint64_t before = c.free_bytes();
   // 48 blocks of 60 GiB: 2.8 TiB in all, two held at a time.
@@ -85,7 +85,7 @@ TEST(SimMemory, RandomAllocFreeNeverOverlaps) {
   Ctx c(64 * GiB, 48 * GiB);
   std::vector<uint8_t> data(1 << 20);
   uint64_t mapped = 0;
-  ASSERT_EQ(c.ctx->map_host(data.data(), data.size(), &mapped), cudaSuccess);
+  ASSERT_EQ(c.ctx->map_host(data.data(), data.size(), 0, &mapped), cudaSuccess);
   const uint64_t quota_free = c.free_bytes();
   ASSERT_EQ(quota_free, 48 * GiB);
   std::mt19937_64 rng(12345);
