@@ -3,6 +3,7 @@
 // by running the group of lanes with the lowest PC first (lanes reconverge when
 // their PCs meet); barriers switch warps inside a block; blocks run in parallel.
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <functional>
@@ -23,6 +24,8 @@ const char* to_string(LaunchError::Kind k) {
     case LaunchError::Trap: return "trap";
     case LaunchError::InvalidConfig: return "invalid configuration";
     case LaunchError::Internal: return "internal error";
+    case LaunchError::Cancelled: return "cancelled";
+    case LaunchError::Timeout: return "timeout";
   }
   return "?";
 }
@@ -59,6 +62,9 @@ void Ctx::bad_access(const Inst& I, uint64_t addr, uint32_t size, Sp sp, bool wr
 }
 
 uint8_t* Ctx::gptr_slow(const Inst& I, uint64_t addr, uint32_t size, bool write, Sp sp) {
+  if (addr >= kGridWorkspace && gridws && addr - kGridWorkspace < kGridWorkspaceBytes &&
+      size <= kGridWorkspaceBytes - (addr - kGridWorkspace))
+    return gridws + (addr - kGridWorkspace);
   DeviceMemory::Region r;
   if (mem->region(addr, r) && r.host && addr >= r.base && addr - r.base < r.size && size <= r.size - (addr - r.base) &&
       (!write || r.writable)) {
@@ -212,6 +218,16 @@ bool Module::bind_global(std::string_view name, uint64_t addr) {
 
 namespace detail {
 
+// Scheduling: a warp yields after kSliceBranches taken backward branches, or after
+// kSpinIterations of a loop marked as a spin-wait, or at nanosleep. A block that has
+// run for kQuantum without finishing lets the worker's other blocks run.
+constexpr uint32_t kSliceBranches = 1024;
+constexpr uint32_t kSpinIterations = 4;
+constexpr auto kQuantum = std::chrono::milliseconds(5);
+// Resident blocks per worker (one modeled SM), as the sim device reports them.
+constexpr uint32_t kMaxBlocksPerWorker = 32, kMaxThreadsPerWorker = 2048;
+constexpr uint64_t kResidentBytesPerWorker = 256ull << 20;
+
 struct Frame {
   uint32_t func, pc, active, waiting, min_wait, returned, regbase, localbase, callsite;
   uint32_t lane_pc[32];
@@ -221,6 +237,7 @@ struct Warp {
   std::vector<Frame> frames;
   uint32_t alive = 0, exited = 0;
   enum St { Ready, AtBar, Done } st = Ready;
+  bool polled = false;  // its last slice ended in a spin-wait or nanosleep
   uint32_t bar_id = 0;
   uint32_t red_dst = NOREG, red_mask = 0;
   uint32_t index = 0;
@@ -234,18 +251,15 @@ struct Job {
   std::vector<uint8_t> params;
   DeviceMemory* mem;
   uint64_t nblocks;
+  uint32_t per_worker = 1;  // blocks a worker may hold resident (one modeled SM)
+  std::chrono::steady_clock::time_point deadline{};
+  bool has_deadline = false;
   std::atomic<uint64_t> next{0};
-  std::atomic<bool> abort{false};
+  std::atomic<bool> abort{false};   // stop every worker (error, cancel or timeout recorded in err)
+  std::atomic<bool> cancel{false};  // Engine::cancel()
+  alignas(16) uint8_t gridws[kGridWorkspaceBytes] = {};
   std::mutex err_mu;
   LaunchError err;
-};
-
-struct Worker {
-  std::vector<uint64_t> regs;
-  std::vector<uint8_t> local, shared;
-  std::vector<Warp> warps;
-  Ctx ctx;
-  uint64_t icount = 0;
 };
 
 struct BarState {
@@ -253,6 +267,25 @@ struct BarState {
   uint32_t red_popc = 0;
   bool red_and = true, red_or = false;
   uint8_t red_op = 0;
+};
+
+// A resident block: its own registers, local and shared memory, warps and barriers,
+// so that a worker can hold several blocks and switch between them.
+struct Block {
+  std::vector<uint64_t> regs;
+  std::vector<uint8_t> local, shared;
+  std::vector<Warp> warps;
+  BarState bars[16];
+  uint32_t ctaid[3] = {0, 0, 0};
+  uint32_t done = 0;
+};
+
+struct Worker {
+  std::vector<std::unique_ptr<Block>> pool;  // storage reused across blocks and launches
+  std::vector<Block*> resident;
+  std::vector<Block*> free_blocks;
+  Ctx ctx;
+  uint64_t icount = 0;
 };
 
 namespace {
@@ -377,6 +410,17 @@ std::string format_printf(Ctx& c, int lane, const std::string& fmt, uint64_t arg
 
 }  // namespace
 
+// Blocks one worker holds resident: the sim device's per-SM limits (it reports one SM
+// per worker), and a memory budget so that many resident blocks cannot exhaust the host.
+inline uint32_t blocks_per_worker(const KernelData& kd, const LaunchConfig& cfg) {
+  const uint64_t nthr = uint64_t(cfg.block.x) * cfg.block.y * cfg.block.z;
+  const uint64_t nwarps = (nthr + 31) / 32;
+  uint64_t n = std::min<uint64_t>(kMaxBlocksPerWorker, kMaxThreadsPerWorker / std::max<uint64_t>(1, nwarps * 32));
+  const uint64_t bytes = nwarps * kd.reg_stack * 32 * 8 + nwarps * 32 * kd.local_stack + kd.static_shared + cfg.dynamic_shared_bytes;
+  if (bytes) n = std::min<uint64_t>(n, kResidentBytesPerWorker / bytes);
+  return uint32_t(std::max<uint64_t>(n, 1));
+}
+
 struct EngineImpl {
   unsigned nthreads = 1;
   std::vector<std::thread> threads;
@@ -409,39 +453,103 @@ struct EngineImpl {
     }
   }
 
+  // Cancel and watchdog checks, at every slice boundary. Records the reason once.
+  bool should_stop(Job& J) {
+    if (J.abort.load(std::memory_order_relaxed)) return true;
+    LaunchError::Kind k = LaunchError::None;
+    if (J.cancel.load(std::memory_order_relaxed) || (J.cfg.cancel && J.cfg.cancel->load(std::memory_order_relaxed)))
+      k = LaunchError::Cancelled;
+    else if (J.has_deadline && std::chrono::steady_clock::now() >= J.deadline)
+      k = LaunchError::Timeout;
+    if (k == LaunchError::None) return false;
+    std::lock_guard lk(J.err_mu);
+    if (!J.err) {
+      J.err.kind = k;
+      J.err.message = "kernel " + J.mod->funcs[J.kd->func].name +
+                      (k == LaunchError::Cancelled ? ": cancelled" : ": watchdog: still running after " + std::to_string(J.cfg.timeout_ms) + " ms");
+    }
+    J.abort = true;
+    return true;
+  }
+
+  void fail_job(Worker& W, Job& J) {
+    std::lock_guard lk(J.err_mu);
+    if (!J.err) J.err = W.ctx.err;
+    J.abort = true;
+  }
+
+  // Each worker models one SM: it runs one block at a time and keeps running it
+  // while it makes progress; when all its warps are spin-waiting (or it has run for
+  // a quantum without finishing), the worker takes another block, up to
+  // J.per_worker resident blocks, then rotates between them. Blocks that wait on
+  // each other therefore finish when the grid fits the modeled co-residency.
   void run_job(Worker& W, Job& J) {
     W.icount = 0;
-    W.ctx.rc = {};
+    Ctx& c = W.ctx;
+    c.rc = {};
+    setup_ctx(c, J);
+    W.resident.clear();
+    W.free_blocks.clear();
+    for (auto& b : W.pool) W.free_blocks.push_back(b.get());
+    bool more = true;
+    size_t cur = 0, stalled = 0;
+    auto admit = [&]() -> bool {
+      if (!more || J.abort.load(std::memory_order_relaxed)) return false;
+      uint64_t b = J.next.fetch_add(1);
+      if (b >= J.nblocks) { more = false; return false; }
+      if (W.free_blocks.empty()) {
+        W.pool.push_back(std::make_unique<Block>());
+        W.free_blocks.push_back(W.pool.back().get());
+      }
+      Block* B = W.free_blocks.back();
+      W.free_blocks.pop_back();
+      init_block(W, J, *B, b);
+      W.resident.push_back(B);
+      cur = W.resident.size() - 1;
+      return true;
+    };
     for (;;) {
       if (J.abort.load(std::memory_order_relaxed)) break;
-      uint64_t b = J.next.fetch_add(1);
-      if (b >= J.nblocks) break;
-      if (!run_block(W, J, b)) {
-        std::lock_guard lk(J.err_mu);
-        if (!J.err) J.err = W.ctx.err;
-        J.abort = true;
-        break;
+      if (W.resident.empty() && !admit()) break;
+      Block& B = *W.resident[cur];
+      Step st = step_block(W, J, B);
+      if (st == Step::Fault) { fail_job(W, J); break; }
+      if (st == Step::Stop) break;
+      if (st == Step::Done) {
+        W.free_blocks.push_back(&B);
+        W.resident.erase(W.resident.begin() + ptrdiff_t(cur));
+        if (cur >= W.resident.size()) cur = 0;
+        stalled = 0;
+        continue;
+      }
+      if (W.resident.size() < J.per_worker && admit()) { stalled = 0; continue; }
+      cur = (cur + 1) % W.resident.size();
+      // every resident block is waiting on others: give the CPU to the workers that run them
+      if (st == Step::Stalled && ++stalled >= W.resident.size()) {
+        stalled = 0;
+        std::this_thread::yield();
+      } else if (st != Step::Stalled) {
+        stalled = 0;
       }
     }
+    // keep the memory of two blocks for the next launch, not the peak residency
+    if (W.pool.size() > 2) W.pool.resize(2);
+    W.resident.clear();
+    W.free_blocks.clear();
     icount.fetch_add(W.icount, std::memory_order_relaxed);
   }
 
-  bool run_block(Worker& W, Job& J, uint64_t bid) {
+  static void setup_ctx(Ctx& c, Job& J) {
     const ModuleImpl& M = *J.mod;
     const KernelData& kd = *J.kd;
     const LaunchConfig& cfg = J.cfg;
     const uint32_t nthr = cfg.block.x * cfg.block.y * cfg.block.z;
-    const uint32_t nwarps = (nthr + 31) / 32;
-    Ctx& c = W.ctx;
     c.mod = &M;
     c.kd = &kd;
     c.cpool = M.cpool.data();
     c.ntid = cfg.block;
     c.nctaid = cfg.grid;
-    c.ctaid[0] = uint32_t(bid % cfg.grid.x);
-    c.ctaid[1] = uint32_t((bid / cfg.grid.x) % cfg.grid.y);
-    c.ctaid[2] = uint32_t(bid / (uint64_t(cfg.grid.x) * cfg.grid.y));
-    c.nwarps = nwarps;
+    c.nwarps = (nthr + 31) / 32;
     c.shared_size = uint32_t(((uint64_t(kd.static_shared) + kd.dyn_align - 1) & ~uint64_t(kd.dyn_align - 1)) + cfg.dynamic_shared_bytes);
     c.dyn_shared = cfg.dynamic_shared_bytes;
     c.local_stride = kd.local_stack;
@@ -450,23 +558,38 @@ struct EngineImpl {
     c.mem = J.mem;
     c.shared_off = kd.shared_off.data();
     c.gaddr = M.gaddr.data();
+    c.gridws = cfg.cooperative ? J.gridws : nullptr;
+    c.gridws_addr = cfg.cooperative ? kGridWorkspace : 0;
     c.fault = false;
+  }
+
+  void init_block(Worker& W, Job& J, Block& B, uint64_t bid) {
+    const KernelData& kd = *J.kd;
+    const LaunchConfig& cfg = J.cfg;
+    const uint32_t nthr = cfg.block.x * cfg.block.y * cfg.block.z;
+    const uint32_t nwarps = (nthr + 31) / 32;
+    Ctx& c = W.ctx;
+    B.ctaid[0] = uint32_t(bid % cfg.grid.x);
+    B.ctaid[1] = uint32_t((bid / cfg.grid.x) % cfg.grid.y);
+    B.ctaid[2] = uint32_t(bid / (uint64_t(cfg.grid.x) * cfg.grid.y));
+    B.done = 0;
+    for (auto& b : B.bars) b = BarState{};
     // memory for the block (zeroed: no data from earlier launches is visible)
     size_t nreg = size_t(nwarps) * kd.reg_stack * 32;
-    if (W.regs.size() < nreg) W.regs.resize(nreg);
-    std::memset(W.regs.data(), 0, nreg * sizeof(uint64_t));
+    if (B.regs.size() < nreg) B.regs.resize(nreg);
+    std::memset(B.regs.data(), 0, nreg * sizeof(uint64_t));
     size_t nloc = size_t(nwarps) * 32 * kd.local_stack;
-    if (W.local.size() < nloc) W.local.resize(nloc);
-    std::memset(W.local.data(), 0, nloc);
-    if (W.shared.size() < c.shared_size + 16) W.shared.resize(c.shared_size + 16);
-    std::memset(W.shared.data(), 0, c.shared_size);
-    c.shared = W.shared.data();
-    if (W.warps.size() < nwarps) W.warps.resize(nwarps);
+    if (B.local.size() < nloc) B.local.resize(nloc);
+    std::memset(B.local.data(), 0, nloc);
+    if (B.shared.size() < c.shared_size + 16) B.shared.resize(c.shared_size + 16);
+    std::memset(B.shared.data(), 0, c.shared_size);
+    if (B.warps.size() < nwarps) B.warps.resize(nwarps);
     for (uint32_t w = 0; w < nwarps; ++w) {
-      Warp& wp = W.warps[w];
+      Warp& wp = B.warps[w];
       wp.index = w;
       wp.exited = 0;
       wp.st = Warp::Ready;
+      wp.polled = false;
       wp.red_dst = NOREG;
       uint32_t alive = 0;
       // Thread indices by counting (x fastest) from the warp's first thread,
@@ -502,39 +625,59 @@ struct EngineImpl {
       f.callsite = 0;
       wp.frames.push_back(f);
     }
-    BarState bars[16];
-    uint32_t done = 0;
+  }
+
+  enum class Step { Done, Fault, Stop, Stalled, Quantum };
+
+  // Runs the block's warps round-robin (each until it exits, reaches a barrier or
+  // its slice ends) until the block finishes, faults, or should let others run:
+  // Stalled when a whole round made no progress but spin-waits, Quantum when it
+  // has run for kQuantum without finishing.
+  Step step_block(Worker& W, Job& J, Block& B) {
+    const ModuleImpl& M = *J.mod;
+    const KernelData& kd = *J.kd;
+    Ctx& c = W.ctx;
+    const uint32_t nwarps = c.nwarps;
+    c.ctaid[0] = B.ctaid[0];
+    c.ctaid[1] = B.ctaid[1];
+    c.ctaid[2] = B.ctaid[2];
+    c.shared = B.shared.data();
+    uint32_t rounds = 0;
+    std::chrono::steady_clock::time_point qend{};
     for (;;) {
-      bool ran = false;
+      bool ran = false, progress = false;
       for (uint32_t w = 0; w < nwarps; ++w) {
-        Warp& wp = W.warps[w];
+        Warp& wp = B.warps[w];
         if (wp.st != Warp::Ready) continue;
         ran = true;
-        run_warp(W, J, wp, bars);
-        if (c.fault) return false;
-        if (wp.st == Warp::Done) ++done;
+        wp.polled = false;
+        run_warp(W, J, B, wp);
+        if (c.fault) return Step::Fault;
+        if (wp.st == Warp::Done) ++B.done;
+        if (!wp.polled) progress = true;
+        if (should_stop(J)) return Step::Stop;
       }
-      if (done == nwarps) return true;
+      if (B.done == nwarps) return Step::Done;
       // release barriers whose arrival condition holds
       bool released = false;
-      uint32_t live = nwarps - done;
+      uint32_t live = nwarps - B.done;
       for (uint32_t b = 0; b < 16; ++b) {
-        BarState& B = bars[b];
-        if (!B.waiting) continue;
-        bool ok = B.count ? B.arrived >= B.count : B.waiting >= live;
+        BarState& S = B.bars[b];
+        if (!S.waiting) continue;
+        bool ok = S.count ? S.arrived >= S.count : S.waiting >= live;
         if (!ok) continue;
-        uint32_t result = B.red_op == 1 ? B.red_popc : B.red_op == 2 ? uint32_t(B.red_and) : uint32_t(B.red_or);
+        uint32_t result = S.red_op == 1 ? S.red_popc : S.red_op == 2 ? uint32_t(S.red_and) : uint32_t(S.red_or);
         for (uint32_t w = 0; w < nwarps; ++w) {
-          Warp& wp = W.warps[w];
+          Warp& wp = B.warps[w];
           if (wp.st != Warp::AtBar || wp.bar_id != b) continue;
           wp.st = Warp::Ready;
           if (wp.red_dst != NOREG) {
-            uint64_t* D = W.regs.data() + (size_t(w) * kd.reg_stack + wp.frames.back().regbase + wp.red_dst) * 32;
+            uint64_t* D = B.regs.data() + (size_t(w) * kd.reg_stack + wp.frames.back().regbase + wp.red_dst) * 32;
             for_lanes(wp.red_mask, [&](int l) { D[l] = result; });
             wp.red_dst = NOREG;
           }
         }
-        B = BarState{};
+        S = BarState{};
         released = true;
       }
       if (!released && !ran) {
@@ -543,12 +686,19 @@ struct EngineImpl {
         c.err.message = "kernel " + M.funcs[kd.func].name + ": deadlock: warps of block (" + std::to_string(c.ctaid[0]) + "," +
                         std::to_string(c.ctaid[1]) + "," + std::to_string(c.ctaid[2]) +
                         ") wait at barriers that can never complete";
-        return false;
+        return Step::Fault;
+      }
+      if (!progress && !released) return Step::Stalled;
+      // the clock is read only by blocks that take many rounds (long loops, many barriers)
+      if ((++rounds & 7) == 0) {
+        auto now = std::chrono::steady_clock::now();
+        if (rounds == 8) qend = now + kQuantum;
+        else if (now >= qend) return Step::Quantum;
       }
     }
   }
 
-  void run_warp(Worker& W, Job& J, Warp& w, BarState* bars) {
+  void run_warp(Worker& W, Job& J, Block& B, Warp& w) {
     const ModuleImpl& M = *J.mod;
     const KernelData& kd = *J.kd;
     Ctx& c = W.ctx;
@@ -557,9 +707,13 @@ struct EngineImpl {
     c.tid[0] = w.tid[0];
     c.tid[1] = w.tid[1];
     c.tid[2] = w.tid[2];
-    c.local = W.local.data() + size_t(w.index) * 32 * kd.local_stack;
-    uint64_t* const wregs = W.regs.data() + size_t(w.index) * kd.reg_stack * 32;
+    c.local = B.local.data() + size_t(w.index) * 32 * kd.local_stack;
+    uint64_t* const wregs = B.regs.data() + size_t(w.index) * kd.reg_stack * 32;
+    BarState* const bars = B.bars;
     uint64_t cnt = 0;
+    // the slice: taken backward branches before the warp yields to the others
+    uint32_t slice = kSliceBranches, spin = kSpinIterations;
+    uint64_t spin_sig = 0;
     Frame* fr;
     const Function* fn;
     const Inst* code;
@@ -611,12 +765,49 @@ struct EngineImpl {
           if (!m) {
             ++pc;
             if (pc == fr->min_wait) merge(*fr, pc, active);
-          } else if (!nt) {
-            jump(*fr, I.a0, pc, active);
           } else {
-            park(*fr, nt, pc + 1);
-            active = m;
-            jump(*fr, I.a0, pc, active);
+            if (!nt) {
+              jump(*fr, I.a0, pc, active);
+            } else {
+              park(*fr, nt, pc + 1);
+              active = m;
+              jump(*fr, I.a0, pc, active);
+            }
+            // Preemption point: loops end the slice so that warps waiting on each
+            // other progress; spin-wait loops end it after a few iterations.
+            if (I.sched & kSchedBack) {
+              bool spun = false;
+              if (I.sched & kSchedSpin) {
+                // an iteration whose polled values did not change counts as spinning
+                uint64_t sig = I.a0;
+                const uint32_t* sr = fn->spin_regs.data() + (I.a1 >> 4);
+                for (uint32_t k = 0, n = I.a1 & 15; k < n; ++k) {
+                  const uint64_t* R = c.regs + size_t(sr[k]) * 32;
+                  for_lanes(m, [&](int l) { sig = (sig ^ R[l]) * 0x100000001b3ull; });
+                }
+                if (sig != spin_sig) {
+                  spin_sig = sig;
+                  spin = kSpinIterations;
+                } else {
+                  spun = --spin == 0;
+                }
+              }
+              if (spun || --slice == 0) {
+                w.polled = spun;
+                save();
+                return;
+              }
+            }
+          }
+          break;
+        }
+        case Ctl::Yield: {  // nanosleep
+          ++pc;
+          if (pc == fr->min_wait) merge(*fr, pc, active);
+          if (m) {
+            w.polled = true;
+            save();
+            return;
           }
           break;
         }
@@ -847,6 +1038,22 @@ Engine::~Engine() {
 }
 
 unsigned Engine::threads() const { return impl_->nthreads; }
+
+void Engine::cancel() {
+  std::lock_guard lk(impl_->mu);
+  if (impl_->job) impl_->job->cancel = true;
+}
+
+uint64_t Engine::max_coresident_blocks(const Module& mod, std::string_view kernel, const LaunchConfig& cfg) const {
+  const detail::ModuleImpl& M = mod.impl();
+  for (size_t i = 0; i < M.kernels.size(); ++i)
+    if (M.kernels[i].name == kernel) {
+      uint64_t nthr = uint64_t(cfg.block.x) * cfg.block.y * cfg.block.z;
+      if (!nthr || nthr > 1024) return 0;
+      return uint64_t(detail::blocks_per_worker(M.kdata[i], cfg)) * impl_->nthreads;
+    }
+  return 0;
+}
 uint64_t Engine::instructions_executed() const { return impl_->icount.load(); }
 
 LaunchError Engine::launch(const Module& mod, std::string_view kernel, const LaunchConfig& cfg, const void* params,
@@ -892,10 +1099,22 @@ LaunchError Engine::launch(const Module& mod, std::string_view kernel, const Lau
   if (uint64_t(kd->static_shared) + cfg.dynamic_shared_bytes > (1u << 20))
     return bad(LaunchError::InvalidConfig, "shared memory " + std::to_string(uint64_t(kd->static_shared) + cfg.dynamic_shared_bytes) + " bytes exceeds 1 MiB");
   uint64_t regs_bytes = uint64_t((nthr + 31) / 32) * kd->reg_stack * 32 * 8, local_bytes = uint64_t((nthr + 31) / 32) * 32 * kd->local_stack;
-  if (regs_bytes > (1ull << 30) || local_bytes > (1ull << 30))
-    return bad(LaunchError::InvalidConfig, "per-block register/local memory too large");
+  if (regs_bytes > detail::kMaxBlockRegBytes)
+    return bad(LaunchError::InvalidConfig, "a block of " + std::to_string(nthr) + " threads needs " + std::to_string(regs_bytes >> 20) +
+                                               " MiB of registers (" + std::to_string(kd->reg_stack) + " register slots of 8 bytes per thread" +
+                                               (kd->recursive ? ", recursion budget included" : "") + "), over the sim device's limit of " +
+                                               std::to_string(detail::kMaxBlockRegBytes >> 20) + " MiB per block");
+  if (local_bytes > (1ull << 30))
+    return bad(LaunchError::InvalidConfig, "per-block local memory too large");
   for (uint32_t g : kd->globals_used)
     if (!M.gbound[g]) return bad(LaunchError::InvalidConfig, "global variable '" + M.globals[g].name + "' is not bound to device memory");
+
+  const uint64_t nblocks = uint64_t(gd.x) * gd.y * gd.z;
+  const uint32_t per_worker = detail::blocks_per_worker(*kd, cfg);
+  if (cfg.cooperative && nblocks > uint64_t(per_worker) * impl_->nthreads)
+    return bad(LaunchError::InvalidConfig, "cooperative launch of " + std::to_string(nblocks) + " blocks exceeds the " +
+                                               std::to_string(uint64_t(per_worker) * impl_->nthreads) +
+                                               " blocks of this shape the sim device runs concurrently");
 
   std::lock_guard launch_lock(impl_->launch_mu);
   detail::Job job;
@@ -904,19 +1123,29 @@ LaunchError Engine::launch(const Module& mod, std::string_view kernel, const Lau
   job.cfg = cfg;
   job.params.assign(static_cast<const uint8_t*>(params), static_cast<const uint8_t*>(params) + params_size);
   job.mem = &mem;
-  job.nblocks = uint64_t(gd.x) * gd.y * gd.z;
+  job.nblocks = nblocks;
+  job.per_worker = per_worker;
+  if (cfg.timeout_ms) {
+    job.has_deadline = true;
+    job.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.timeout_ms);
+  }
+  // grid_workspace {wsSize, barrier} as the driver lays it out
+  const uint32_t ws_size = detail::kGridWorkspaceBytes;
+  std::memcpy(job.gridws, &ws_size, 4);
   unsigned helpers = unsigned(std::min<uint64_t>(impl_->threads.size(), job.nblocks - 1));
-  if (helpers) {
+  {
     std::lock_guard lk(impl_->mu);
     impl_->job = &job;
-    impl_->running = unsigned(impl_->threads.size());
-    impl_->gen++;
+    if (helpers) {
+      impl_->running = unsigned(impl_->threads.size());
+      impl_->gen++;
+    }
   }
   if (helpers) impl_->cv.notify_all();
   impl_->run_job(*impl_->workers[0], job);
-  if (helpers) {
+  {
     std::unique_lock lk(impl_->mu);
-    impl_->done_cv.wait(lk, [&] { return impl_->running == 0; });
+    if (helpers) impl_->done_cv.wait(lk, [&] { return impl_->running == 0; });
     impl_->job = nullptr;
   }
   return job.err;

@@ -14,6 +14,15 @@ namespace wh::ptx::detail {
 
 constexpr uint32_t NOREG = 0xffffffffu;
 constexpr uint32_t CBIT = 0x80000000u;  // source index refers to the constant pool
+// Register slots per function: slots are 256 bytes per warp, so this bounds a warp's
+// register file at 256 MiB; the launch checks the per-block total against kMaxBlockRegBytes.
+constexpr uint32_t kMaxRegs = 1u << 20;
+constexpr uint64_t kMaxBlockRegBytes = 1ull << 30;
+// Cooperative launches: the grid workspace (cooperative groups' grid_workspace
+// {wsSize, barrier}) lives at this generic/global address inside the param window,
+// above any parameter offset, so backends need not allocate it.
+constexpr uint64_t kGridWorkspace = kParamWindow + 0x8000'0000ull;
+constexpr uint32_t kGridWorkspaceBytes = 16;
 
 enum Ty : uint8_t {
   T_None, T_B8, T_B16, T_B32, T_B64, T_U8, T_U16, T_U32, T_U64, T_S8, T_S16, T_S32, T_S64,
@@ -39,7 +48,12 @@ const char* sp_name(Sp);
 // Address base kinds of a memory operand [base + off]
 enum AVK : uint8_t { AV_None, AV_Imm /*avar is an absolute offset (kernel param)*/, AV_Local, AV_Shared, AV_Global };
 
-enum class Ctl : uint8_t { None, Bra, Call, Ret, Exit, Bar, Trap, Printf, Assert, BadCall, Sreg };
+enum class Ctl : uint8_t { None, Bra, Call, Ret, Exit, Bar, Trap, Printf, Assert, BadCall, Sreg, Yield };
+
+// Inst::sched bits: scheduling hints computed at load time.
+constexpr uint8_t kSchedPoll = 1;  // polls memory: volatile/acquire/relaxed ld, atom cas/exch, atom add/or/xor of 0
+constexpr uint8_t kSchedBack = 2;  // backward branch: a loop, where a warp may be preempted
+constexpr uint8_t kSchedSpin = 4;  // backward branch of a short loop that polls: likely a spin-wait
 
 struct Ctx;
 struct Inst;
@@ -53,7 +67,7 @@ struct Inst {
   bool gneg = false;
   Sp space = Sp::Generic;
   AVK avk = AV_None;
-  uint8_t pad_ = 0;
+  uint8_t sched = 0;  // kSched* bits
   uint32_t guard = NOREG;
   uint32_t d[4] = {NOREG, NOREG, NOREG, NOREG};
   uint32_t s[4] = {NOREG, NOREG, NOREG, NOREG};
@@ -82,6 +96,7 @@ struct Function {
   uint32_t param_bytes = 0;
   std::vector<Inst> code;
   std::vector<CallSite> calls;
+  std::vector<uint32_t> spin_regs;  // registers polled by spin-wait loops (see Inst::sched)
   uint32_t nregs = 0;        // register slots
   uint32_t frame_bytes = 0;  // per-lane local frame: formal params, rets, .local vars, call-site params
   int maxntid = 0;
@@ -151,6 +166,8 @@ struct Ctx {
   DeviceMemory::Region rc{};
   const uint32_t* shared_off = nullptr;
   const uint64_t* gaddr = nullptr;
+  uint8_t* gridws = nullptr;  // cooperative launch workspace (host memory), else null
+  uint64_t gridws_addr = 0;   // its device address as %envreg1:%envreg2 report it (0: none)
   bool fault = false;
   LaunchError err;
   uint64_t icount = 0;

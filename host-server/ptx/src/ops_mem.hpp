@@ -44,7 +44,10 @@ inline uint8_t* lane_ptr(Ctx& c, const Inst& I, int l, uint64_t a, uint32_t sz, 
     uint64_t hi = a & 0xFFFFFFFF00000000ull;
     if (hi == kSharedWindow) return lane_ptr<Sp::Shared>(c, I, l, a - kSharedWindow, sz, w);
     if (hi == kLocalWindow) return lane_ptr<Sp::Local>(c, I, l, a - kLocalWindow, sz, w);
-    if (hi == kParamWindow) return lane_ptr<Sp::KParam>(c, I, l, a - kParamWindow, sz, w);
+    if (hi == kParamWindow) {
+      if (a >= kGridWorkspace) return c.gptr(I, a, sz, w, Sp::Generic);  // resolved in gptr_slow
+      return lane_ptr<Sp::KParam>(c, I, l, a - kParamWindow, sz, w);
+    }
     return c.gptr(I, a, sz, w, Sp::Generic);
   }
 }
@@ -279,7 +282,7 @@ void h_activemask(Ctx& c, const Inst& I, uint32_t m) {
 enum Sreg : uint32_t {
   SR_TID = 0, SR_NTID = 3, SR_CTAID = 6, SR_NCTAID = 9, SR_LANEID = 12, SR_WARPID, SR_NWARPID, SR_SMID, SR_NSMID,
   SR_GRIDID, SR_LM_EQ, SR_LM_LE, SR_LM_LT, SR_LM_GE, SR_LM_GT, SR_CLOCK, SR_CLOCK64, SR_GTIMER, SR_DYNSMEM,
-  SR_TOTSMEM, SR_ZERO, SR_GTIMER_LO, SR_GTIMER_HI
+  SR_TOTSMEM, SR_ZERO, SR_GTIMER_LO, SR_GTIMER_HI, SR_ENVREG1, SR_ENVREG2
 };
 void h_sreg(Ctx& c, const Inst& I, uint32_t m) {
   uint64_t* D = c.dst(I.d[0]);
@@ -311,6 +314,9 @@ void h_sreg(Ctx& c, const Inst& I, uint32_t m) {
     case SR_GTIMER_HI: bcast(now() >> 32); break;
     case SR_DYNSMEM: bcast(c.dyn_shared); break;
     case SR_TOTSMEM: bcast(c.shared_size); break;
+    // the grid workspace address of a cooperative launch (high, low word), as the driver sets them
+    case SR_ENVREG1: bcast(c.gridws_addr >> 32); break;
+    case SR_ENVREG2: bcast(uint32_t(c.gridws_addr)); break;
     default: bcast(0); break;
   }
 }

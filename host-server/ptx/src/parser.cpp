@@ -1,5 +1,6 @@
 // PTX lexer, parser and decoder: text -> ModuleImpl (decoded instructions with
 // handlers chosen once, operands resolved to register slots / constant rows).
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <functional>
@@ -39,7 +40,6 @@ std::string ModuleImpl::line_text(uint32_t line) const {
 
 namespace {
 
-constexpr uint32_t kMaxRegs = 16384;
 constexpr uint64_t kMaxFrame = 512 * 1024;
 constexpr uint64_t kMaxVar = 256ull << 20;
 constexpr size_t kMaxInsts = 4u << 20;
@@ -350,8 +350,12 @@ class Parser {
 
   // ---- registers ----
   uint32_t new_slot(uint32_t line) {
-    if (F->nregs >= kMaxRegs) fail(line, "too many registers in function " + F->name);
+    if (F->nregs >= kMaxRegs) fail(line, too_many_regs());
     return F->nregs++;
+  }
+  std::string too_many_regs() const {
+    return "function " + F->name + " declares more than " + std::to_string(kMaxRegs) +
+           " registers (all types together, plus temporaries): the sim device's limit";
   }
   uint32_t temp(uint32_t line) {
     if (temps_used < temps.size()) return temps[temps_used++];
@@ -618,6 +622,7 @@ class Parser {
       if (it == labels.end()) fail(t.line, "undefined label '" + std::string(t.s) + "'");
       F->code[pc].a0 = it->second;
     }
+    mark_loops();
     // a final implicit return so execution never runs off the end
     Inst r;
     r.ctl = Ctl::Ret;
@@ -625,6 +630,38 @@ class Parser {
     r.line = L.line();
     F->code.push_back(r);
     F = nullptr;
+  }
+  // Backward branches are where the executor may preempt a warp. A short loop that
+  // polls memory (kSchedPoll accesses, nanosleep) may be a spin-wait: the branch
+  // records the registers those accesses write (a1 = first index
+  // into spin_regs << 4 | count), and the executor treats iterations in which they
+  // did not change as spinning, preempting the warp after a few of them.
+  void mark_loops() {
+    constexpr uint32_t kMaxSpinBody = 256, kMaxSpinRegs = 8;
+    auto& code = F->code;
+    for (uint32_t i = 0; i < code.size(); ++i) {
+      Inst& I = code[i];
+      if (I.ctl != Ctl::Bra || I.a0 > i) continue;
+      I.sched |= kSchedBack;
+      if (i - I.a0 > kMaxSpinBody) continue;
+      bool polls = false;
+      uint32_t first = uint32_t(F->spin_regs.size()), n = 0;
+      for (uint32_t j = I.a0; j < i; ++j) {
+        const Inst& J = code[j];
+        if (J.ctl == Ctl::Yield) polls = true;
+        if (!(J.sched & kSchedPoll)) continue;
+        polls = true;
+        for (uint32_t d : J.d)
+          if (d != NOREG && n < kMaxSpinRegs &&
+              std::find(F->spin_regs.begin() + first, F->spin_regs.end(), d) == F->spin_regs.end()) {
+            F->spin_regs.push_back(d);
+            ++n;
+          }
+      }
+      if (!polls) continue;
+      I.sched |= kSchedSpin;
+      I.a1 = first << 4 | n;
+    }
   }
   void parse_body() {
     L.expect("{");
@@ -694,9 +731,11 @@ class Parser {
       Tok n = L.next();
       if (n.k != Tok::Id) fail(n.line, "expected register name");
       if (L.accept("<")) {
-        uint64_t c = parse_uint(L.next(), kMaxRegs);
+        Tok ct = L.next();
+        uint64_t c = parse_uint(ct, UINT32_MAX);
+        if (c > kMaxRegs) fail(ct.line, "value " + std::string(ct.s) + " too large: " + too_many_regs());
         L.expect(">");
-        if (F->nregs + c > kMaxRegs) fail(n.line, "too many registers in function " + F->name);
+        if (F->nregs + c > kMaxRegs) fail(n.line, too_many_regs());
         scopes.back().ranges[n.s] = {F->nregs, uint32_t(c)};
         F->nregs += uint32_t(c);
       } else {
@@ -774,6 +813,7 @@ class Parser {
       auto& st = sreg_table();
       auto it = st.find(t.s);
       if (it != st.end()) { o.k = Opd::Sreg; o.reg = it->second; return o; }
+      if (t.s == "%envreg1" || t.s == "%envreg2") { o.k = Opd::Sreg; o.reg = t.s == "%envreg1" ? SR_ENVREG1 : SR_ENVREG2; return o; }
       if (t.s.starts_with("%envreg") || t.s.starts_with("%pm")) { o.k = Opd::Sreg; o.reg = SR_ZERO; return o; }
       fail(t.line, "unknown register '" + std::string(t.s) + "'");
     }
@@ -1264,6 +1304,9 @@ void Parser::decode_mem(std::string_view base, const std::vector<std::string_vie
   }
   I.space = space;
   if (!I.fn) fail(I.line, "unsupported memory access shape");
+  if (is_ld)
+    for (auto m : mods)
+      if (m == "volatile" || m == "acquire" || m == "relaxed") I.sched |= kSchedPoll;
   emit(I);
 }
 
@@ -1298,6 +1341,11 @@ void Parser::decode_atom(bool red, const std::vector<std::string_view>& mods, st
   I.space = space;
   I.fn = pick_atom(space, ty, op);
   if (!I.fn) { mark_unsupported(I.line, "atomic operation/type combination"); return; }
+  // Atomics that only read or test-and-set memory (cas, exch, add/or/xor of 0) are how
+  // locks and flags are polled; other read-modify-writes change memory every time.
+  if (!red && (op == A_CAS || op == A_EXCH ||
+               ((op == A_ADD || op == A_OR || op == A_XOR) && (I.s[0] & CBIT) && M.cpool[uint64_t(I.s[0] & ~CBIT) * 32] == 0)))
+    I.sched |= kSchedPoll;
   emit(I);
 }
 
@@ -1939,7 +1987,13 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     emit(I);
     return;
   }
-  if (base == "membar" || base == "fence" || base == "prefetch" || base == "prefetchu" || base == "nanosleep" ||
+  if (base == "nanosleep") {  // a hint to let other warps run: the scheduler yields here
+    I.fn = h_nop;
+    I.ctl = Ctl::Yield;
+    emit(I);
+    return;
+  }
+  if (base == "membar" || base == "fence" || base == "prefetch" || base == "prefetchu" ||
       base == "pmevent" || base == "brkpt" || base == "griddepcontrol" || base == "discard" || base == "applypriority" ||
       base == "createpolicy") {
     if (base == "createpolicy") { mark_unsupported(line, "createpolicy"); return; }

@@ -75,10 +75,20 @@ struct LaunchConfig {
   Dim3 grid, block;
   uint32_t dynamic_shared_bytes = 0;
   DeviceOutput* output = nullptr;  // nullptr: printf writes to stdout; assert text only in LaunchError
+  // When set, the launch stops at the next scheduling slice after *cancel becomes
+  // true (well under a millisecond of interpretation) and returns Cancelled.
+  const std::atomic<bool>* cancel = nullptr;
+  // Watchdog: wall-clock limit of the launch in milliseconds (0 = none); a launch
+  // running longer returns Timeout.
+  uint64_t timeout_ms = 0;
+  // cudaLaunchCooperativeKernel: grid.sync() of cooperative groups works (the grid
+  // workspace is provided through %envreg1/%envreg2); the grid must fit what the
+  // engine runs concurrently (Engine::max_coresident_blocks), else InvalidConfig.
+  bool cooperative = false;
 };
 
 struct LaunchError {
-  enum Kind { None, Unsupported, BadAccess, Misaligned, Assert, Trap, InvalidConfig, Internal } kind = None;
+  enum Kind { None, Unsupported, BadAccess, Misaligned, Assert, Trap, InvalidConfig, Internal, Cancelled, Timeout } kind = None;
   std::string message;  // names kernel, PTX line, instruction; for a bad access: address, size, space
   explicit operator bool() const { return kind != None; }
 };
@@ -124,6 +134,14 @@ class Engine {
 
   LaunchError launch(const Module&, std::string_view kernel, const LaunchConfig&, const void* params,
                      size_t params_size, DeviceMemory& mem);
+  // Stops the launch in progress on this engine (if any) from any thread: it returns
+  // Cancelled promptly. Has no effect on later launches.
+  void cancel();
+  // How many blocks of this shape run concurrently (and may wait on each other):
+  // each worker thread models one SM holding up to min(32, 2048 / threads per block)
+  // blocks, fewer when their registers, local and shared memory exceed 256 MiB.
+  // 0 if the configuration is invalid for the kernel.
+  uint64_t max_coresident_blocks(const Module&, std::string_view kernel, const LaunchConfig&) const;
   // Thread-instructions (per-lane count of executed, non-predicated-off instructions) since construction.
   uint64_t instructions_executed() const;
   unsigned threads() const;
