@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "wormhole/proto/dispatch.hpp"
+#include "wormhole/proto/graph_wire.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/handles.hpp"
@@ -108,6 +109,30 @@ class Session {
   int32_t blas_reduce(const Rq& rq, Out* value,
                       Err (Blas::*op)(BlasHandle&, const BlasCall&, int, uint64_t, int, const BlasScalar&, Out*));
 
+  // Graphs (session_graph.cpp): an instantiated graph, its nodes in
+  // execution order, validated when they arrive and re-checked when they
+  // run (memory can be freed, kernels unloaded, events destroyed since).
+  struct GraphNode {
+    proto::GraphOp op{};
+    uint64_t handle = 0;  // kernel or event
+    Dim3 grid, block;
+    uint32_t shared_bytes = 0;
+    std::vector<uint8_t> bytes;  // kernel parameters, or a memset's row pattern (elements wider than a byte)
+    proto::GraphCopyBody copy{};
+    proto::GraphMemsetBody memset{};
+  };
+  struct GraphExecEntry {
+    std::vector<GraphNode> nodes;
+    std::vector<uint32_t> seg_start;  // segment i is nodes [seg_start[i], seg_start[i+1] or end)
+  };
+  Err parse_graph(std::span<const uint8_t> wire, uint32_t nodes, uint32_t segments, GraphExecEntry* out);
+  Err check_kernel_node(uint64_t kernel, const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
+                        size_t param_bytes, KernelEntry** out);
+  Err check_copy3d(const proto::GraphCopyBody& c) const;
+  Err run_copy3d(const proto::GraphCopyBody& c, Stream* s);
+  Err check_memset(const proto::GraphMemsetBody& m) const;
+  Err run_graph_node(const GraphNode& n, Stream* s);
+
   Err resolve_stream(uint64_t h, Stream** out);
   bool device_range(uint64_t addr, uint64_t n) const;  // inside one of our allocations
   uint8_t* host_range(uint64_t off, uint64_t n) const;  // inside our data area
@@ -129,6 +154,7 @@ class Session {
   HandleTable<StreamEntry> streams_{0x53, 4096};
   HandleTable<EventEntry> events_{0x45, 1 << 16};
   HandleTable<BlasEntry> blas_handles_{0x42, 1024};
+  HandleTable<GraphExecEntry> graphs_{0x47, proto::kMaxGraphExecs};
   Err deferred_ = cudaSuccess;  // first error of posted work, not yet reported
   Err sticky_ = cudaSuccess;    // a kernel fault: the context is unusable
   uint64_t violations_ = 0;
