@@ -597,6 +597,31 @@ TEST_F(Hostile, GraphNodeListsAreValidated) {
                                                        {d, 0, UINT64_MAX, 1, 0, 4},
                                                        {d + 4096, 1, 1, 1, 0, 1}})
     EXPECT_NE(inst(NodeList().node(GraphOp::Memset, m)), 0) << m.width << " " << m.elem_size;
+  // A 4-byte pattern over 64 KiB chunks and rows of a pitched 2D memset runs right.
+  {
+    const uint64_t big = c->malloc(200000);
+    uint64_t xm = 0;
+    ASSERT_EQ(inst(NodeList()
+                       .node(GraphOp::Memset, GraphMemsetBody{big, 0, 50000, 1, 0x11223344, 4})
+                       .node(GraphOp::Memset, GraphMemsetBody{big, 1000, 100, 3, 0x12AB, 2})
+                       .node(GraphOp::Copy, GraphCopyBody{P, big, 200000, 200000, 0, 0, 200000, 1, 1,
+                                                          cudaMemcpyDeviceToHost, 0}),
+                   &xm),
+              0);
+    ASSERT_EQ(c->post<Op::GraphLaunch>({xm, 0, 0, 0}), ring::Status::Ok);
+    ASSERT_EQ(c->call<Op::StreamSynchronize>({0}), 0);
+    auto* b = c->data().data() + P;
+    for (uint32_t i = 0; i < 50000; i++) {
+      const uint64_t o = uint64_t(i) * 4;
+      const bool set2 = (o % 1000) < 200 && o < 3000;  // rows of 100 2-byte elements, pitch 1000
+      uint32_t want = set2 ? 0x12AB12ABu : 0x11223344u;
+      uint32_t got;
+      std::memcpy(&got, b + o, 4);
+      ASSERT_EQ(got, want) << o;
+    }
+    EXPECT_EQ(c->call<Op::GraphExecDestroy>({xm}), 0);
+    EXPECT_EQ(c->call<Op::Free>({big}), 0);
+  }
   // Events that do not exist; a segment marker with a body, or too many.
   EXPECT_EQ(inst(NodeList().node(GraphOp::EventRecord, GraphEventBody{0x45ull << 56 | 1})), badh);
   EXPECT_EQ(inst(NodeList().node(GraphOp::EventWait, GraphEventBody{UINT64_MAX})), badh);

@@ -279,6 +279,7 @@ int32_t Session::on_DeviceReset(const DeviceResetReq&, std::span<const uint8_t>,
                                 std::vector<uint8_t>&) {
   ctx_->synchronize();
   graphs_.clear();
+  graph_bytes_ = 0;
   kernels_.clear();
   modules_.for_each([&](uint64_t, ModuleEntry& m) { ctx_->module_unload(*m.mod); });
   modules_.clear();

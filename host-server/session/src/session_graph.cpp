@@ -10,6 +10,7 @@
 // launches the guest may free memory, unload a module or destroy an event.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "wormhole/server/session.hpp"
@@ -85,8 +86,6 @@ Err Session::check_memset(const GraphMemsetBody& m) const {
   if (m.height > 1 && m.pitch < row) return cudaErrorInvalidPitchValue;
   uint64_t ext;
   if (!span_of(m.height, m.pitch, row, &ext) || !device_range(m.dst, ext)) return cudaErrorInvalidValue;
-  // The pattern row of a wide element lives in the server: bound it.
-  if (m.elem_size > 1 && row > (64ull << 20)) return cudaErrorInvalidValue;
   return cudaSuccess;
 }
 
@@ -131,13 +130,6 @@ Err Session::parse_graph(std::span<const uint8_t> wire, uint32_t nodes, uint32_t
         GraphMemsetBody& m = n.memset;
         if (h.body_bytes != sizeof m || !take(&m, sizeof m)) return cudaErrorInvalidValue;
         if (Err e = check_memset(m); e != cudaSuccess) return e;
-        uint32_t v = m.value;
-        const bool uniform = m.elem_size == 1 || (m.elem_size == 2 && uint8_t(v) == uint8_t(v >> 8)) ||
-                             (m.elem_size == 4 && v == uint32_t(uint8_t(v)) * 0x01010101u);
-        if (!uniform) {  // the backend sets bytes: a wider pattern is copied from a prepared row
-          n.bytes.resize(m.width * m.elem_size);
-          for (uint64_t i = 0; i < m.width; i++) std::memcpy(n.bytes.data() + i * m.elem_size, &v, m.elem_size);
-        }
         break;
       }
       case GraphOp::EventRecord:
@@ -156,6 +148,7 @@ Err Session::parse_graph(std::span<const uint8_t> wire, uint32_t nodes, uint32_t
         return cudaErrorInvalidValue;
     }
     if (out->nodes.size() >= nodes) return cudaErrorInvalidValue;
+    out->bytes += sizeof n + n.bytes.size();
     out->nodes.push_back(std::move(n));
   }
   if (out->nodes.size() != nodes || out->seg_start.size() != segments) return cudaErrorInvalidValue;
@@ -178,13 +171,20 @@ int32_t Session::on_GraphInstantiate(const GraphInstantiateReq& rq, std::span<co
   }
   auto g = std::make_unique<GraphExecEntry>();
   if (Err e = parse_graph(tail, rq.nodes, rq.segments, g.get()); e != cudaSuccess) return e;
+  // A bound on what a session's graphs hold in the server.
+  const uint64_t held = graph_bytes_ - (old ? old->bytes : 0);
+  if (g->bytes > kMaxSessionGraphBytes - held) return cudaErrorMemoryAllocation;
   if (old) {  // cudaGraphExecUpdate: same handle, new nodes
+    graph_bytes_ = held + g->bytes;
     *old = std::move(*g);
     rs.exec = rq.exec;
     return cudaSuccess;
   }
+  const uint64_t bytes = g->bytes;
   rs.exec = graphs_.add(std::move(g));
-  return rs.exec ? cudaSuccess : cudaErrorMemoryAllocation;
+  if (!rs.exec) return cudaErrorMemoryAllocation;
+  graph_bytes_ += bytes;
+  return cudaSuccess;
 }
 
 Err Session::run_graph_node(const GraphNode& n, Stream* s) {
@@ -203,10 +203,27 @@ Err Session::run_graph_node(const GraphNode& n, Stream* s) {
       const GraphMemsetBody& m = n.memset;
       if (Err e = check_memset(m); e != cudaSuccess) return e;
       const uint64_t row = m.width * m.elem_size;
+      const uint32_t v = m.value;
+      const bool uniform = m.elem_size == 1 || (m.elem_size == 2 && uint8_t(v) == uint8_t(v >> 8)) ||
+                           (m.elem_size == 4 && v == uint32_t(uint8_t(v)) * 0x01010101u);
+      if (!uniform) {
+        // The backend sets bytes: a wider element is copied from a chunk of
+        // the pattern (a multiple of 4 bytes, so every piece starts on an
+        // element; pageable server memory, so each copy has taken its bytes
+        // when it returns and the chunk can be reused).
+        fill_chunk_.resize(64 << 10);
+        for (size_t i = 0; i < fill_chunk_.size(); i += m.elem_size) std::memcpy(&fill_chunk_[i], &v, m.elem_size);
+      }
       for (uint64_t r = 0; r < m.height; r++) {
         const uint64_t d = m.dst + r * m.pitch;
-        Err e = n.bytes.empty() ? ctx_->memset8(d, uint8_t(m.value), row, s) : ctx_->copy_htod(d, n.bytes.data(), row, s);
-        if (e != cudaSuccess) return e;
+        if (uniform) {
+          if (Err e = ctx_->memset8(d, uint8_t(v), row, s); e != cudaSuccess) return e;
+          continue;
+        }
+        for (uint64_t o = 0; o < row; o += fill_chunk_.size()) {
+          const uint64_t k = std::min<uint64_t>(fill_chunk_.size(), row - o);
+          if (Err e = ctx_->copy_htod(d + o, fill_chunk_.data(), k, s); e != cudaSuccess) return e;
+        }
       }
       return cudaSuccess;
     }
@@ -253,13 +270,16 @@ int32_t Session::on_GraphExecSetKernel(const GraphExecSetKernelReq& rq, std::spa
   n.grid = {rq.grid[0], rq.grid[1], rq.grid[2]};
   n.block = {rq.block[0], rq.block[1], rq.block[2]};
   n.shared_bytes = rq.shared_bytes;
-  n.bytes.assign(tail.begin(), tail.end());
+  n.bytes.assign(tail.begin(), tail.end());  // the same size as before (the kernel's parameter size)
   return cudaSuccess;
 }
 
 int32_t Session::on_GraphExecDestroy(const GraphExecDestroyReq& rq, std::span<const uint8_t>, GraphExecDestroyResp&,
                                      std::vector<uint8_t>&) {
-  return graphs_.take(rq.exec) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  auto g = graphs_.take(rq.exec);
+  if (!g) return cudaErrorInvalidResourceHandle;
+  graph_bytes_ -= g->bytes;
+  return cudaSuccess;
 }
 
 }  // namespace wh::server

@@ -57,5 +57,6 @@ constexpr uint32_t kMaxGraphNodes = 1u << 16;
 constexpr uint32_t kMaxGraphSegments = kMaxGraphNodes + 1;
 constexpr uint64_t kMaxGraphBytes = 64ull << 20;  // a node list shipped through the data area
 constexpr uint32_t kMaxGraphExecs = 4096;         // per session
+constexpr uint64_t kMaxSessionGraphBytes = 256ull << 20;  // server memory all of a session's graphs may hold
 
 }  // namespace wh::proto

@@ -117,13 +117,14 @@ class Session {
     uint64_t handle = 0;  // kernel or event
     Dim3 grid, block;
     uint32_t shared_bytes = 0;
-    std::vector<uint8_t> bytes;  // kernel parameters, or a memset's row pattern (elements wider than a byte)
+    std::vector<uint8_t> bytes;  // kernel parameters
     proto::GraphCopyBody copy{};
     proto::GraphMemsetBody memset{};
   };
   struct GraphExecEntry {
     std::vector<GraphNode> nodes;
     std::vector<uint32_t> seg_start;  // segment i is nodes [seg_start[i], seg_start[i+1] or end)
+    uint64_t bytes = 0;               // server memory it holds (counted against kMaxSessionGraphBytes)
   };
   Err parse_graph(std::span<const uint8_t> wire, uint32_t nodes, uint32_t segments, GraphExecEntry* out);
   Err check_kernel_node(uint64_t kernel, const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
@@ -155,6 +156,8 @@ class Session {
   HandleTable<EventEntry> events_{0x45, 1 << 16};
   HandleTable<BlasEntry> blas_handles_{0x42, 1024};
   HandleTable<GraphExecEntry> graphs_{0x47, proto::kMaxGraphExecs};
+  uint64_t graph_bytes_ = 0;          // held by graphs_, bounded
+  std::vector<uint8_t> fill_chunk_;  // a memset's wide-element pattern, repeated (graphs)
   Err deferred_ = cudaSuccess;  // first error of posted work, not yet reported
   Err sticky_ = cudaSuccess;    // a kernel fault: the context is unusable
   uint64_t violations_ = 0;
