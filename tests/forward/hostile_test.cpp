@@ -584,6 +584,8 @@ TEST_F(Hostile, GraphNodeListsAreValidated) {
            {area - 8, d, 16, 16, 0, 0, 16, 1, 1, cudaMemcpyDeviceToHost, 0},
            {d, P, 64, 64, 64 * 64, 64 * 64, 64, 64, 2, cudaMemcpyHostToDevice, 0},
            {d, P, 1, 1, UINT64_MAX, 1, 1, 1, 3, cudaMemcpyHostToDevice, 0},
+           {d, P, 16, 16, 0, 0, 16, 1, 1ull << 60, cudaMemcpyHostToDevice, 0},  // overlapping slices
+           {d, P, 16, 16, 16, 8, 16, 1, 2, cudaMemcpyHostToDevice, 0},
            {d, d + 8, 8, 8, 0, 0, 8, UINT64_MAX, 1, cudaMemcpyDeviceToDevice, 0},
            {d, 0x1000, 16, 16, 0, 0, 16, 1, 1, cudaMemcpyDeviceToDevice, 0}})
     EXPECT_EQ(inst(NodeList().node(GraphOp::Copy, b)), inval) << b.width << "x" << b.height << "x" << b.depth;

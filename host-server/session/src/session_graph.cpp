@@ -31,10 +31,14 @@ bool span_of(uint64_t count, uint64_t pitch, uint64_t last, uint64_t* out) {
   return true;
 }
 
-// Bytes a 3D copy side spans from its base.
+// Bytes a 3D copy side spans from its base. Slices may not overlap (a
+// slice pitch is a row pitch times at least the height, as in CUDA): that
+// also bounds the rows a copy loops over by the bytes it spans.
 bool copy_extent(const GraphCopyBody& c, uint64_t pitch, uint64_t slice, uint64_t* out) {
   uint64_t plane;
-  return span_of(c.height, pitch, c.width, &plane) && span_of(c.depth, slice, plane, out);
+  if (!span_of(c.height, pitch, c.width, &plane)) return false;
+  if (c.depth > 1 && slice < plane) return false;
+  return span_of(c.depth, slice, plane, out);
 }
 }  // namespace
 
