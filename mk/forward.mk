@@ -8,6 +8,14 @@ bench-forward: build
 	cmake --build $(BUILD) --target wormhole-server cudart fwd_bench
 	tests/forward/bench/run_bench.sh $(BUILD) $(FORWARD_LAUNCH_SECONDS)
 
+# A 100-kernel CUDA graph against the same kernels launched one by one, in one run.
+FORWARD_GRAPH_SECONDS ?= 10
+bench-graph: build
+	cmake --build $(BUILD) --target wormhole-server cudart fwd_bench_graph
+	tests/forward/bench/run_graph_bench.sh $(BUILD) $(FORWARD_GRAPH_SECONDS)
+
+.PHONY: bench-graph
+
 # libFuzzer on the server's request decoder and session bodies (clang++ -fsanitize=fuzzer,address,undefined).
 fuzz-server: build
 	cmake --build $(BUILD) --target session_fuzz

@@ -59,6 +59,18 @@ TEST_F(Forward, SeveralFatbins) { expect_pass(run({prog("multi_fatbin")}), "mult
 // allocations apart from each other and from mapped memory.
 TEST_F(Forward, MallocFreeBeyondTheWindow) { expect_pass(run({prog("malloc_free"), "2000"}), "malloc_free"); }
 TEST_F(Forward, StreamOrderedAllocation) { expect_pass(run({prog("mempool")}), "mempool"); }
+TEST_F(Forward, GraphStreamCapture) { expect_pass(run({prog("graph_capture")}), "graph_capture"); }
+TEST_F(Forward, GraphExplicitApi) { expect_pass(run({prog("graph_explicit")}), "graph_explicit"); }
+TEST_F(Forward, GraphExecUpdate) { expect_pass(run({prog("graph_update")}), "graph_update"); }
+
+TEST_F(Forward, GraphDebugDotPrint) {
+  char dir[] = "/tmp/wh-graph-dot.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/graph.dot";
+  expect_pass(run({prog("graph_explicit"), "dot", path}), "graph_explicit dot");
+  unlink(path.c_str());
+  rmdir(dir);
+}
 
 TEST_F(Forward, AsyncErrors) {
   expect_pass(run({prog("async_errors"), "config"}), "config");

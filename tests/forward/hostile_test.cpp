@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "test_process.hpp"
+#include "wormhole/proto/graph_wire.hpp"
 #include "wormhole/proto/wire.hpp"
 #include "wormhole/ring.hpp"
 
@@ -504,6 +505,204 @@ TEST_F(Hostile, KernelLaunchChecks) {
   EXPECT_GT(c->mem_free(), 0u);
   EXPECT_EQ(c->call<Op::Launch>(launch_req(fill, 1, 1), nullptr, good), cudaErrorInvalidResourceHandle);  // reset
   EXPECT_FALSE(c->dropped(100ms));
+}
+
+// ---------------------------------------------------------------- graphs
+
+// A node list for GraphInstantiate, built node by node (graph_wire.hpp).
+struct NodeList {
+  std::vector<uint8_t> w;
+  uint32_t nodes = 0, segments = 1;
+  template <class T>
+  NodeList& node(GraphOp op, const T& body, std::span<const uint8_t> extra = {}) {
+    GraphNodeHdr h{uint16_t(op), 0, uint32_t(sizeof body + extra.size())};
+    append(h), append(body);
+    w.insert(w.end(), extra.begin(), extra.end());
+    nodes++;
+    return *this;
+  }
+  NodeList& split() {
+    append(GraphNodeHdr{uint16_t(GraphOp::SegmentEnd), 0, 0});
+    segments++;
+    return *this;
+  }
+  template <class T>
+  void append(const T& v) {
+    auto* b = reinterpret_cast<const uint8_t*>(&v);
+    w.insert(w.end(), b, b + sizeof v);
+  }
+};
+
+GraphKernelBody kernel_body(uint64_t kernel, uint32_t gx, uint32_t bx, uint32_t param_bytes) {
+  GraphKernelBody b{};
+  b.kernel = kernel;
+  b.grid[0] = gx, b.grid[1] = b.grid[2] = 1;
+  b.block[0] = bx, b.block[1] = b.block[2] = 1;
+  b.param_bytes = param_bytes;
+  return b;
+}
+
+TEST_F(Hostile, GraphNodeListsAreValidated) {
+  auto image = read_file(WH_HOSTILE_FATBIN);
+  auto c = client();
+  uint64_t mod = 0;
+  ASSERT_EQ(c->load_module(image, &mod), 0);
+  const uint64_t fill = c->kernel(mod, "fill_words");
+  const uint64_t d = c->malloc(4096);
+  const uint64_t P = kPinnedHeapOffset, area = c->data().size();
+  const int32_t inval = cudaErrorInvalidValue, badh = cudaErrorInvalidResourceHandle;
+  FillParams fp{d, 9, 1024};
+  auto good = param_bytes(fp);
+  auto inst = [&](const NodeList& l, uint64_t* exec = nullptr, uint32_t nodes = UINT32_MAX,
+                  uint32_t segs = UINT32_MAX) {
+    GraphInstantiateResp r{};
+    int32_t st = c->call<Op::GraphInstantiate>(
+        {0, 0, 0, nodes == UINT32_MAX ? l.nodes : nodes, segs == UINT32_MAX ? l.segments : segs}, &r, l.w);
+    if (exec) *exec = r.exec;
+    return st;
+  };
+  // A good graph: fill, then copy the words to pinned memory; it runs.
+  GraphCopyBody back{P, d, 4096, 4096, 0, 0, 4096, 1, 1, cudaMemcpyDeviceToHost, 0};
+  NodeList ok;
+  ok.node(GraphOp::Kernel, kernel_body(fill, 4, 256, 16), good).node(GraphOp::Copy, back);
+  uint64_t x = 0;
+  ASSERT_EQ(inst(ok, &x), 0);
+  ASSERT_EQ(c->post<Op::GraphLaunch>({x, 0, 0, 0}), ring::Status::Ok);
+  ASSERT_EQ(c->call<Op::StreamSynchronize>({0}), 0);
+  auto* w = reinterpret_cast<const uint32_t*>(c->data().data() + P);
+  for (int i = 0; i < 1024; i++) ASSERT_EQ(w[i], 9u) << i;
+
+  // Counts that disagree with the list, truncated and oversized records.
+  EXPECT_EQ(inst(ok, nullptr, 1), inval);
+  EXPECT_EQ(inst(ok, nullptr, 3), inval);
+  EXPECT_EQ(inst(ok, nullptr, UINT32_MAX - 1), inval);
+  EXPECT_EQ(inst(ok, nullptr, 2, 0), inval);
+  EXPECT_EQ(inst(ok, nullptr, 2, 2), inval);
+  for (size_t cut : {size_t(1), size_t(7), size_t(9), size_t(40)}) {
+    NodeList t = ok;
+    t.w.resize(t.w.size() - cut);
+    EXPECT_EQ(inst(t), inval) << cut;
+  }
+  {
+    NodeList t = ok;
+    reinterpret_cast<GraphNodeHdr*>(t.w.data())->body_bytes = UINT32_MAX;
+    EXPECT_EQ(inst(t), inval);
+    reinterpret_cast<GraphNodeHdr*>(t.w.data())->body_bytes = 8;
+    EXPECT_EQ(inst(t), inval);
+    reinterpret_cast<GraphNodeHdr*>(t.w.data())->op = 99;
+    EXPECT_EQ(inst(t), inval);
+  }
+  // Kernel nodes: parameter sizes, handles and configurations.
+  EXPECT_EQ(inst(NodeList().node(GraphOp::Kernel, kernel_body(fill, 4, 256, 15), good.first(15))), inval);
+  EXPECT_EQ(inst(NodeList().node(GraphOp::Kernel, kernel_body(fill, 4, 256, 16), good.first(15))), inval);
+  EXPECT_EQ(inst(NodeList().node(GraphOp::Kernel, kernel_body(fill, 4, 256, UINT32_MAX), good)), inval);
+  EXPECT_EQ(inst(NodeList().node(GraphOp::Kernel, kernel_body(fill ^ (1ull << 40), 4, 256, 16), good)), badh);
+  EXPECT_EQ(inst(NodeList().node(GraphOp::Kernel, kernel_body(x, 4, 256, 16), good)), badh);
+  EXPECT_EQ(inst(NodeList().node(GraphOp::Kernel, kernel_body(fill, 0, 256, 16), good)),
+            cudaErrorInvalidConfiguration);
+  EXPECT_EQ(inst(NodeList().node(GraphOp::Kernel, kernel_body(fill, 1, 2048, 16), good)),
+            cudaErrorInvalidConfiguration);
+  // Copies and memsets out of the session's memory, overflowing extents.
+  for (GraphCopyBody b : std::vector<GraphCopyBody>{
+           {P, d, 4097, 4097, 0, 0, 4097, 1, 1, cudaMemcpyDeviceToHost, 0},
+           {area - 8, d, 16, 16, 0, 0, 16, 1, 1, cudaMemcpyDeviceToHost, 0},
+           {d, P, 64, 64, 64 * 64, 64 * 64, 64, 64, 2, cudaMemcpyHostToDevice, 0},
+           {d, P, 1, 1, UINT64_MAX, 1, 1, 1, 3, cudaMemcpyHostToDevice, 0},
+           {d, P, 16, 16, 0, 0, 16, 1, 1ull << 60, cudaMemcpyHostToDevice, 0},  // overlapping slices
+           {d, P, 16, 16, 16, 8, 16, 1, 2, cudaMemcpyHostToDevice, 0},
+           {d, d + 8, 8, 8, 0, 0, 8, UINT64_MAX, 1, cudaMemcpyDeviceToDevice, 0},
+           {d, 0x1000, 16, 16, 0, 0, 16, 1, 1, cudaMemcpyDeviceToDevice, 0}})
+    EXPECT_EQ(inst(NodeList().node(GraphOp::Copy, b)), inval) << b.width << "x" << b.height << "x" << b.depth;
+  EXPECT_EQ(inst(NodeList().node(GraphOp::Copy, GraphCopyBody{d, P, 16, 16, 0, 0, 16, 1, 1, 9, 0})),
+            cudaErrorInvalidMemcpyDirection);
+  EXPECT_EQ(inst(NodeList().node(GraphOp::Copy, GraphCopyBody{d, P, 8, 16, 0, 0, 16, 2, 1, 1, 0})),
+            cudaErrorInvalidPitchValue);
+  for (GraphMemsetBody m : std::vector<GraphMemsetBody>{{d, 4096, 4096, 1, 0, 3},
+                                                       {d, 4096, 1025, 1, 0, 4},
+                                                       {d, 64, 16, 65, 0, 4},
+                                                       {d, 0, UINT64_MAX, 1, 0, 4},
+                                                       {d + 4096, 1, 1, 1, 0, 1}})
+    EXPECT_NE(inst(NodeList().node(GraphOp::Memset, m)), 0) << m.width << " " << m.elem_size;
+  // A 4-byte pattern over 64 KiB chunks and rows of a pitched 2D memset runs right.
+  {
+    const uint64_t big = c->malloc(200000);
+    uint64_t xm = 0;
+    ASSERT_EQ(inst(NodeList()
+                       .node(GraphOp::Memset, GraphMemsetBody{big, 0, 50000, 1, 0x11223344, 4})
+                       .node(GraphOp::Memset, GraphMemsetBody{big, 1000, 100, 3, 0x12AB, 2})
+                       .node(GraphOp::Copy, GraphCopyBody{P, big, 200000, 200000, 0, 0, 200000, 1, 1,
+                                                          cudaMemcpyDeviceToHost, 0}),
+                   &xm),
+              0);
+    ASSERT_EQ(c->post<Op::GraphLaunch>({xm, 0, 0, 0}), ring::Status::Ok);
+    ASSERT_EQ(c->call<Op::StreamSynchronize>({0}), 0);
+    auto* b = c->data().data() + P;
+    for (uint32_t i = 0; i < 50000; i++) {
+      const uint64_t o = uint64_t(i) * 4;
+      const bool set2 = (o % 1000) < 200 && o < 3000;  // rows of 100 2-byte elements, pitch 1000
+      uint32_t want = set2 ? 0x12AB12ABu : 0x11223344u;
+      uint32_t got;
+      std::memcpy(&got, b + o, 4);
+      ASSERT_EQ(got, want) << o;
+    }
+    EXPECT_EQ(c->call<Op::GraphExecDestroy>({xm}), 0);
+    EXPECT_EQ(c->call<Op::Free>({big}), 0);
+  }
+  // Events that do not exist; a segment marker with a body, or too many.
+  EXPECT_EQ(inst(NodeList().node(GraphOp::EventRecord, GraphEventBody{0x45ull << 56 | 1})), badh);
+  EXPECT_EQ(inst(NodeList().node(GraphOp::EventWait, GraphEventBody{UINT64_MAX})), badh);
+  {
+    NodeList t = ok;
+    t.split();
+    EXPECT_EQ(inst(t, nullptr, UINT32_MAX, 1), inval);
+    t.w.back() = 1;  // (the marker's body size, high byte)
+    EXPECT_EQ(inst(t), inval);
+  }
+  // Through the data area: out of bounds, too big, or both ways at once.
+  EXPECT_EQ(c->call<Op::GraphInstantiate>({0, area - 8, 64, 1, 1}), inval);
+  EXPECT_EQ(c->call<Op::GraphInstantiate>({0, P, kMaxGraphBytes + 1, 1, 1}), inval);
+  EXPECT_EQ(c->call<Op::GraphInstantiate>({0, UINT64_MAX, UINT64_MAX, 1, 1}), inval);
+  EXPECT_EQ(c->call<Op::GraphInstantiate>({0, P, 64, 2, 1}, nullptr, ok.w), inval);
+  EXPECT_EQ(c->call<Op::GraphInstantiate>({x ^ 1, 0, 0, ok.nodes, 1}, nullptr, ok.w), badh);
+
+  // Launches: a forged graph or segment fails at the next synchronisation.
+  ASSERT_EQ(c->post<Op::GraphLaunch>({x ^ (1ull << 33), 0, 0, 0}), ring::Status::Ok);
+  EXPECT_EQ(c->call<Op::StreamSynchronize>({0}), badh);
+  ASSERT_EQ(c->post<Op::GraphLaunch>({x, 0, 1, 0}), ring::Status::Ok);
+  EXPECT_EQ(c->call<Op::StreamSynchronize>({0}), inval);
+  ASSERT_EQ(c->post<Op::GraphLaunch>({x, 0x53ull << 56 | 7, 0, 0}), ring::Status::Ok);
+  EXPECT_EQ(c->call<Op::StreamSynchronize>({0}), badh);
+  // Node updates: index, node kind, parameter size, configuration.
+  GraphExecSetKernelReq sk{};
+  sk.exec = x, sk.grid[0] = sk.grid[1] = sk.grid[2] = 1, sk.block[0] = 256, sk.block[1] = sk.block[2] = 1;
+  sk.node = 2;
+  EXPECT_EQ(c->call<Op::GraphExecSetKernel>(sk, nullptr, good), inval);
+  sk.node = 1;  // the copy
+  EXPECT_EQ(c->call<Op::GraphExecSetKernel>(sk, nullptr, good), inval);
+  sk.node = 0;
+  EXPECT_EQ(c->call<Op::GraphExecSetKernel>(sk, nullptr, good.first(12)), inval);
+  sk.block[0] = 4096;
+  EXPECT_EQ(c->call<Op::GraphExecSetKernel>(sk, nullptr, good), cudaErrorInvalidConfiguration);
+  sk.block[0] = 256, sk.grid[0] = 4;
+  FillParams fp2{d, 5, 1024};
+  EXPECT_EQ(c->call<Op::GraphExecSetKernel>(sk, nullptr, param_bytes(fp2)), 0);
+  ASSERT_EQ(c->post<Op::GraphLaunch>({x, 0, 0, 0}), ring::Status::Ok);
+  ASSERT_EQ(c->call<Op::StreamSynchronize>({0}), 0);
+  for (int i = 0; i < 1024; i++) ASSERT_EQ(w[i], 5u) << i;
+  // Memory freed after instantiation: the node is checked again when it runs.
+  const uint64_t d2 = c->malloc(4096);
+  uint64_t x2 = 0;
+  GraphCopyBody back2{P, d2, 4096, 4096, 0, 0, 4096, 1, 1, cudaMemcpyDeviceToHost, 0};
+  ASSERT_EQ(inst(NodeList().node(GraphOp::Copy, back2), &x2), 0);
+  EXPECT_EQ(c->call<Op::Free>({d2}), 0);
+  ASSERT_EQ(c->post<Op::GraphLaunch>({x2, 0, 0, 0}), ring::Status::Ok);
+  EXPECT_EQ(c->call<Op::StreamSynchronize>({0}), inval);
+  EXPECT_EQ(c->call<Op::GraphExecDestroy>({x2}), 0);
+  EXPECT_EQ(c->call<Op::GraphExecDestroy>({x}), 0);
+  EXPECT_EQ(c->call<Op::GraphExecDestroy>({x}), badh);
+  // None of these were protocol violations.
+  EXPECT_FALSE(c->dropped(100ms));
+  EXPECT_GT(c->mem_free(), 0u);
 }
 
 // ---------------------------------------------------------------- handles

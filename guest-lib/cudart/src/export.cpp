@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "connection.hpp"
+#include "state.hpp"
 
 using namespace wh::guest;
 using namespace wh::proto;
@@ -27,6 +28,15 @@ __attribute__((visibility("default"))) int wh_guest_call(uint16_t op, const void
                                                          int posted) {
   Connection* c = Connection::get();
   if (!c) return cudaErrorDevicesUnavailable;
+  // cuBLAS work is not recorded into graphs: on a capturing stream it is
+  // refused (and the capture invalidated) rather than run at once. Every
+  // cuBLAS request after BlasDestroy starts with its handle and stream.
+  if (capture_any() && op > uint16_t(Op::BlasDestroy) && op < uint16_t(Op::Count) && rq_len >= 16) {
+    uint64_t stream;
+    std::memcpy(&stream, static_cast<const uint8_t*>(rq) + 8, sizeof stream);
+    if (stream_capturing(reinterpret_cast<cudaStream_t>(stream)))
+      return capture_check_unsafe(reinterpret_cast<cudaStream_t>(stream));
+  }
   std::span<const uint8_t> t(static_cast<const uint8_t*>(tail), tail_len);
   switch (Op(op)) {
 #define WH_X_RAW(Name, K, RQ, RS)                                                   \

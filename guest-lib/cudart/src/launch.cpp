@@ -119,18 +119,25 @@ cudaError_t ensure_var(VarRec* v) {
   return cudaSuccess;
 }
 
-static cudaError_t launch(KernelRec* k, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t s) {
+cudaError_t pack_launch(KernelRec* k, dim3 grid, dim3 block, void** args, uint8_t* buf) {
   if (!k) return cudaErrorInvalidDeviceFunction;
   if (cudaError_t e = ensure_kernel(k); e != cudaSuccess) return e;
   // Configuration errors are reported by the launch itself, as CUDA does.
   if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
       uint64_t(block.x) * block.y * block.z > 1024 || block.z > 64 || grid.y > 65535 || grid.z > 65535)
     return cudaErrorInvalidConfiguration;
-  uint8_t buf[kMaxParamBytes];
-  if (k->param_bytes > sizeof buf) return cudaErrorInvalidValue;
+  if (k->param_bytes > kMaxParamBytes) return cudaErrorInvalidValue;
   std::memset(buf, 0, k->param_bytes);
   if (!k->params.empty() && !args) return cudaErrorInvalidValue;
   for (size_t i = 0; i < k->params.size(); i++) std::memcpy(buf + k->params[i].offset, args[i], k->params[i].size);
+  return cudaSuccess;
+}
+
+static cudaError_t launch(KernelRec* k, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t s) {
+  uint8_t buf[kMaxParamBytes];
+  if (cudaError_t e = pack_launch(k, grid, block, args, buf); e != cudaSuccess) return e;
+  // A capturing stream records the launch into its graph instead.
+  if (capture_any() && stream_capturing(s)) return capture_kernel(s, k, grid, block, uint32_t(shared), buf);
   WH_CONN(c);
   flush_device_output(c);  // a GPU flushes its printf buffer at the start of a launch
   LaunchReq rq{};
@@ -142,7 +149,7 @@ static cudaError_t launch(KernelRec* k, dim3 grid, dim3 block, void** args, size
   return c->post<Op::Launch>(rq, {buf, k->param_bytes});
 }
 
-static KernelRec* kernel_of(const void* host_fun) {
+KernelRec* kernel_of(const void* host_fun) {
   std::lock_guard lk(rt().mu);
   auto it = rt().kernels.find(host_fun);
   return it == rt().kernels.end() ? nullptr : it->second;

@@ -195,6 +195,11 @@ namespace {
 cudaError_t memcpy_core(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool async) {
   if (n == 0) return cudaSuccess;
   if (!dst || !src) return cudaErrorInvalidValue;
+  if (capture_any()) {
+    if (async && stream_capturing(s)) return capture_copy(s, dst, n, src, n, n, 1, kind);
+    if (!async)
+      if (cudaError_t e = capture_check_unsafe(s); e != cudaSuccess) return e;
+  }
   WH_CONN(c);
   if (kind == cudaMemcpyDefault) {
     bool sd = is_device_ptr(src), dd = is_device_ptr(dst);
@@ -245,6 +250,8 @@ extern "C" {
 
 cudaError_t cudaMalloc(void** p, size_t size) {
   if (!p) return set_error(cudaErrorInvalidValue);
+  if (capture_any())
+    if (cudaError_t e = capture_check_unsafe(nullptr); e != cudaSuccess) return set_error(e);
   WH_CONN(c);
   MallocResp rs{};
   cudaError_t e = c->call<Op::Malloc>({size}, &rs);
@@ -453,10 +460,17 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
   return set_error(do_memcpy(dst, src, n, kind, s, true));
 }
 
-static cudaError_t memcpy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
-                            cudaMemcpyKind kind, cudaStream_t s, bool async) {
+}  // extern "C"
+
+cudaError_t wh::guest::do_memcpy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                   size_t height, cudaMemcpyKind kind, cudaStream_t s, bool async) {
   if (!height || !width) return cudaSuccess;
   if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
+  if (capture_any()) {
+    if (async && stream_capturing(s)) return capture_copy(s, dst, dpitch, src, spitch, width, height, kind);
+    if (!async)
+      if (cudaError_t e = capture_check_unsafe(s); e != cudaSuccess) return e;
+  }
   WH_CONN(c);
   if (kind == cudaMemcpyDefault) {
     bool sd = is_device_ptr(src), dd = is_device_ptr(dst);
@@ -480,24 +494,29 @@ static cudaError_t memcpy2d(void* dst, size_t dpitch, const void* src, size_t sp
   return cudaSuccess;
 }
 
+extern "C" {
+
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          cudaMemcpyKind kind) {
-  cudaError_t e = memcpy2d(dst, dpitch, src, spitch, width, height, kind, nullptr, false);
+  cudaError_t e = do_memcpy2d(dst, dpitch, src, spitch, width, height, kind, nullptr, false);
   if (Connection* c = Connection::get()) flush_device_output(c);
   return set_error(e);
 }
 
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               cudaMemcpyKind kind, cudaStream_t s) {
-  return set_error(memcpy2d(dst, dpitch, src, spitch, width, height, kind, s, true));
+  return set_error(do_memcpy2d(dst, dpitch, src, spitch, width, height, kind, s, true));
 }
 
 cudaError_t cudaMemset(void* p, int value, size_t n) {
+  if (capture_any())
+    if (cudaError_t e = capture_check_unsafe(nullptr); e != cudaSuccess) return set_error(e);
   WH_CONN(c);
   return set_error(c->call<Op::Memset>({reinterpret_cast<uint64_t>(p), n, 0, value, 0}));
 }
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
+  if (capture_any() && stream_capturing(s)) return set_error(capture_memset(s, p, value, n));
   WH_CONN(c);
   return set_error(c->post<Op::Memset>({reinterpret_cast<uint64_t>(p), n, stream_handle(s), value, 0}));
 }

@@ -145,6 +145,8 @@ cudaError_t cudaDeviceCanAccessPeer(int* can, int, int) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  if (capture_any())
+    if (cudaError_t e = capture_check_unsafe(nullptr); e != cudaSuccess) return set_error(e);
   WH_CONN(c);
   cudaError_t e = c->call<Op::DeviceSynchronize>({});
   flush_device_output(c);
@@ -216,6 +218,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (capture_any())
+    if (cudaError_t e = capture_check_unsafe(s); e != cudaSuccess) return set_error(e);
   WH_CONN(c);
   cudaError_t e = c->call<Op::StreamSynchronize>({stream_handle(s)});
   flush_device_output(c);
@@ -223,12 +227,17 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t s) {
+  if (capture_any() && stream_capturing(s)) return set_error(capture_check_unsafe(s));
   WH_CONN(c);
   cudaError_t e = c->call<Op::StreamQuery>({stream_handle(s)});
   return e == cudaErrorNotReady ? e : set_error(e);
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags) {
+  if (capture_any()) {
+    cudaError_t e;
+    if (capture_wait_event(s, ev, flags, &e)) return set_error(e);
+  }
   WH_CONN(c);
   return set_error(c->post<Op::StreamWaitEvent>({stream_handle(s), reinterpret_cast<uint64_t>(ev), flags, 0}));
 }
@@ -243,6 +252,7 @@ cudaError_t cudaStreamGetPriority(cudaStream_t, int* p) {
 // they return (the issuing thread runs them before it returns).
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
   if (!fn) return set_error(cudaErrorInvalidValue);
+  if (capture_any() && stream_capturing(s)) return set_error(capture_host(s, fn, data));
   cudaError_t e = cudaStreamSynchronize(s);
   fn(data);
   return e;
@@ -250,6 +260,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
 
 cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void* data, unsigned int flags) {
   if (!cb || flags != 0) return set_error(cudaErrorInvalidValue);
+  // As in CUDA, stream callbacks cannot be captured (cudaLaunchHostFunc can).
+  if (capture_any() && stream_capturing(s)) return set_error(capture_check_unsafe(s));
   cudaError_t e = cudaStreamSynchronize(s);
   cb(s, e, data);
   return cudaSuccess;
@@ -267,11 +279,15 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned int flags) {
 }
 cudaError_t cudaEventCreate(cudaEvent_t* ev) { return cudaEventCreateWithFlags(ev, 0); }
 
-cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t s, unsigned int flags) {
+  if (capture_any()) {
+    cudaError_t e;
+    if (capture_event_record(ev, s, flags, &e)) return set_error(e);
+  }
   WH_CONN(c);
   return set_error(c->post<Op::EventRecord>({reinterpret_cast<uint64_t>(ev), stream_handle(s)}));
 }
-cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t s, unsigned int) { return cudaEventRecord(ev, s); }
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) { return cudaEventRecordWithFlags(ev, s, 0); }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
   WH_CONN(c);

@@ -105,7 +105,38 @@ bool is_device_ptr(const void* p);
 // The core copy engine (all cudaMemcpy* variants end here).
 cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool async);
 
+// The 2D copy engine (cudaMemcpy2D*): one request when the host side is
+// in the data area, else row by row.
+cudaError_t do_memcpy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                        cudaMemcpyKind kind, cudaStream_t s, bool async);
+// The registered kernel behind a host stub, or nullptr.
+KernelRec* kernel_of(const void* host_fun);
+// Checks a launch configuration and packs `args` (kMaxParamBytes at most)
+// into `buf` with the kernel's parameter layout.
+cudaError_t pack_launch(KernelRec* k, dim3 grid, dim3 block, void** args, uint8_t* buf);
+
 inline uint64_t stream_handle(cudaStream_t s) { return reinterpret_cast<uint64_t>(s); }
+
+// ---- stream capture (graph.cpp). While a stream captures, work issued to
+// it is recorded into the capture's graph instead of being sent.
+extern std::atomic<int> g_captures;  // captures in progress: the launch path's one-load test
+inline bool capture_any() { return g_captures.load(std::memory_order_relaxed) != 0; }
+bool stream_capturing(cudaStream_t s);
+cudaError_t capture_kernel(cudaStream_t s, KernelRec* k, dim3 grid, dim3 block, uint32_t shared,
+                           const uint8_t* params);
+cudaError_t capture_copy(cudaStream_t s, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                         size_t height, cudaMemcpyKind kind);
+cudaError_t capture_memset(cudaStream_t s, void* dst, int value, size_t n);
+cudaError_t capture_host(cudaStream_t s, cudaHostFn_t fn, void* data);
+// cudaEventRecord / cudaStreamWaitEvent: true when capture took the call
+// (the stream captures, or the event was recorded in a capture); *e is its result.
+bool capture_event_record(cudaEvent_t ev, cudaStream_t s, unsigned flags, cudaError_t* e);
+bool capture_wait_event(cudaStream_t s, cudaEvent_t ev, unsigned flags, cudaError_t* e);
+// Before a call that synchronises `s` (nullptr: the legacy stream, also for
+// allocation and synchronous copies): cudaErrorStreamCaptureUnsupported, and
+// the offended captures invalidated, when `s` captures or, for the legacy
+// stream, the thread's capture mode forbids such calls now.
+cudaError_t capture_check_unsafe(cudaStream_t s);
 
 // Every exported function starts with this: the server connection or an error.
 #define WH_CONN(c)                      \

@@ -117,6 +117,7 @@ Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
 
 Session::~Session() {
   // Objects before the context that owns them on the device.
+  graphs_.clear();
   blas_handles_.clear();
   kernels_.clear();
   modules_.for_each([&](uint64_t, ModuleEntry& m) { ctx_->module_unload(*m.mod); });
@@ -336,6 +337,8 @@ int32_t Session::on_DeviceSynchronize(const DeviceSynchronizeReq&, std::span<con
 int32_t Session::on_DeviceReset(const DeviceResetReq&, std::span<const uint8_t>, DeviceResetResp&,
                                 std::vector<uint8_t>&) {
   ctx_->synchronize();
+  graphs_.clear();
+  graph_bytes_ = 0;
   kernels_.clear();
   modules_.for_each([&](uint64_t, ModuleEntry& m) { ctx_->module_unload(*m.mod); });
   modules_.clear();
@@ -587,33 +590,10 @@ int32_t Session::on_Memcpy2D(const Memcpy2DReq& rq, std::span<const uint8_t>, Me
                              std::vector<uint8_t>&) {
   Stream* s;
   if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
-  if (rq.height == 0 || rq.width == 0) return cudaSuccess;
-  if (rq.width > rq.dpitch || rq.width > rq.spitch) return cudaErrorInvalidPitchValue;
-  // Extent of each side: (height-1)*pitch + width, overflow-checked.
-  auto extent = [&](uint64_t pitch, uint64_t* out) {
-    if (rq.height - 1 > UINT64_MAX / std::max<uint64_t>(pitch, 1)) return false;
-    uint64_t v = (rq.height - 1) * pitch;
-    if (add_overflows(v, rq.width)) return false;
-    *out = v + rq.width;
-    return true;
-  };
-  uint64_t dext, sext;
-  if (!extent(rq.dpitch, &dext) || !extent(rq.spitch, &sext)) return cudaErrorInvalidValue;
-  const bool src_dev = rq.kind == cudaMemcpyDeviceToHost || rq.kind == cudaMemcpyDeviceToDevice;
-  const bool dst_dev = rq.kind == cudaMemcpyHostToDevice || rq.kind == cudaMemcpyDeviceToDevice;
-  if (rq.kind != cudaMemcpyHostToDevice && rq.kind != cudaMemcpyDeviceToHost && rq.kind != cudaMemcpyDeviceToDevice)
-    return cudaErrorInvalidMemcpyDirection;
-  if (src_dev ? !device_range(rq.src, sext) : !host_range(rq.src, sext)) return cudaErrorInvalidValue;
-  if (dst_dev ? !device_range(rq.dst, dext) : !host_range(rq.dst, dext)) return cudaErrorInvalidValue;
-  for (uint64_t r = 0; r < rq.height; r++) {
-    uint64_t so = rq.src + r * rq.spitch, dO = rq.dst + r * rq.dpitch;
-    Err e;
-    if (src_dev && dst_dev) e = ctx_->copy_dtod(dO, so, rq.width, s);
-    else if (dst_dev) e = ctx_->copy_htod(dO, host_range(so, rq.width), rq.width, s);
-    else e = ctx_->copy_dtoh(host_range(dO, rq.width), so, rq.width, s);
-    if (e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
+  GraphCopyBody c{};
+  c.dst = rq.dst, c.dpitch = rq.dpitch, c.src = rq.src, c.spitch = rq.spitch;
+  c.width = rq.width, c.height = rq.height, c.depth = 1, c.kind = rq.kind;
+  return run_copy3d(c, s);
 }
 
 int32_t Session::on_Memset(const MemsetReq& rq, std::span<const uint8_t>, MemsetResp&, std::vector<uint8_t>&) {
@@ -731,22 +711,38 @@ int32_t Session::on_FuncGetAttributes(const FuncGetAttributesReq& rq, std::span<
   return cudaSuccess;
 }
 
+Err Session::check_kernel_node(uint64_t kernel, const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
+                                size_t param_bytes, KernelEntry** out) {
+  KernelEntry* k = kernels_.get(kernel);
+  if (!k || !modules_.get(k->module)) return cudaErrorInvalidResourceHandle;
+  const uint64_t threads = uint64_t(block[0]) * block[1] * block[2];
+  if (!grid[0] || !grid[1] || !grid[2] || !threads || threads > kMaxBlockThreads || block[0] > 1024 ||
+      block[1] > 1024 || block[2] > 64 || grid[1] > 65535 || grid[2] > 65535 || grid[0] > uint32_t(INT32_MAX))
+    return cudaErrorInvalidConfiguration;
+  if (shared > (99u << 10)) return cudaErrorInvalidValue;
+  if (param_bytes != k->attrs.param_bytes) return cudaErrorInvalidValue;
+  *out = k;
+  return cudaSuccess;
+}
+
 int32_t Session::on_Launch(const LaunchReq& rq, std::span<const uint8_t> tail, LaunchResp&, std::vector<uint8_t>&) {
   KernelEntry* k = kernels_.get(rq.kernel);
   if (!k || !modules_.get(k->module)) return cudaErrorInvalidResourceHandle;
   Stream* s;
   if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
-  const uint64_t threads = uint64_t(rq.block[0]) * rq.block[1] * rq.block[2];
-  if (!rq.grid[0] || !rq.grid[1] || !rq.grid[2] || !threads || threads > kMaxBlockThreads ||
-      rq.block[0] > 1024 || rq.block[1] > 1024 || rq.block[2] > 64 || rq.grid[1] > 65535 || rq.grid[2] > 65535 ||
-      rq.grid[0] > uint32_t(INT32_MAX))
-    return cudaErrorInvalidConfiguration;
-  if (rq.shared_bytes > (99u << 10)) return cudaErrorInvalidValue;
-  if (tail.size() != k->attrs.param_bytes) return cudaErrorInvalidValue;
+  if (Err e = check_kernel_node(rq.kernel, rq.grid, rq.block, rq.shared_bytes, tail.size(), &k); e != cudaSuccess)
+    return e;
+  return run_kernel(*k, {rq.grid[0], rq.grid[1], rq.grid[2]}, {rq.block[0], rq.block[1], rq.block[2]},
+                    rq.shared_bytes, s, tail);
+}
+
+// A checked launch, from a Launch request or a graph's kernel node: the
+// kernel's output joins what the guest fetches, a fault is remembered.
+Err Session::run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
+                        std::span<const uint8_t> params) {
   KernelOutput kout;
   kout.limit = printf_fifo_;
-  Err e = ctx_->launch(*k->k, {rq.grid[0], rq.grid[1], rq.grid[2]}, {rq.block[0], rq.block[1], rq.block[2]},
-                       rq.shared_bytes, s, tail, &last_log_, &kout);
+  Err e = ctx_->launch(*k.k, grid, block, shared_bytes, s, params, &last_log_, &kout);
   add_output(kOutputStdout, kout.out);
   if (kout.dropped)
     add_output(kOutputStderr, "wormhole: device printf output exceeded the " + std::to_string(kout.limit) +

@@ -22,8 +22,9 @@
 // so inputs can name live objects and the corpus stays meaningful.
 //
 // Harness limits (not server checks): launches of more than 2^16 threads
-// in all and BLAS batches above 256 are skipped, so one input cannot spend
-// the whole time budget legitimately computing.
+// in all (graph node lists and kernel node updates included) and BLAS
+// batches above 256 are skipped, so one input cannot spend the whole time
+// budget legitimately computing.
 //
 // Invariant checked after each input: destroying the session returns every
 // byte of device memory (a fresh context sees the whole device free).
@@ -74,6 +75,33 @@ bool skip_expensive(uint16_t op, const std::vector<uint8_t>& p) {
     std::memcpy(&rq, p.data(), sizeof rq);
     unsigned __int128 n = (unsigned __int128)rq.grid[0] * rq.grid[1] * rq.grid[2] * rq.block[0] * rq.block[1] * rq.block[2];
     return n > (1u << 16);
+  }
+  if (Op(op) == Op::GraphExecSetKernel && p.size() >= sizeof(GraphExecSetKernelReq)) {
+    GraphExecSetKernelReq rq;
+    std::memcpy(&rq, p.data(), sizeof rq);
+    unsigned __int128 n = (unsigned __int128)rq.grid[0] * rq.grid[1] * rq.grid[2] * rq.block[0] * rq.block[1] * rq.block[2];
+    return n > (1u << 16);
+  }
+  if (Op(op) == Op::GraphInstantiate && p.size() >= sizeof(GraphInstantiateReq)) {
+    // The threads of all kernel nodes together (a tail-borne list only:
+    // one through the data area is skipped when it holds any kernel).
+    GraphInstantiateReq rq;
+    std::memcpy(&rq, p.data(), sizeof rq);
+    if (rq.bytes) return rq.nodes > 0;
+    unsigned __int128 total = 0;
+    for (size_t pos = sizeof rq; pos + sizeof(GraphNodeHdr) <= p.size();) {
+      GraphNodeHdr h;
+      std::memcpy(&h, p.data() + pos, sizeof h);
+      pos += sizeof h;
+      if (GraphOp(h.op) == GraphOp::Kernel && pos + sizeof(GraphKernelBody) <= p.size()) {
+        GraphKernelBody b;
+        std::memcpy(&b, p.data() + pos, sizeof b);
+        total += (unsigned __int128)b.grid[0] * b.grid[1] * b.grid[2] * b.block[0] * b.block[1] * b.block[2];
+      }
+      if (h.body_bytes > p.size() - pos) break;
+      pos += h.body_bytes;
+    }
+    return total > (1u << 16);
   }
   if (Op(op) == Op::BlasGemmStridedBatched && p.size() >= sizeof(BlasGemmStridedBatchedReq)) {
     BlasGemmStridedBatchedReq rq;

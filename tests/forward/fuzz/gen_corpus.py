@@ -139,6 +139,31 @@ def seeds():
           struct.pack("<iiiIIIII", 16, 16, 16, 0, 0, 0, 0, 0))
     s.req("BlasDestroy", q(ref(h)))
     out["blas"] = s.b
+    # Graphs: a node list (kernel, 4-byte memset, event record, a segment
+    # split, copy to the data area, event wait) instantiated, launched
+    # segment by segment, a kernel node updated, the list re-sent through
+    # the data area (unresolved handles there: refused), destroyed.
+    s = Seq()
+    d = s.req("Malloc", q(4096), resp_words=1)
+    s.fatbin(32768)
+    m = s.req("ModuleLoad", q(32768, ref(0)), resp_words=1)
+    kf = s.req("ModuleGetKernel", q(ref(m)) + b"fill_words", resp_words=2)
+    ev = s.req("EventCreate", struct.pack("<II", 0, 0), resp_words=1)
+    node = lambda op, body: struct.pack("<HHI", op, 0, len(body)) + body
+    kbody = q(ref(kf)) + struct.pack("<8I", 4, 1, 1, 256, 1, 1, 0, 16) + q(ref(d)) + struct.pack("<II", 7, 1024)
+    copy = q(20000, ref(d), 4096, 4096, 0, 0, 4096, 1, 1) + struct.pack("<II", 2, 0)
+    mset = q(ref(d, 1024), 0, 64, 1) + struct.pack("<II", 0x3FC00000, 4)
+    nodes = node(1, kbody) + node(3, mset) + node(4, q(ref(ev))) + node(6, b"") + node(2, copy) + node(5, q(ref(ev)))
+    g = s.req("GraphInstantiate", q(0, 0, 0) + struct.pack("<II", 5, 2) + nodes, resp_words=1)
+    s.req("GraphLaunch", q(ref(g), 0) + struct.pack("<II", 0, 0), posted=True)
+    s.req("GraphLaunch", q(ref(g), 0) + struct.pack("<II", 1, 0), posted=True)
+    s.req("GraphExecSetKernel", q(ref(g)) + struct.pack("<8I", 0, 4, 1, 1, 256, 1, 1, 0) + q(ref(d)) +
+          struct.pack("<II", 9, 1024))
+    s.req("StreamSynchronize", q(0))
+    s.write(50000, nodes)
+    s.req("GraphInstantiate", q(ref(g), 50000, len(nodes)) + struct.pack("<II", 5, 2), resp_words=1)
+    s.req("GraphExecDestroy", q(ref(g)))
+    out["graphs"] = s.b
     # Device queries and protocol edge cases.
     s = Seq()
     s.req("GetDeviceCount")

@@ -36,11 +36,14 @@ int main() {
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, 128, 0));
   EXPECT(blocks >= 1, "occupancy %d", blocks);
   CHECK(cudaSetDeviceFlags(cudaDeviceScheduleSpin));
-  cudaGraph_t g;
-  cudaError_t e = cudaGraphCreate(&g, 0);
+  float* d = nullptr;
+  CHECK(cudaMalloc(&d, 256));
+  cudaIpcMemHandle_t ipc;
+  cudaError_t e = cudaIpcGetMemHandle(&ipc, d);
   EXPECT(e == cudaErrorNotSupported, "unforwarded function returned %s", cudaGetErrorName(e));
   EXPECT(std::strcmp(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue") == 0, "error names");
   EXPECT(std::strlen(cudaGetErrorString(cudaErrorMemoryAllocation)) > 0, "error strings");
+  CHECK(cudaFree(d));
   std::printf("PASS device_info\n");
   return 0;
 }

@@ -85,7 +85,9 @@ inline uint32_t request_tail_max(Op op, uint32_t max_msg) {
     case Op::ModuleGetKernel:
     case Op::ModuleGetGlobal:
     case Op::ModuleBindManaged: return kMaxNameBytes;
-    case Op::Launch: return kMaxParamBytes;
+    case Op::Launch:
+    case Op::GraphExecSetKernel: return kMaxParamBytes;
+    case Op::GraphInstantiate: return max_msg;
     default: return 0;
   }
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "wormhole/proto/dispatch.hpp"
+#include "wormhole/proto/graph_wire.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/handles.hpp"
@@ -99,6 +100,8 @@ class Session {
   struct PoolEntry {
     MemPool* pool;  // owned by the context
   };
+  Err run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
+                 std::span<const uint8_t> params);
   // cuBLAS (session_blas.cpp): resolves a guest handle, its stream and
   // pointer mode into the backend's per-call settings.
   Err blas_begin(uint64_t handle, uint64_t stream, uint32_t flags, Blas** blas, BlasHandle** h, BlasCall* call);
@@ -111,6 +114,31 @@ class Session {
   template <class Rq, class Out>
   int32_t blas_reduce(const Rq& rq, Out* value,
                       Err (Blas::*op)(BlasHandle&, const BlasCall&, int, uint64_t, int, const BlasScalar&, Out*));
+
+  // Graphs (session_graph.cpp): an instantiated graph, its nodes in
+  // execution order, validated when they arrive and re-checked when they
+  // run (memory can be freed, kernels unloaded, events destroyed since).
+  struct GraphNode {
+    proto::GraphOp op{};
+    uint64_t handle = 0;  // kernel or event
+    Dim3 grid, block;
+    uint32_t shared_bytes = 0;
+    std::vector<uint8_t> bytes;  // kernel parameters
+    proto::GraphCopyBody copy{};
+    proto::GraphMemsetBody memset{};
+  };
+  struct GraphExecEntry {
+    std::vector<GraphNode> nodes;
+    std::vector<uint32_t> seg_start;  // segment i is nodes [seg_start[i], seg_start[i+1] or end)
+    uint64_t bytes = 0;               // server memory it holds (counted against kMaxSessionGraphBytes)
+  };
+  Err parse_graph(std::span<const uint8_t> wire, uint32_t nodes, uint32_t segments, GraphExecEntry* out);
+  Err check_kernel_node(uint64_t kernel, const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
+                        size_t param_bytes, KernelEntry** out);
+  Err check_copy3d(const proto::GraphCopyBody& c) const;
+  Err run_copy3d(const proto::GraphCopyBody& c, Stream* s);
+  Err check_memset(const proto::GraphMemsetBody& m) const;
+  Err run_graph_node(const GraphNode& n, Stream* s);
 
   Err resolve_stream(uint64_t h, Stream** out);
   // The session's default pool, made on first use (a pool of its own: see backend.hpp).
@@ -142,6 +170,9 @@ class Session {
   HandleTable<BlasEntry> blas_handles_{0x42, 1024};
   HandleTable<PoolEntry> pools_{0x50, 256};
   uint64_t default_pool_ = 0, current_pool_ = 0;  // pool handles (0: not made yet)
+  HandleTable<GraphExecEntry> graphs_{0x47, proto::kMaxGraphExecs};
+  uint64_t graph_bytes_ = 0;          // held by graphs_, bounded
+  std::vector<uint8_t> fill_chunk_;  // a memset's wide-element pattern, repeated (graphs)
   Err deferred_ = cudaSuccess;  // first error of posted work, not yet reported
   Err sticky_ = cudaSuccess;    // a kernel fault: the context is unusable
   uint64_t violations_ = 0;

@@ -1,0 +1,62 @@
+// wormhole/proto/graph_wire.hpp - the node list GraphInstantiate carries.
+//
+// An instantiated graph lives in the server: the guest flattens it (child
+// graphs inlined, empty nodes dropped), orders it topologically and sends
+// it once. Each node is a GraphNodeHdr followed by body_bytes of body. Nodes
+// the guest must run itself (host functions, copies to or from pageable
+// memory) split the list into segments, marked by a SegmentEnd node;
+// GraphLaunch runs one segment. Host-side copy endpoints are data-area
+// offsets, as everywhere on the wire.
+#pragma once
+
+#include <cstdint>
+
+namespace wh::proto {
+
+enum class GraphOp : uint16_t { Kernel = 1, Copy = 2, Memset = 3, EventRecord = 4, EventWait = 5, SegmentEnd = 6 };
+
+struct GraphNodeHdr {
+  uint16_t op;  // GraphOp
+  uint16_t pad;
+  uint32_t body_bytes;
+};
+
+struct GraphKernelBody {  // followed by param_bytes of packed parameters
+  uint64_t kernel;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_bytes;
+  uint32_t param_bytes;
+};
+
+// A 3D copy: depth slices of height rows of width bytes. kind is a
+// cudaMemcpyKind (HostToDevice, DeviceToHost or DeviceToDevice).
+struct GraphCopyBody {
+  uint64_t dst, src;
+  uint64_t dpitch, spitch;  // row pitches
+  uint64_t dslice, sslice;  // slice pitches
+  uint64_t width, height, depth;
+  uint32_t kind;
+  uint32_t pad;
+};
+
+struct GraphMemsetBody {
+  uint64_t dst;
+  uint64_t pitch;
+  uint64_t width;  // in elements
+  uint64_t height;
+  uint32_t value;
+  uint32_t elem_size;  // 1, 2 or 4
+};
+
+struct GraphEventBody {
+  uint64_t event;
+};
+
+constexpr uint32_t kMaxGraphNodes = 1u << 16;
+constexpr uint32_t kMaxGraphSegments = kMaxGraphNodes + 1;
+constexpr uint64_t kMaxGraphBytes = 64ull << 20;  // a node list shipped through the data area
+constexpr uint32_t kMaxGraphExecs = 4096;         // per session
+constexpr uint64_t kMaxSessionGraphBytes = 256ull << 20;  // server memory all of a session's graphs may hold
+
+}  // namespace wh::proto
