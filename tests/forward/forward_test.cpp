@@ -53,6 +53,7 @@ TEST_F(Forward, ManyThreadsOneClient) { expect_pass(run({prog("multithread")}), 
 TEST_F(Forward, DeviceQueriesAndUnsupported) { expect_pass(run({prog("device_info")}), "device_info"); }
 TEST_F(Forward, DeviceIdentityAsStartupHelpersAskIt) { expect_pass(run({prog("device_query")}), "device_query"); }
 TEST_F(Forward, ManagedMemoryListsAndVariables) { expect_pass(run({prog("managed")}), "managed"); }
+TEST_F(Forward, CooperativeGridSyncAndWarpHandoff) { expect_pass(run({prog("cooperative")}), "cooperative"); }
 TEST_F(Forward, ThrustAndCub) { expect_pass(run({prog("thrust_algos")}), "thrust_algos"); }
 TEST_F(Forward, SeveralFatbins) { expect_pass(run({prog("multi_fatbin")}), "multi_fatbin"); }
 // More than a session's 1 TiB address window of cudaMalloc/cudaFree, live
@@ -211,6 +212,37 @@ TEST_F(Forward, ClientKilledMidStream) {
   EXPECT_EQ(now, baseline) << server.log();
   expect_pass(run({prog("vector_add")}), "vector_add after a kill");
   EXPECT_TRUE(server.alive());
+}
+
+// A kernel that never ends: its client's death frees the session (the
+// server cancels the kernel), and a stop is not held up by it.
+TEST_F(Forward, RunawayKernelOfADeadClientIsCancelled) {
+  const uint64_t baseline = free_bytes(server);
+  Process r = Process::spawn({prog("runaway"), "wait"}, server.client_env());
+  ASSERT_TRUE(r.wait_for_output("READY", 60s)) << r.output();
+  std::this_thread::sleep_for(300ms);
+  r.kill(SIGKILL);
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  uint64_t now = 0;
+  while (std::chrono::steady_clock::now() < deadline && (now = free_bytes(server)) != baseline)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(now, baseline) << "the runaway session was never freed\n" << server.log();
+  expect_pass(run({prog("vector_add")}), "vector_add after a runaway kernel");
+}
+
+TEST(ForwardWatchdog, KernelTimeoutAndStopDuringAKernel) {
+  Server server;
+  ASSERT_TRUE(server.start({"--kernel-timeout-ms", "500"})) << server.log();
+  expect_pass(Process::run({prog("runaway"), "timeout"}, server.client_env(), 60s), "runaway timeout");
+  Server plain;
+  ASSERT_TRUE(plain.start({})) << plain.log();
+  Process r = Process::spawn({prog("runaway"), "wait"}, plain.client_env());
+  ASSERT_TRUE(r.wait_for_output("READY", 60s)) << r.output();
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(plain.stop(), 0) << plain.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "SIGTERM waited for a runaway kernel";
+  r.kill(SIGKILL);
+  r.wait(10s);
 }
 
 TEST_F(Forward, AnotherClientsMemoryIsOutOfReach) {

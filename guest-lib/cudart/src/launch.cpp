@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "state.hpp"
+#include "wormhole/proto/occupancy.hpp"
 #include "wormhole/ptx/fatbin.hpp"
 
 namespace wh::guest {
@@ -133,11 +134,18 @@ cudaError_t pack_launch(KernelRec* k, dim3 grid, dim3 block, void** args, uint8_
   return cudaSuccess;
 }
 
-static cudaError_t launch(KernelRec* k, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t s) {
+static cudaError_t launch(KernelRec* k, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t s,
+                          uint32_t flags = 0) {
   uint8_t buf[kMaxParamBytes];
   if (cudaError_t e = pack_launch(k, grid, block, args, buf); e != cudaSuccess) return e;
   // A capturing stream records the launch into its graph instead.
-  if (capture_any() && stream_capturing(s)) return capture_kernel(s, k, grid, block, uint32_t(shared), buf);
+  if (capture_any() && stream_capturing(s)) {
+    if (flags) {
+      log_once("stream capture: cooperative launches are not captured");
+      return cudaErrorNotSupported;
+    }
+    return capture_kernel(s, k, grid, block, uint32_t(shared), buf);
+  }
   WH_CONN(c);
   flush_device_output(c);  // a GPU flushes its printf buffer at the start of a launch
   LaunchReq rq{};
@@ -146,6 +154,7 @@ static cudaError_t launch(KernelRec* k, dim3 grid, dim3 block, void** args, size
   rq.grid[0] = grid.x, rq.grid[1] = grid.y, rq.grid[2] = grid.z;
   rq.block[0] = block.x, rq.block[1] = block.y, rq.block[2] = block.z;
   rq.shared_bytes = uint32_t(shared);
+  rq.flags = flags;
   return c->post<Op::Launch>(rq, {buf, k->param_bytes});
 }
 
@@ -246,14 +255,49 @@ cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void*
 }
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* cfg, const void* func, void** args) {
-  if (!cfg) return set_error(cudaErrorInvalidValue);
-  for (unsigned i = 0; i < cfg->numAttrs; i++)
-    if (cfg->attrs[i].id != cudaLaunchAttributeIgnore)
-      log_once("cudaLaunchKernelExC: launch attribute " + std::to_string(int(cfg->attrs[i].id)) + " ignored");
-  return set_error(launch(kernel_of(func), cfg->gridDim, cfg->blockDim, args, cfg->dynamicSmemBytes, cfg->stream));
+  if (!cfg || (cfg->numAttrs && !cfg->attrs)) return set_error(cudaErrorInvalidValue);
+  uint32_t flags = 0;
+  for (unsigned i = 0; i < cfg->numAttrs; i++) {
+    const cudaLaunchAttribute& a = cfg->attrs[i];
+    switch (a.id) {
+      case cudaLaunchAttributeIgnore: break;
+      case cudaLaunchAttributeCooperative:
+        if (a.val.cooperative) flags |= kLaunchCooperative;
+        break;
+      // Scheduling and cache hints: a GPU may ignore them, and the result
+      // does not depend on them.
+      case cudaLaunchAttributeAccessPolicyWindow:
+      case cudaLaunchAttributePriority:
+      case cudaLaunchAttributeMemSyncDomainMap:
+      case cudaLaunchAttributeMemSyncDomain:
+      case cudaLaunchAttributePreferredSharedMemoryCarveout:
+      case cudaLaunchAttributeNvlinkUtilCentricScheduling: break;
+      case cudaLaunchAttributeClusterDimension:
+        // The modeled device has no clusters (cudaDevAttrClusterLaunch = 0): only 1x1x1.
+        if (a.val.clusterDim.x <= 1 && a.val.clusterDim.y <= 1 && a.val.clusterDim.z <= 1) break;
+        [[fallthrough]];
+      default:
+        log_once("cudaLaunchKernelExC: launch attribute " + std::to_string(int(a.id)) + " is not supported");
+        return set_error(cudaErrorNotSupported);
+    }
+  }
+  return set_error(
+      launch(kernel_of(func), cfg->gridDim, cfg->blockDim, args, cfg->dynamicSmemBytes, cfg->stream, flags));
 }
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* cfg, const void* func, void** args) {
   return cudaLaunchKernelExC(cfg, func, args);
+}
+
+// All blocks co-resident, so grid-wide synchronisation (cooperative groups'
+// grid.sync()) works; a grid larger than the device holds at once fails
+// with cudaErrorCooperativeLaunchTooLarge.
+cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shared,
+                                        cudaStream_t s) {
+  return set_error(launch(kernel_of(func), grid, block, args, shared, s, kLaunchCooperative));
+}
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shared,
+                                             cudaStream_t s) {
+  return cudaLaunchCooperativeKernel(func, grid, block, args, shared, s);
 }
 
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
@@ -294,16 +338,7 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, 
   if (cudaError_t e = cudaFuncGetAttributes(&fa, func); e != cudaSuccess) return e;
   cudaDeviceProp p;
   if (cudaError_t e = cudaGetDeviceProperties(&p, 0); e != cudaSuccess) return e;
-  if (block_size > fa.maxThreadsPerBlock) {
-    *blocks = 0;
-    return cudaSuccess;
-  }
-  int warps = (block_size + p.warpSize - 1) / p.warpSize;
-  int by_threads = p.maxThreadsPerMultiProcessor / (warps * p.warpSize);
-  int by_regs = fa.numRegs ? p.regsPerMultiprocessor / std::max(1, fa.numRegs * warps * p.warpSize) : by_threads;
-  size_t smem = fa.sharedSizeBytes + dyn_shared;
-  int by_smem = smem ? int(p.sharedMemPerMultiprocessor / smem) : by_threads;
-  *blocks = std::max(0, std::min({by_threads, by_regs, by_smem, p.maxBlocksPerMultiProcessor}));
+  *blocks = blocks_per_multiprocessor(p, fa.numRegs, fa.sharedSizeBytes + dyn_shared, block_size, fa.maxThreadsPerBlock);
   return cudaSuccess;
 }
 

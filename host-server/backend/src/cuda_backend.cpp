@@ -55,6 +55,7 @@ namespace {
   X(cuFuncGetAttribute, "cuFuncGetAttribute")            \
   X(cuFuncGetParamInfo, "cuFuncGetParamInfo")            \
   X(cuLaunchKernel, "cuLaunchKernel")                    \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx")                \
   X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority") \
   X(cuStreamDestroy, "cuStreamDestroy_v2")               \
   X(cuStreamSynchronize, "cuStreamSynchronize")          \
@@ -352,13 +353,26 @@ class CudaContext final : public Context {
   }
   // Device printf and assert messages go to the server's stdout/stderr
   // (the driver writes them there); `output` stays empty (docs/hardware.md).
-  Err launch(Kernel& kb, Dim3 g, Dim3 b, uint32_t shared, Stream* s,
+  Err launch(Kernel& kb, Dim3 g, Dim3 b, uint32_t shared, bool cooperative, Stream* s,
              std::span<const uint8_t> params, std::string* log, KernelOutput*) override {
     cur();
     auto& k = static_cast<CuKernel&>(kb);
     size_t size = params.size();
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<uint8_t*>(params.data()),
                      CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    if (cooperative) {  // cuLaunchCooperativeKernel takes no packed buffer; the Ex form does
+      CUlaunchAttribute at{};
+      at.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      at.value.cooperative = 1;
+      CUlaunchConfig lc{};
+      lc.gridDimX = g.x, lc.gridDimY = g.y, lc.gridDimZ = g.z;
+      lc.blockDimX = b.x, lc.blockDimY = b.y, lc.blockDimZ = b.z;
+      lc.sharedMemBytes = shared;
+      lc.hStream = st(s);
+      lc.attrs = &at;
+      lc.numAttrs = 1;
+      return map(d_.cuLaunchKernelEx(&lc, k.fn, nullptr, size ? extra : nullptr));
+    }
     return map(d_.cuLaunchKernel(k.fn, g.x, g.y, g.z, b.x, b.y, b.z, shared, st(s), nullptr,
                                  size ? extra : nullptr));
   }

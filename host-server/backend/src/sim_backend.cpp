@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "wormhole/proto/device_attrs.hpp"
+#include "wormhole/proto/occupancy.hpp"
 #include "wormhole/ptx/engine.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
@@ -226,9 +227,9 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   // `device_used` counts every session's allocations: the sim device is one
   // device shared by all clients, as a GPU is.
   SimContext(uint64_t window, uint64_t quota, uint64_t device_bytes, std::atomic<uint64_t>& device_used,
-             unsigned threads)
+             unsigned threads, uint64_t timeout_ms, const proto::DeviceDescription& device)
       : base_(window << kWindowShift), space_(base_, kArenaBytes), quota_(quota), device_bytes_(device_bytes),
-        device_used_(device_used), engine_(threads) {}
+        device_used_(device_used), engine_(threads), timeout_ms_(timeout_ms), device_(device) {}
   ~SimContext() override {
     for (auto& [addr, a] : allocs_) heap_.put(a.host);
     for (auto& p : pools_)
@@ -515,13 +516,28 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     }
     return cudaSuccess;
   }
-  Err launch(Kernel& kb, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream*,
+  Err launch(Kernel& kb, Dim3 grid, Dim3 block, uint32_t shared_bytes, bool cooperative, Stream*,
              std::span<const uint8_t> params, std::string* log, KernelOutput* output) override {
     auto& k = static_cast<SimKernel&>(kb);
     ptx::LaunchConfig cfg;
     cfg.grid = {grid.x, grid.y, grid.z};
     cfg.block = {block.x, block.y, block.z};
     cfg.dynamic_shared_bytes = shared_bytes;
+    cfg.cooperative = cooperative;
+    cfg.cancel = &cancel_;
+    cfg.timeout_ms = timeout_ms_;
+    if (cooperative) {
+      // What the occupancy API promises the guest is what is accepted (and
+      // the engine holds at least that many blocks at once).
+      const ptx::KernelInfo* ki = k.mod->kernel(k.name);
+      int per_sm = ki ? proto::blocks_per_multiprocessor(device_.props, ki->num_regs,
+                                                        uint64_t(ki->static_shared_bytes) + shared_bytes,
+                                                        int(block.x * block.y * block.z), ki->max_threads_per_block)
+                      : 0;
+      const uint64_t limit = std::min<uint64_t>(uint64_t(per_sm) * uint64_t(device_.props.multiProcessorCount),
+                                                engine_.max_coresident_blocks(*k.mod, k.name, cfg));
+      if (uint64_t(grid.x) * grid.y * grid.z > limit) return cudaErrorCooperativeLaunchTooLarge;
+    }
     ptx::DeviceOutput dev;
     if (output) {
       dev.limit = output->limit;
@@ -542,7 +558,8 @@ class SimContext final : public Context, public ptx::DeviceMemory {
       case ptx::LaunchError::Trap: return cudaErrorLaunchFailure;
       case ptx::LaunchError::InvalidConfig: return cudaErrorInvalidConfiguration;
       case ptx::LaunchError::Unsupported: return cudaErrorNotSupported;
-      default: return cudaErrorLaunchFailure;
+      case ptx::LaunchError::Timeout: return cudaErrorLaunchTimeout;
+      default: return cudaErrorLaunchFailure;  // Cancelled among them: the context is being torn down
     }
   }
 
@@ -575,6 +592,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     return cudaSuccess;
   }
   Err synchronize() override { return cudaSuccess; }
+  void cancel() override { cancel_ = true; }
 
   // Limits as a GPU of this model reports them. The interpreter's own
   // stacks grow as needed, so the stack size is a bound it does not need;
@@ -691,12 +709,16 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   uint8_t* mapped_host_ = nullptr;
   uint64_t mapped_bytes_ = 0, mapped_dptr_ = 0;
   ptx::Engine engine_;
+  std::atomic<bool> cancel_{false};  // set by cancel(): every launch stops
+  uint64_t timeout_ms_ = 0;          // the server's --kernel-timeout-ms
+  proto::DeviceDescription device_;  // the modeled device (occupancy of cooperative launches)
   std::unique_ptr<Blas> blas_;  // OpenBLAS over host_view (sim_blas.cpp)
 };
 
 class SimBackend final : public Backend {
  public:
-  SimBackend(unsigned threads, uint64_t memory) : threads_(threads), memory_(memory) {}
+  SimBackend(unsigned threads, uint64_t memory, uint64_t kernel_timeout_ms)
+      : threads_(threads), memory_(memory), kernel_timeout_ms_(kernel_timeout_ms) {}
   const char* name() const override { return "sim"; }
   int device_count() const override { return 1; }
   int driver_version() const override { return 13000; }
@@ -728,7 +750,7 @@ class SimBackend final : public Backend {
     set(cudaDevAttrTextureAlignment, 512);
     set(cudaDevAttrGpuOverlap, 0);  // one engine: copies and kernels run in turn
     set(cudaDevAttrMultiProcessorCount, sms);
-    set(cudaDevAttrKernelExecTimeout, 0);
+    set(cudaDevAttrKernelExecTimeout, kernel_timeout_ms_ ? 1 : 0);
     set(cudaDevAttrIntegrated, 0);
     set(cudaDevAttrCanMapHostMemory, 1);
     set(cudaDevAttrComputeMode, cudaComputeModeDefault);
@@ -802,7 +824,7 @@ class SimBackend final : public Backend {
     set(cudaDevAttrConcurrentManagedAccess, 0);
     set(cudaDevAttrComputePreemptionSupported, 0);
     set(cudaDevAttrCanUseHostPointerForRegisteredMem, 0);
-    set(cudaDevAttrCooperativeLaunch, 0);
+    set(cudaDevAttrCooperativeLaunch, 1);  // grids up to the co-resident limit (ptx::Engine)
     set(cudaDevAttrMaxSharedMemoryPerBlockOptin, 99 << 10);
     set(cudaDevAttrCanFlushRemoteWrites, 0);
     set(cudaDevAttrHostRegisterSupported, 1);
@@ -860,20 +882,23 @@ class SimBackend final : public Backend {
     }
     uint64_t quota = limits.memory_quota ? std::min(limits.memory_quota, memory_) : memory_;
     uint64_t window = kFirstWindow + next_window_.fetch_add(1) % 0xF000;  // windows recycle after 61440 sessions
-    return std::make_unique<SimContext>(window, quota, memory_, used_, threads_);
+    proto::DeviceDescription d;
+    describe(0, &d);
+    return std::make_unique<SimContext>(window, quota, memory_, used_, threads_, kernel_timeout_ms_, d);
   }
 
  private:
   unsigned threads_;
   uint64_t memory_;
+  uint64_t kernel_timeout_ms_;  // 0: kernels may run for ever, as on a GPU without a display
   std::atomic<uint64_t> next_window_{0};
   std::atomic<uint64_t> used_{0};  // all sessions' device memory
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_sim_backend(unsigned worker_threads, uint64_t memory_bytes) {
-  return std::make_unique<SimBackend>(worker_threads, memory_bytes);
+std::unique_ptr<Backend> make_sim_backend(unsigned worker_threads, uint64_t memory_bytes, uint64_t kernel_timeout_ms) {
+  return std::make_unique<SimBackend>(worker_threads, memory_bytes, kernel_timeout_ms);
 }
 
 }  // namespace wh::server

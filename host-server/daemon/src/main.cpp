@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> vm_args, vm_gate_args;
   uint64_t quota_mb = 0, sim_memory_mb = 8192, pinned_mb = 256;
   unsigned sim_threads = 0;
+  uint64_t kernel_timeout_ms = 0;
   bool stats_on_exit = true;
   wh::server::ServerConfig cfg;
   cfg.socket_path = wh::server::default_socket_path();
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
   app.add_option("--pinned-mb", pinned_mb, "pinned host memory per client (in its shared data area)");
   app.add_option("--sim-memory-mb", sim_memory_mb, "device memory of the sim device");
   app.add_option("--sim-threads", sim_threads, "host threads running sim kernels (0: all cores)");
+  app.add_option("--kernel-timeout-ms", kernel_timeout_ms,
+                 "sim device: a kernel running longer fails with cudaErrorLaunchTimeout (0: no limit)");
   app.add_option("--vm", vm_args, "serve a VM's ivshmem region: NAME=PATH[:CHANNELS]");
   app.add_option("--vm-gate", vm_gate_args,
                  "serve a VM's exitless gate: NAME=PATH, PATH the file behind the memory-backend-file of "
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
       pinned_mb = t["pinned_mb"].value_or(pinned_mb);
       sim_memory_mb = t["sim_memory_mb"].value_or(sim_memory_mb);
       sim_threads = t["sim_threads"].value_or(sim_threads);
+      kernel_timeout_ms = t["kernel_timeout_ms"].value_or(kernel_timeout_ms);
       vm_channels = t["vm_channels"].value_or(vm_channels);
       cfg.heartbeat_timeout_ms = t["heartbeat_timeout_ms"].value_or(cfg.heartbeat_timeout_ms);
       log_level = t["log_level"].value_or(log_level);
@@ -141,7 +145,7 @@ int main(int argc, char** argv) {
     }
     if (!backend) spdlog::info("no GPU ({}); using the sim backend", err);
   }
-  if (!backend) backend = wh::server::make_sim_backend(sim_threads, sim_memory_mb << 20);
+  if (!backend) backend = wh::server::make_sim_backend(sim_threads, sim_memory_mb << 20, kernel_timeout_ms);
 
   wh::server::Server server(cfg, *backend);
   g_server = &server;

@@ -37,6 +37,25 @@ void Server::stop() {
   if (listen_fd_ >= 0) shutdown(listen_fd_, SHUT_RDWR);
 }
 
+std::list<Server::Live>::iterator Server::watch(Session& s, std::function<bool()> gone) {
+  std::lock_guard lk(live_mu_);
+  if (stopping_) s.cancel();
+  return live_.insert(live_.end(), Live{&s, std::move(gone)});
+}
+
+void Server::unwatch(std::list<Live>::iterator it) {
+  std::lock_guard lk(live_mu_);
+  live_.erase(it);
+}
+
+// The session thread is busy inside the kernel, so it cannot notice its
+// client leaving; this runs from the accept loop, every 200 ms.
+void Server::cancel_orphaned_kernels(bool all) {
+  std::lock_guard lk(live_mu_);
+  for (Live& l : live_)
+    if (all || stopping_ || (l.gone && l.gone())) l.s->cancel();
+}
+
 void Server::track(std::function<void()> fn) {
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::lock_guard lk(threads_mu_);
@@ -342,7 +361,9 @@ void Server::serve_socket_client(int fd) {
       pollfd p{fd, POLLIN | POLLRDHUP, 0};
       return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
     };
+    auto watched = watch(session, gone);
     End why = serve_channel(*ch, session, cfg_.max_violations, stopping_, gone);
+    unwatch(watched);
     spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, to_string(why),
                  session.device_bytes());
   }
@@ -456,9 +477,11 @@ void Server::serve_vm(const VmSpec& vm, GateVm* gate) {
           Session session(sid, backend_, std::move(ctx), ch->data(), stats_);
           spdlog::info("session {}: vm {} channel {} (guest pid {}){}", sid, vm.name, i, ch->client_pid(),
                        gate ? ", gate" : "");
+          auto watched = watch(session, nullptr);
           End why = gate ? serve_gate_channel(*ch, session, *gate, i, gen, req_head, gate_wait, cfg_.max_violations,
                                               stopping_, stats_)
                          : serve_channel(*ch, session, cfg_.max_violations, stopping_, nullptr);
+          unwatch(watched);
           spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, to_string(why),
                        session.device_bytes());
           // Its gate binding is stale from here on, before the channel can
@@ -528,6 +551,7 @@ int Server::run() {
                backend_.device_count(), cfg_.socket_path);
   while (!stopping_) {
     pollfd p{listen_fd_, POLLIN, 0};
+    cancel_orphaned_kernels(false);
     if (poll(&p, 1, 200) <= 0) continue;
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
@@ -535,6 +559,7 @@ int Server::run() {
   }
   close(listen_fd_);
   unlink(cfg_.socket_path.c_str());
+  cancel_orphaned_kernels(true);  // a runaway kernel must not hold the stop up
   {
     std::lock_guard lk(threads_mu_);
     for (auto& t : threads_)

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <mutex>
 #include <memory>
 #include <string>
@@ -54,6 +55,15 @@ class Server {
   // Runs fn on a thread of its own; joins threads that already finished
   // (a finished, unjoined thread keeps its stack: one per past client).
   void track(std::function<void()> fn);
+  // Sessions being served, so that a kernel still running when its client
+  // is gone (or the server stops) can be cancelled from the accept loop.
+  struct Live {
+    Session* s;
+    std::function<bool()> gone;  // the client's socket hung up (null: not known)
+  };
+  std::list<Live>::iterator watch(Session& s, std::function<bool()> gone);
+  void unwatch(std::list<Live>::iterator it);
+  void cancel_orphaned_kernels(bool all);
 
   ServerConfig cfg_;
   Backend& backend_;
@@ -68,7 +78,9 @@ class Server {
     std::shared_ptr<std::atomic<bool>> done;
   };
   std::vector<Tracked> threads_;
-  std::vector<std::unique_ptr<GateVm>> gates_;  // per cfg_.vms entry; null: no gate
+  std::vector<std::unique_ptr<GateVm>> gates_;
+  std::mutex live_mu_;
+  std::list<Live> live_;  // per cfg_.vms entry; null: no gate
 };
 
 std::string default_socket_path();

@@ -63,6 +63,7 @@ bool is_sticky(Err e) {
     case cudaErrorMisalignedAddress:
     case cudaErrorIllegalInstruction:
     case cudaErrorHardwareStackError:
+    case cudaErrorLaunchTimeout:
       return true;
     default:
       return false;
@@ -732,17 +733,18 @@ int32_t Session::on_Launch(const LaunchReq& rq, std::span<const uint8_t> tail, L
   if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
   if (Err e = check_kernel_node(rq.kernel, rq.grid, rq.block, rq.shared_bytes, tail.size(), &k); e != cudaSuccess)
     return e;
+  if (rq.flags & ~kLaunchCooperative) return cudaErrorInvalidValue;
   return run_kernel(*k, {rq.grid[0], rq.grid[1], rq.grid[2]}, {rq.block[0], rq.block[1], rq.block[2]},
-                    rq.shared_bytes, s, tail);
+                    rq.shared_bytes, s, tail, rq.flags & kLaunchCooperative);
 }
 
 // A checked launch, from a Launch request or a graph's kernel node: the
 // kernel's output joins what the guest fetches, a fault is remembered.
 Err Session::run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
-                        std::span<const uint8_t> params) {
+                        std::span<const uint8_t> params, bool cooperative) {
   KernelOutput kout;
   kout.limit = printf_fifo_;
-  Err e = ctx_->launch(*k.k, grid, block, shared_bytes, s, params, &last_log_, &kout);
+  Err e = ctx_->launch(*k.k, grid, block, shared_bytes, cooperative, s, params, &last_log_, &kout);
   add_output(kOutputStdout, kout.out);
   if (kout.dropped)
     add_output(kOutputStderr, "wormhole: device printf output exceeded the " + std::to_string(kout.limit) +

@@ -92,6 +92,9 @@ inline uint32_t request_tail_max(Op op, uint32_t max_msg) {
   }
 }
 
+// Launch flags (LaunchReq::flags).
+constexpr uint32_t kLaunchCooperative = 1;  // cudaLaunchCooperativeKernel: grid.sync() allowed
+
 // Per-kernel parameter layout, as ModuleGetKernel returns it in its tail.
 struct ParamInfo {
   uint32_t offset;

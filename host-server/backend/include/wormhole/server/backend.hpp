@@ -123,7 +123,9 @@ class Context {
   // mapped host memory, with its current value; the session has checked
   // that the whole variable fits there.
   virtual Err module_rebind_global(Module& m, const std::string& name, uint64_t dptr) = 0;
-  virtual Err launch(Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
+  // `cooperative`: the blocks run co-resident and may sync grid-wide; a
+  // grid larger than the device holds at once is refused.
+  virtual Err launch(Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, bool cooperative, Stream* s,
                      std::span<const uint8_t> params, std::string* log, KernelOutput* output) = 0;
 
   virtual Err stream_create(uint32_t flags, int priority, std::unique_ptr<Stream>* out) = 0;
@@ -136,6 +138,12 @@ class Context {
   virtual Err event_query(Event& e) = 0;
   virtual Err event_elapsed(Event& start, Event& end, float* ms) = 0;
   virtual Err synchronize() = 0;
+
+  // Stops the kernel running in this context, from any thread, and every
+  // later one: the context's session is ending (its client is gone or the
+  // server stops). A GPU kernel cannot be stopped short of destroying the
+  // context, so the cuda backend does nothing here.
+  virtual void cancel() {}
 
   // cudaDeviceSetLimit / cudaDeviceGetLimit (a cudaLimit value; the session
   // has checked its range). The value read back is what the device uses.
@@ -173,7 +181,10 @@ class Backend {
 };
 
 // The sim device: CPU execution through the PTX interpreter and OpenBLAS.
-std::unique_ptr<Backend> make_sim_backend(unsigned worker_threads, uint64_t memory_bytes);
+// A kernel running longer than kernel_timeout_ms (0: no limit) fails with
+// cudaErrorLaunchTimeout, as under a display watchdog.
+std::unique_ptr<Backend> make_sim_backend(unsigned worker_threads, uint64_t memory_bytes,
+                                          uint64_t kernel_timeout_ms = 0);
 // The real GPU through libcuda.so.1 (dlopen). nullptr (and *err) when no
 // driver or no device is present.
 std::unique_ptr<Backend> make_cuda_backend(std::string* err);

@@ -57,6 +57,9 @@ class Session {
     stats_.rejected++;
   }
   uint64_t device_bytes() const;
+  // From any thread: stops the kernel this session runs, and all later ones
+  // (its client is gone or the server stops).
+  void cancel() { ctx_->cancel(); }
 
   // What a synchronous MemGetInfo / StreamQuery(0) would see now: the
   // exitless gate publishes it so that the guest can answer those locally
@@ -101,7 +104,7 @@ class Session {
     MemPool* pool;  // owned by the context
   };
   Err run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
-                 std::span<const uint8_t> params);
+                 std::span<const uint8_t> params, bool cooperative = false);
   // cuBLAS (session_blas.cpp): resolves a guest handle, its stream and
   // pointer mode into the backend's per-call settings.
   Err blas_begin(uint64_t handle, uint64_t stream, uint32_t flags, Blas** blas, BlasHandle** h, BlasCall* call);
