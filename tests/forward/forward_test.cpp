@@ -54,6 +54,7 @@ TEST_F(Forward, DeviceQueriesAndUnsupported) { expect_pass(run({prog("device_inf
 TEST_F(Forward, DeviceIdentityAsStartupHelpersAskIt) { expect_pass(run({prog("device_query")}), "device_query"); }
 TEST_F(Forward, ManagedMemoryListsAndVariables) { expect_pass(run({prog("managed")}), "managed"); }
 TEST_F(Forward, CooperativeGridSyncAndWarpHandoff) { expect_pass(run({prog("cooperative")}), "cooperative"); }
+TEST_F(Forward, KernelParametersUpToTheLimit) { expect_pass(run({prog("big_params")}), "big_params"); }
 TEST_F(Forward, ThrustAndCub) { expect_pass(run({prog("thrust_algos")}), "thrust_algos"); }
 TEST_F(Forward, SeveralFatbins) { expect_pass(run({prog("multi_fatbin")}), "multi_fatbin"); }
 // More than a session's 1 TiB address window of cudaMalloc/cudaFree, live

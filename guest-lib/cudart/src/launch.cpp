@@ -94,9 +94,19 @@ cudaError_t ensure_kernel(KernelRec* k) {
     std::memcpy(server.data(), tail.data(), tail.size());
   auto it = k->fb->params.find(k->name);
   if (it != k->fb->params.end()) {
+    // Two descriptions of one layout (the cubin's .nv.info here, the PTX or
+    // the driver on the server): a kernel they disagree on is never run
+    // with arguments that may land in the wrong place.
+    bool same = it->second.size() == server.size();
+    for (size_t i = 0; same && i < server.size(); i++)
+      same = it->second[i].offset == server[i].offset && it->second[i].size == server[i].size;
+    if (!same) {
+      log_once("kernel " + k->name + ": refused: its parameter layout in the cubin's .nv.info (" +
+               std::to_string(it->second.size()) + " parameters) differs from the device's (" +
+               std::to_string(server.size()) + " parameters)");
+      return cudaErrorInvalidKernelImage;
+    }
     k->params = it->second;
-    if (k->params.size() != server.size())
-      log_once("kernel " + k->name + ": .nv.info and server disagree on the parameter count");
   } else {
     k->params = server;
   }

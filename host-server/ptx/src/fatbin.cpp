@@ -135,6 +135,16 @@ bool cubin_kernel_params(const std::vector<uint8_t>& elf, std::map<std::string, 
           if (params.size() <= ordinal) params.resize(ordinal + 1u);
           params[ordinal] = ParamInfo{offset, tmp >> 18};
           any = true;
+        } else if (attr == 0x45 && v >= 12) {
+          // The newer parameter record (nvcc 13, and whenever a parameter
+          // outgrows the 14-bit size above): u32 index, u16 ordinal,
+          // u16 offset, u32 size in bytes.
+          uint16_t ordinal = rd<uint16_t>(p + i + 8), offset = rd<uint16_t>(p + i + 10);
+          uint32_t size = rd<uint32_t>(p + i + 12);
+          if (ordinal > 4096) return fail(err, "cubin: absurd parameter ordinal");
+          if (params.size() <= ordinal) params.resize(ordinal + 1u);
+          params[ordinal] = ParamInfo{offset, size};
+          any = true;
         }
         i += 4 + v;
       } else if (fmt == 0x01 || fmt == 0x02 || fmt == 0x03) {
