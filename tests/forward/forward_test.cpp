@@ -55,6 +55,10 @@ TEST_F(Forward, DeviceIdentityAsStartupHelpersAskIt) { expect_pass(run({prog("de
 TEST_F(Forward, ManagedMemoryListsAndVariables) { expect_pass(run({prog("managed")}), "managed"); }
 TEST_F(Forward, ThrustAndCub) { expect_pass(run({prog("thrust_algos")}), "thrust_algos"); }
 TEST_F(Forward, SeveralFatbins) { expect_pass(run({prog("multi_fatbin")}), "multi_fatbin"); }
+TEST_F(Forward, TextureImageFilters) { expect_pass(run({prog("tex_filter")}), "tex_filter"); }
+TEST_F(Forward, SurfaceWriteRead) { expect_pass(run({prog("surface_rw")}), "surface_rw"); }
+TEST_F(Forward, Texture3DLayeredMipmap) { expect_pass(run({prog("tex3d")}), "tex3d"); }
+TEST_F(Forward, TexturePitch2DAndLinear) { expect_pass(run({prog("tex_pitch2d")}), "tex_pitch2d"); }
 
 TEST_F(Forward, AsyncErrors) {
   expect_pass(run({prog("async_errors"), "config"}), "config");

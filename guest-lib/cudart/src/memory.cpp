@@ -340,7 +340,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
   return set_error(do_memcpy(dst, src, n, kind, s, true));
 }
 
-static cudaError_t memcpy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+cudaError_t memcpy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                             cudaMemcpyKind kind, cudaStream_t s, bool async) {
   if (!height || !width) return cudaSuccess;
   if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;

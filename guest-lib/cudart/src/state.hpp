@@ -105,6 +105,10 @@ bool is_device_ptr(const void* p);
 // The core copy engine (all cudaMemcpy* variants end here).
 cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool async);
 
+// cudaMemcpy2D's engine (memory.cpp); array copies (texture.cpp) end here.
+extern "C" cudaError_t memcpy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                size_t height, cudaMemcpyKind kind, cudaStream_t s, bool async);
+
 inline uint64_t stream_handle(cudaStream_t s) { return reinterpret_cast<uint64_t>(s); }
 
 // Every exported function starts with this: the server connection or an error.

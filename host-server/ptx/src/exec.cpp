@@ -451,6 +451,7 @@ struct EngineImpl {
     c.shared_off = kd.shared_off.data();
     c.gaddr = M.gaddr.data();
     c.fault = false;
+    c.tex_handle = 0;  // objects may change between launches
     // memory for the block (zeroed: no data from earlier launches is visible)
     size_t nreg = size_t(nwarps) * kd.reg_stack * 32;
     if (W.regs.size() < nreg) W.regs.resize(nreg);

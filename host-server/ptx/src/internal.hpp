@@ -152,6 +152,11 @@ struct Ctx {
   const uint32_t* shared_off = nullptr;
   const uint64_t* gaddr = nullptr;
   bool fault = false;
+  // The last texture/surface object resolved (kernels use one or two objects).
+  uint64_t tex_handle = 0;
+  bool tex_is_surf = false;
+  TexView tex;
+  uint8_t* tex_host = nullptr;
   LaunchError err;
   uint64_t icount = 0;
 

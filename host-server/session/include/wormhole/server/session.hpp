@@ -109,6 +109,23 @@ class Session {
   int32_t blas_reduce(const Rq& rq, Out* value,
                       Err (Blas::*op)(BlasHandle&, const BlasCall&, int, uint64_t, int, const BlasScalar&, Out*));
 
+  // CUDA arrays (session_texture.cpp): row-major in one device allocation
+  // of the session (array_mem_), never in allocs_, so cudaFree cannot free it.
+  struct ArrayEntry {
+    int32_t fmt[5] = {};  // cudaChannelFormatDesc x, y, z, w, f
+    uint32_t flags = 0;
+    uint64_t width = 0, height = 0, depth = 0;  // as the guest gave them (0: dimension unused)
+    TexSpec spec;         // layout and format, for texture/surface objects
+    uint64_t mipmap = 0;  // a level of this mipmapped array (freed with it)
+  };
+  struct MipmapEntry {
+    std::vector<uint64_t> levels;  // array handles
+  };
+  Err array_make(const int32_t fmt[5], uint32_t flags, uint64_t w, uint64_t h, uint64_t d, uint64_t mipmap,
+                 uint64_t* out);
+  void array_release(ArrayEntry& a);
+  void textures_reset();
+
   Err resolve_stream(uint64_t h, Stream** out);
   bool device_range(uint64_t addr, uint64_t n) const;  // inside one of our allocations
   uint8_t* host_range(uint64_t off, uint64_t n) const;  // inside our data area
@@ -133,6 +150,10 @@ class Session {
   HandleTable<StreamEntry> streams_{0x53, 4096};
   HandleTable<EventEntry> events_{0x45, 1 << 16};
   HandleTable<BlasEntry> blas_handles_{0x42, 1024};
+  HandleTable<ArrayEntry> arrays_{0x41, 1 << 16};
+  HandleTable<MipmapEntry> mipmaps_{0x6d, 4096};
+  std::map<uint64_t, uint64_t> array_mem_;  // arrays' device memory: dptr -> bytes
+  std::map<uint64_t, bool> texobjs_;         // live texture (false) and surface (true) objects
   Err deferred_ = cudaSuccess;  // first error of posted work, not yet reported
   Err sticky_ = cudaSuccess;    // a kernel fault: the context is unusable
   uint64_t violations_ = 0;
