@@ -361,3 +361,48 @@ TEST_F(TexFixture, ViewLargerThanItsMemoryFaults) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PtxTexture, TxqAndSuqReportTheObject) {
+  const char* ptx = R"(.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry q(.param .u64 t, .param .u64 s, .param .u64 o) {
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [t];
+  ld.param.u64 %rd2, [s];
+  ld.param.u64 %rd3, [o];
+  txq.width.b32 %r1, [%rd1];
+  txq.height.b32 %r2, [%rd1];
+  txq.normalized_coords.b32 %r3, [%rd1];
+  txq.num_mipmap_levels.b32 %r4, [%rd1];
+  suq.width.b32 %r5, [%rd2];
+  suq.array_size.b32 %r6, [%rd2];
+  st.global.v4.u32 [%rd3], {%r1, %r2, %r3, %r4};
+  st.global.v2.u32 [%rd3+16], {%r5, %r6};
+  ret;
+}
+)";
+  std::string err;
+  auto m = Module::from_ptx(ptx, &err);
+  ASSERT_TRUE(m) << err;
+  TexMem mem;
+  TexView t;
+  t.w = 12, t.h = 5, t.dims = 2, t.norm_coords = true, t.levels = 3;
+  t.pitch = 48, t.slice = t.bytes = 240;
+  t.dptr = mem.alloc(240);
+  TexView s = t;
+  s.h = 1, s.d = 7, s.dims = 1, s.layered = true, s.pitch = s.slice = 48, s.bytes = 48 * 7;
+  s.dptr = mem.alloc(48 * 7);
+  uint64_t out = mem.alloc(32);
+  struct { uint64_t t, s, o; } p{mem.add(t, false), mem.add(s, true), out};
+  Engine eng(1);
+  auto e = eng.launch(*m, "q", cfg({1}, {1}), &p, sizeof p, mem);
+  ASSERT_FALSE(e) << e.message;
+  auto r = mem.download<uint32_t>(out, 6);
+  EXPECT_EQ(r, (std::vector<uint32_t>{12, 5, 1, 3, 12, 7}));
+}
+
+}  // namespace
