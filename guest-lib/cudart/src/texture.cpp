@@ -8,6 +8,7 @@
 // pageable and device memory all work, synchronous or on a stream.
 // Texture and surface objects are server objects too; the descriptors the
 // application passed are kept here to answer cudaGetTextureObject*Desc.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -352,6 +353,70 @@ cudaError_t cudaMemcpy2DToArray_ptds(cudaArray_t d, size_t x, size_t y, const vo
 cudaError_t cudaMemcpy2DFromArray_ptds(void* d, size_t dp, cudaArray_const_t s, size_t x, size_t y, size_t w,
                                        size_t h, cudaMemcpyKind k) {
   return cudaMemcpy2DFromArray(d, dp, s, x, y, w, h, k);
+}
+
+cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t wOffDst, size_t hOffDst, cudaArray_const_t src,
+                                   size_t wOffSrc, size_t hOffSrc, size_t count, cudaMemcpyKind) {
+  WH_CONN(c);
+  if (!count) return cudaSuccess;
+  ArrayInfo da, sa;
+  cudaError_t e = array_info(c, h_of(dst), &da);
+  if (e == cudaSuccess) e = array_info(c, h_of(src), &sa);
+  if (e != cudaSuccess) return set_error(e);
+  // count bytes, continuing on the following rows of each array
+  uint64_t dx = wOffDst, dy = hOffDst, sx = wOffSrc, sy = hOffSrc, left = count;
+  while (left) {
+    if (dx >= da.row) dx = 0, ++dy;
+    if (sx >= sa.row) sx = 0, ++sy;
+    uint64_t n = std::min<uint64_t>({left, da.row - dx, sa.row - sx});
+    Side ds, ss;
+    if ((e = array_side(da, dx, dy, 0, n, 1, 1, &ds)) != cudaSuccess ||
+        (e = array_side(sa, sx, sy, 0, n, 1, 1, &ss)) != cudaSuccess ||
+        (e = copy_box(ds, ss, n, 1, 1, nullptr, false)) != cudaSuccess)
+      return finish_sync(e);
+    dx += n, sx += n, left -= n;
+  }
+  return finish_sync(cudaSuccess);
+}
+
+// The per-thread-default-stream names (nvcc --default-stream per-thread): one stream here.
+cudaError_t cudaMemcpy2DArrayToArray_ptds(cudaArray_t d, size_t dx, size_t dy, cudaArray_const_t s, size_t sx, size_t sy,
+                                          size_t w, size_t h, cudaMemcpyKind k) {
+  return cudaMemcpy2DArrayToArray(d, dx, dy, s, sx, sy, w, h, k);
+}
+cudaError_t cudaMemcpyArrayToArray_ptds(cudaArray_t d, size_t dx, size_t dy, cudaArray_const_t s, size_t sx, size_t sy,
+                                        size_t n, cudaMemcpyKind k) {
+  return cudaMemcpyArrayToArray(d, dx, dy, s, sx, sy, n, k);
+}
+cudaError_t cudaMemcpy2DToArrayAsync_ptsz(cudaArray_t d, size_t x, size_t y, const void* s, size_t sp, size_t w,
+                                          size_t h, cudaMemcpyKind k, cudaStream_t st) {
+  return cudaMemcpy2DToArrayAsync(d, x, y, s, sp, w, h, k, st);
+}
+cudaError_t cudaMemcpy2DFromArrayAsync_ptsz(void* d, size_t dp, cudaArray_const_t s, size_t x, size_t y, size_t w,
+                                            size_t h, cudaMemcpyKind k, cudaStream_t st) {
+  return cudaMemcpy2DFromArrayAsync(d, dp, s, x, y, w, h, k, st);
+}
+cudaError_t cudaMemcpyToArray_ptds(cudaArray_t d, size_t x, size_t y, const void* s, size_t n, cudaMemcpyKind k) {
+  return cudaMemcpyToArray(d, x, y, s, n, k);
+}
+cudaError_t cudaMemcpyFromArray_ptds(void* d, cudaArray_const_t s, size_t x, size_t y, size_t n, cudaMemcpyKind k) {
+  return cudaMemcpyFromArray(d, s, x, y, n, k);
+}
+cudaError_t cudaMemcpyToArrayAsync_ptsz(cudaArray_t d, size_t x, size_t y, const void* s, size_t n, cudaMemcpyKind k,
+                                        cudaStream_t st) {
+  return cudaMemcpyToArrayAsync(d, x, y, s, n, k, st);
+}
+cudaError_t cudaMemcpyFromArrayAsync_ptsz(void* d, cudaArray_const_t s, size_t x, size_t y, size_t n, cudaMemcpyKind k,
+                                          cudaStream_t st) {
+  return cudaMemcpyFromArrayAsync(d, s, x, y, n, k, st);
+}
+
+// The modeled device's limit, the same for every format (the server's check).
+cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(size_t* max_width, const cudaChannelFormatDesc* desc, int device) {
+  if (!max_width || !desc) return set_error(cudaErrorInvalidValue);
+  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  *max_width = size_t(1) << 28;
+  return cudaSuccess;
 }
 
 // ---- texture and surface objects

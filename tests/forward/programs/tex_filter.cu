@@ -109,6 +109,27 @@ int main() {
              "box filter at (%d,%d): %d %d %d %d vs %d %d %d %d", x, y, o.x, o.y, o.z, o.w, e[0], e[1], e[2], e[3]);
     }
   CHECK(cudaDestroyTextureObject(tex));
+  // array to array (2D and the deprecated linear form), then out through
+  // pinned memory on a stream
+  cudaArray_t arr2;
+  CHECK(cudaMallocArray(&arr2, &cd, W, H));
+  CHECK(cudaMemcpy2DArrayToArray(arr2, 0, 0, arr, 0, 0, W * sizeof(uchar4), H, cudaMemcpyDeviceToDevice));
+  CHECK(cudaMemcpyArrayToArray(arr2, 8, 1, arr, 4, 2, 3 * W * sizeof(uchar4), cudaMemcpyDeviceToDevice));
+  uchar4* pinned;
+  CHECK(cudaMallocHost(&pinned, W * H * sizeof(uchar4)));
+  cudaStream_t st;
+  CHECK(cudaStreamCreate(&st));
+  CHECK(cudaMemcpy2DFromArrayAsync(pinned, W * sizeof(uchar4), arr2, 0, 0, W * sizeof(uchar4), H, cudaMemcpyDeviceToHost, st));
+  CHECK(cudaStreamSynchronize(st));
+  for (int i = 0; i < W * H; ++i) {
+    // bytes from (4 bytes, row 2) of arr land at (8 bytes, row 1) of arr2, 3 rows' worth
+    long b = (long)i * 4 - (1 * W * 4 + 8);
+    int src = b >= 0 && b < 3 * W * 4 ? (int)((b + 2 * W * 4 + 4) / 4) : i;
+    EXPECT(pinned[i].x == img[src].x && pinned[i].z == img[src].z, "array to array at %d", i);
+  }
+  CHECK(cudaStreamDestroy(st));
+  CHECK(cudaFreeHost(pinned));
+  CHECK(cudaFreeArray(arr2));
   CHECK(cudaFreeArray(arr));
 
   // ---- bilinear upscale of a float image, three address modes
