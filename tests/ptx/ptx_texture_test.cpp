@@ -406,3 +406,39 @@ TEST(PtxTexture, TxqAndSuqReportTheObject) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PtxTexture, MalformedTextureOperandsAreErrorsOrUnsupported) {
+  auto body = [](const char* inst) {
+    return std::string(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 t) {\n"
+                       "  .reg .b32 %r<8>;\n  .reg .f32 %f<8>;\n  .reg .b64 %rd<4>;\n  ld.param.u64 %rd1, [t];\n  ") +
+           inst + "\n  ret;\n}\n";
+  };
+  std::string err;
+  // parse errors, each naming the line
+  for (const char* bad : {"tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f5}];",
+                          "tex.2d.v4.f32.f32 %f1, [%rd1, {%f5, %f6}];",
+                          "suld.b.2d.v2.b32.trap {%r1}, [%rd1, {%r2, %r3}];",
+                          "sust.b.2d.b32.trap [%rd1, {%r2, %r3}], %r1;",
+                          "ld.global.f32 %f1, [%rd1, {%r2}];",
+                          "txq.width.b32 %r1;"}) {
+    EXPECT_FALSE(Module::from_ptx(body(bad), &err)) << bad;
+    EXPECT_NE(err.find("PTX line 9"), std::string::npos) << err;
+  }
+  // accepted, but the launch reports what is not supported
+  for (const char* unsup : {"tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, %rd2, {%f5, %f6}];",
+                            "tex.cube.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f5, %f6, %f7, %f1}];",
+                            "suld.p.2d.v4.b32.trap {%r1, %r2, %r3, %r4}, [%rd1, {%r2, %r3}];",
+                            "tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [tex_ref, {%f5, %f6}];"}) {
+    auto m = Module::from_ptx(body(unsup), &err);
+    ASSERT_TRUE(m) << unsup << ": " << err;
+    TexMem mem;
+    Engine eng(1);
+    uint64_t p = 0;
+    auto e = eng.launch(*m, "k", cfg({1}, {1}), &p, sizeof p, mem);
+    EXPECT_EQ(e.kind, LaunchError::Unsupported) << unsup << ": " << e.message;
+  }
+}
+
+}  // namespace

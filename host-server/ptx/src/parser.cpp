@@ -1199,6 +1199,7 @@ Sp parse_space(std::string_view m, bool& ok) {
 
 void Parser::apply_addr(Inst& I, const Opd& m, Sp& space) {
   if (m.k != Opd::Mem) fail(m.line, "expected a memory operand [..]");
+  if (!m.el.empty()) fail(m.line, "coordinates in a memory operand");  // only texture/surface operands have them
   I.areg = m.mreg;
   I.aoff = m.moff;
   if (!m.mname.empty()) {
