@@ -442,3 +442,44 @@ TEST(PtxTexture, MalformedTextureOperandsAreErrorsOrUnsupported) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(TexFixture, SignedHalfAndSrgbFormats) {
+  auto one = [&](TexView t, const std::vector<uint8_t>& bytes) {
+    t.w = uint32_t(bytes.size() / (t.nch * t.cbytes)), t.h = 1, t.d = 1, t.dims = 1;
+    t.pitch = t.slice = t.bytes = bytes.size();
+    t.dptr = mem.upload(bytes);
+    std::vector<float> c;
+    for (uint32_t i = 0; i < t.w; ++i) c.push_back(i + 0.5f);
+    return run("k_tex1d", mem.add(t, false), c);
+  };
+  TexView s8;
+  s8.nch = 1, s8.cbytes = 1, s8.ckind = 0, s8.read_normalized = true;
+  auto o = one(s8, {0x80, 0x81, 0x00, 0x7f, 0xc0});  // -128 -127 0 127 -64
+  EXPECT_EQ(o[0].x, -1.0f);
+  EXPECT_EQ(o[1].x, -1.0f);
+  EXPECT_EQ(o[2].x, 0.0f);
+  EXPECT_EQ(o[3].x, 1.0f);
+  EXPECT_EQ(o[4].x, -64.0f / 127.0f);
+  TexView u16;
+  u16.nch = 2, u16.cbytes = 2, u16.ckind = 1, u16.read_normalized = true;
+  o = one(u16, {0xff, 0xff, 0x00, 0x80});
+  EXPECT_EQ(o[0].x, 1.0f);
+  EXPECT_EQ(o[0].y, 32768.0f / 65535.0f);
+  TexView h;
+  h.nch = 1, h.cbytes = 2, h.ckind = 2;
+  o = one(h, {0x00, 0x3c, 0x00, 0xc1});  // 1.0, -2.5
+  EXPECT_EQ(o[0].x, 1.0f);
+  EXPECT_EQ(o[1].x, -2.5f);
+  TexView srgb;
+  srgb.nch = 4, srgb.cbytes = 1, srgb.ckind = 1, srgb.read_normalized = true, srgb.srgb = true;
+  o = one(srgb, {128, 10, 255, 128});
+  auto lin = [](float v) { return v <= 0.04045f ? v / 12.92f : std::pow((v + 0.055f) / 1.055f, 2.4f); };
+  EXPECT_NEAR(o[0].x, lin(128 / 255.0f), 1e-6f);
+  EXPECT_NEAR(o[0].y, lin(10 / 255.0f), 1e-7f);
+  EXPECT_EQ(o[0].z, 1.0f);
+  EXPECT_EQ(o[0].w, 128 / 255.0f);  // alpha stays linear
+}
+
+}  // namespace
