@@ -73,6 +73,10 @@ TEST_F(Forward, GraphDebugDotPrint) {
   unlink(path.c_str());
   rmdir(dir);
 }
+TEST_F(Forward, TextureImageFilters) { expect_pass(run({prog("tex_filter")}), "tex_filter"); }
+TEST_F(Forward, SurfaceWriteRead) { expect_pass(run({prog("surface_rw")}), "surface_rw"); }
+TEST_F(Forward, Texture3DLayeredMipmap) { expect_pass(run({prog("tex3d")}), "tex3d"); }
+TEST_F(Forward, TexturePitch2DAndLinear) { expect_pass(run({prog("tex_pitch2d")}), "tex_pitch2d"); }
 
 TEST_F(Forward, AsyncErrors) {
   expect_pass(run({prog("async_errors"), "config"}), "config");

@@ -854,6 +854,96 @@ TEST_F(Hostile, ManagedPlacementChecks) {
   EXPECT_EQ(gr.dptr, va + P + 4096);
 }
 
+TEST_F(Hostile, ArrayAndTextureChecks) {
+  auto a = client();
+  auto b = client();
+  // formats: gaps, mixed sizes, 3 channels, bad kinds and bit counts
+  for (auto f : std::vector<std::array<int32_t, 5>>{{0, 0, 0, 0, 2}, {8, 16, 0, 0, 1}, {8, 0, 8, 0, 1}, {32, 32, 32, 0, 2},
+                                                     {8, 0, 0, 0, 2}, {-8, 0, 0, 0, 0}, {12, 0, 0, 0, 1}, {32, 0, 0, 0, 7}})
+    EXPECT_EQ(a->call<Op::ArrayCreate>({f[0], f[1], f[2], f[3], f[4], 0, 16, 16, 0}), cudaErrorInvalidChannelDescriptor);
+  // extents: zero, huge, overflowing, depth without height, unknown flags
+  for (auto e : std::vector<std::array<uint64_t, 3>>{{0, 4, 0}, {UINT64_MAX, 1, 0}, {1 << 17, 1 << 16, 1 << 14},
+                                                      {1 << 20, 0, 0}, {4, 0, 4}, {4, 4, UINT64_MAX}})
+    EXPECT_EQ(a->call<Op::ArrayCreate>({32, 0, 0, 0, 2, 0, e[0], e[1], e[2]}), cudaErrorInvalidValue) << e[0];
+  EXPECT_EQ(a->call<Op::ArrayCreate>({32, 0, 0, 0, 2, 0x1000, 4, 4, 0}), cudaErrorInvalidValue);
+  EXPECT_EQ(a->call<Op::ArrayCreate>({32, 0, 0, 0, 2, cudaArrayCubemap, 4, 4, 6}), cudaErrorNotSupported);
+  EXPECT_EQ(a->call<Op::ArrayCreate>({32, 0, 0, 0, 2, cudaArrayLayered, 4, 4, 0}), cudaErrorInvalidValue);
+  ArrayCreateResp ar{};
+  ASSERT_EQ(a->call<Op::ArrayCreate>({32, 0, 0, 0, 2, cudaArraySurfaceLoadStore, 10, 3, 0}, &ar), 0);
+  ArrayGetInfoResp ai{};
+  ASSERT_EQ(a->call<Op::ArrayGetInfo>({ar.array}, &ai), 0);
+  EXPECT_GE(ai.pitch, 40u);
+  // the array's memory: copies stay inside it, and cudaFree cannot free it
+  const uint64_t P = kPinnedHeapOffset;
+  EXPECT_EQ(a->call<Op::Memcpy2D>({ai.dptr, ai.pitch, P, 40, 40, 4, cudaMemcpyHostToDevice, 0, 0}), cudaErrorInvalidValue);
+  EXPECT_EQ(a->call<Op::Memcpy2D>({ai.dptr, ai.pitch, P, 40, 40, 3, cudaMemcpyHostToDevice, 0, 0}), 0);
+  EXPECT_EQ(a->call<Op::Free>({ai.dptr}), cudaErrorInvalidValue);
+  EXPECT_EQ(b->call<Op::Memcpy2D>({ai.dptr, ai.pitch, P, 40, 40, 1, cudaMemcpyHostToDevice, 0, 0}), cudaErrorInvalidValue);
+  // forged, foreign and stale array handles
+  for (uint64_t h : std::vector<uint64_t>{0, ar.array + 1, ar.array ^ (uint64_t(1) << 40), UINT64_MAX}) {
+    EXPECT_EQ(a->call<Op::ArrayGetInfo>({h}), cudaErrorInvalidValue) << h;
+    EXPECT_EQ(a->call<Op::ArrayDestroy>({h}), cudaErrorInvalidValue) << h;
+    EXPECT_EQ(a->call<Op::SurfObjectCreate>({h}), cudaErrorInvalidResourceHandle) << h;
+  }
+  EXPECT_EQ(b->call<Op::ArrayGetInfo>({ar.array}), cudaErrorInvalidValue);
+  // mipmapped arrays: level counts and level indices
+  EXPECT_EQ(a->call<Op::MipmappedArrayCreate>({32, 0, 0, 0, 2, 0, 8, 8, 0, 0, 0}), cudaErrorInvalidValue);
+  EXPECT_EQ(a->call<Op::MipmappedArrayCreate>({32, 0, 0, 0, 2, 0, 8, 8, 0, 5, 0}), cudaErrorInvalidValue);
+  EXPECT_EQ(a->call<Op::MipmappedArrayCreate>({32, 0, 0, 0, 2, 0, 8, 8, 0, UINT32_MAX, 0}), cudaErrorInvalidValue);
+  MipmappedArrayCreateResp mr{};
+  ASSERT_EQ(a->call<Op::MipmappedArrayCreate>({32, 0, 0, 0, 2, 0, 8, 8, 0, 4, 0}, &mr), 0);
+  EXPECT_EQ(a->call<Op::MipmappedArrayGetLevel>({mr.mipmap, 4, 0}), cudaErrorInvalidValue);
+  MipmappedArrayGetLevelResp lr{};
+  ASSERT_EQ(a->call<Op::MipmappedArrayGetLevel>({mr.mipmap, 3, 0}, &lr), 0);
+  EXPECT_EQ(a->call<Op::ArrayDestroy>({lr.array}), cudaErrorInvalidValue);  // owned by the mipmapped array
+  // texture objects: resource kinds, handles, ranges, pitches, modes
+  auto tex = [&](uint32_t type, uint64_t res, uint64_t bytes, uint64_t w, uint64_t h, uint64_t pitch, uint32_t mode = 1,
+                 uint32_t read = 0) {
+    TexObjectCreateReq rq{};
+    rq.res_type = type;
+    rq.res = res;
+    rq.fx = 32, rq.fkind = 2;
+    rq.bytes = bytes, rq.width = w, rq.height = h, rq.pitch = pitch;
+    rq.addr[0] = rq.addr[1] = rq.addr[2] = mode;
+    rq.read_mode = read;
+    TexObjectCreateResp rs{};
+    int32_t e = a->call<Op::TexObjectCreate>(rq, &rs);
+    return std::pair<int32_t, uint64_t>(e, rs.obj);
+  };
+  const uint64_t d = a->malloc(4096);
+  EXPECT_EQ(tex(9, ar.array, 0, 0, 0, 0).first, cudaErrorInvalidValue);
+  EXPECT_EQ(tex(cudaResourceTypeArray, ar.array ^ (uint64_t(1) << 33), 0, 0, 0, 0).first, cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(tex(cudaResourceTypeMipmappedArray, ar.array, 0, 0, 0, 0).first, cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(tex(cudaResourceTypeArray, ar.array, 0, 0, 0, 0, 4).first, cudaErrorInvalidValue);
+  EXPECT_EQ(tex(cudaResourceTypeArray, ar.array, 0, 0, 0, 0, 1, 1).first, cudaErrorInvalidValue);  // float as normalized
+  EXPECT_EQ(tex(cudaResourceTypeLinear, d, 4100, 0, 0, 0).first, cudaErrorInvalidValue);
+  EXPECT_EQ(tex(cudaResourceTypeLinear, d, UINT64_MAX - 3, 0, 0, 0).first, cudaErrorInvalidValue);
+  EXPECT_EQ(tex(cudaResourceTypeLinear, d + 8, 4096, 0, 0, 0).first, cudaErrorInvalidValue);
+  EXPECT_EQ(tex(cudaResourceTypeLinear, 0, 16, 0, 0, 0).first, cudaErrorInvalidValue);
+  EXPECT_EQ(tex(cudaResourceTypePitch2D, d, 0, 16, 100, 64).first, cudaErrorInvalidValue);  // 100 rows of 64 > 4096
+  EXPECT_EQ(tex(cudaResourceTypePitch2D, d, 0, 16, 16, 48).first, cudaErrorInvalidPitchValue);
+  EXPECT_EQ(tex(cudaResourceTypePitch2D, d, 0, 16, 1ull << 40, 64).first, cudaErrorInvalidValue);
+  EXPECT_EQ(tex(cudaResourceTypePitch2D, d, 0, 16, 8, UINT64_MAX & ~31ull).first, cudaErrorInvalidValue);
+  auto good = tex(cudaResourceTypePitch2D, d, 0, 16, 16, 256 / 4 * 4);
+  EXPECT_EQ(good.first, 0);
+  auto on_array = tex(cudaResourceTypeArray, ar.array, 0, 0, 0, 0);
+  ASSERT_EQ(on_array.first, 0);
+  SurfObjectCreateResp sr{};
+  ASSERT_EQ(a->call<Op::SurfObjectCreate>({ar.array}, &sr), 0);
+  // objects are per session and per kind
+  EXPECT_EQ(b->call<Op::TexObjectDestroy>({on_array.second}), cudaErrorInvalidValue);
+  EXPECT_EQ(a->call<Op::SurfObjectDestroy>({on_array.second}), cudaErrorInvalidValue);
+  EXPECT_EQ(a->call<Op::TexObjectDestroy>({sr.obj}), cudaErrorInvalidValue);
+  EXPECT_EQ(a->call<Op::TexObjectDestroy>({UINT64_MAX}), cudaErrorInvalidValue);
+  // freeing the array under its objects is allowed; the objects die on use
+  EXPECT_EQ(a->call<Op::ArrayDestroy>({ar.array}), 0);
+  EXPECT_EQ(a->call<Op::ArrayDestroy>({ar.array}), cudaErrorInvalidValue);
+  EXPECT_EQ(a->call<Op::TexObjectDestroy>({on_array.second}), 0);
+  EXPECT_EQ(a->call<Op::SurfObjectDestroy>({sr.obj}), 0);
+  EXPECT_EQ(a->call<Op::MipmappedArrayDestroy>({mr.mipmap}), 0);
+  EXPECT_EQ(a->call<Op::MipmappedArrayDestroy>({mr.mipmap}), cudaErrorInvalidValue);
+}
+
 // ---------------------------------------------------------------- isolation
 
 TEST_F(Hostile, AnotherSessionsMemoryIsNeverReadOrWritten) {

@@ -73,7 +73,9 @@ namespace {
   X(cuMemPoolDestroy, "cuMemPoolDestroy")                \
   X(cuMemPoolTrimTo, "cuMemPoolTrimTo")                  \
   X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute")      \
-  X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute")
+  X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute") \
+  X(cuTexObjectCreate, "cuTexObjectCreate")              \
+  X(cuTexObjectDestroy, "cuTexObjectDestroy")
 
 struct Driver {
 #define WH_CU_PTR(fn, sym) decltype(&::fn) fn = nullptr;
@@ -156,6 +158,59 @@ class CudaContext final : public Context {
       return map(d_.cuStreamSynchronize(nullptr));
     }
     return map(d_.cuMemFree(dptr));
+  }
+  // Textures over the session's linear memory (CUDA arrays are row-major
+  // device memory on every backend, see session_texture.cpp): 1D as linear,
+  // 2D as pitch2D resources. Layered and 3D textures need a CUarray, which
+  // would not see later writes to that memory, and surfaces need one too:
+  // both are refused here (docs/hardware.md).
+  Err texture_create(const TexSpec& t, bool surface, uint64_t* obj) override {
+    if (surface || t.layered || t.dims == 3) return cudaErrorNotSupported;
+    cur();
+    CUarray_format f;
+    switch (t.ckind * 8 + t.cbytes) {
+      case 0 * 8 + 1: f = CU_AD_FORMAT_SIGNED_INT8; break;
+      case 0 * 8 + 2: f = CU_AD_FORMAT_SIGNED_INT16; break;
+      case 0 * 8 + 4: f = CU_AD_FORMAT_SIGNED_INT32; break;
+      case 1 * 8 + 1: f = CU_AD_FORMAT_UNSIGNED_INT8; break;
+      case 1 * 8 + 2: f = CU_AD_FORMAT_UNSIGNED_INT16; break;
+      case 1 * 8 + 4: f = CU_AD_FORMAT_UNSIGNED_INT32; break;
+      case 2 * 8 + 2: f = CU_AD_FORMAT_HALF; break;
+      case 2 * 8 + 4: f = CU_AD_FORMAT_FLOAT; break;
+      default: return cudaErrorInvalidChannelDescriptor;
+    }
+    CUDA_RESOURCE_DESC rd{};
+    if (t.dims == 1 && t.h == 1) {
+      rd.resType = CU_RESOURCE_TYPE_LINEAR;
+      rd.res.linear.devPtr = t.dptr;
+      rd.res.linear.format = f;
+      rd.res.linear.numChannels = t.nch;
+      rd.res.linear.sizeInBytes = uint64_t(t.w) * t.nch * t.cbytes;
+    } else {
+      rd.resType = CU_RESOURCE_TYPE_PITCH2D;
+      rd.res.pitch2D.devPtr = t.dptr;
+      rd.res.pitch2D.format = f;
+      rd.res.pitch2D.numChannels = t.nch;
+      rd.res.pitch2D.width = t.w;
+      rd.res.pitch2D.height = t.h;
+      rd.res.pitch2D.pitchInBytes = t.pitch;
+    }
+    CUDA_TEXTURE_DESC td{};
+    for (int k = 0; k < 3; ++k) td.addressMode[k] = CUaddress_mode(t.addr[k]);
+    td.filterMode = t.filter_linear ? CU_TR_FILTER_MODE_LINEAR : CU_TR_FILTER_MODE_POINT;
+    if (!t.read_normalized && t.ckind != cudaChannelFormatKindFloat) td.flags |= CU_TRSF_READ_AS_INTEGER;
+    if (t.norm_coords) td.flags |= CU_TRSF_NORMALIZED_COORDINATES;
+    if (t.srgb) td.flags |= CU_TRSF_SRGB;
+    for (int k = 0; k < 4; ++k) td.borderColor[k] = t.border[k];
+    CUtexObject o = 0;
+    if (CUresult r = d_.cuTexObjectCreate(&o, &rd, &td, nullptr); r != CUDA_SUCCESS) return map(r);
+    *obj = o;
+    return cudaSuccess;
+  }
+  Err texture_destroy(uint64_t obj, bool surface) override {
+    if (surface) return cudaErrorInvalidValue;
+    cur();
+    return map(d_.cuTexObjectDestroy(CUtexObject(obj)));
   }
   // __managed__ variables of a GPU module live in the driver's managed
   // memory, which the guest cannot reach: not supported on this backend.

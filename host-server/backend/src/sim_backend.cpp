@@ -258,6 +258,37 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     return true;
   }
 
+  bool texture(uint64_t h, ptx::TexView& out) override { return find_tex(h, false, out); }
+  bool surface(uint64_t h, ptx::TexView& out) override { return find_tex(h, true, out); }
+  bool find_tex(uint64_t h, bool surf, ptx::TexView& out) const {
+    auto it = texobjs_.find(h);
+    if (it == texobjs_.end() || it->second.second != surf) return false;
+    out = it->second.first;
+    return true;
+  }
+  Err texture_create(const TexSpec& s, bool surf, uint64_t* obj) override {
+    ptx::TexView v;
+    v.dptr = s.dptr, v.bytes = s.bytes, v.pitch = s.pitch, v.slice = s.slice;
+    v.w = s.w, v.h = s.h, v.d = s.d, v.dims = s.dims, v.layered = s.layered, v.linear_mem = s.linear_mem;
+    v.nch = s.nch, v.cbytes = s.cbytes, v.ckind = s.ckind, v.levels = s.levels;
+    for (int i = 0; i < 3; ++i) v.addr[i] = s.addr[i];
+    v.filter_linear = s.filter_linear, v.read_normalized = s.read_normalized;
+    v.norm_coords = s.norm_coords, v.srgb = s.srgb;
+    for (int i = 0; i < 4; ++i) v.border[i] = s.border[i];
+    // Values are never reused in a session: a stale handle finds nothing.
+    // Small numbers, like a GPU's, but never 0 (the "no object" value).
+    uint64_t h = ++next_tex_;
+    texobjs_[h] = {v, surf};
+    *obj = h;
+    return cudaSuccess;
+  }
+  Err texture_destroy(uint64_t h, bool surf) override {
+    auto it = texobjs_.find(h);
+    if (it == texobjs_.end() || it->second.second != surf) return cudaErrorInvalidValue;
+    texobjs_.erase(it);
+    return cudaSuccess;
+  }
+
   // ---- memory. The session's quota and the device count what cudaMalloc
   // asked for, exactly, and what pools reserve.
   Err mem_alloc(uint64_t bytes, uint64_t* dptr) override {
@@ -627,6 +658,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   }
 
  private:
+  // Texture/surface objects: changed only on the session thread, never
+  // during a launch (calls execute in order), so launches read them unlocked.
+  std::map<uint64_t, std::pair<ptx::TexView, bool>> texobjs_;
+  uint64_t next_tex_ = 0;
   struct Alloc {
     HostHeap::Block host;
     uint64_t bytes;  // what kernels and copies may touch

@@ -561,6 +561,7 @@ struct EngineImpl {
     c.gridws = cfg.cooperative ? J.gridws : nullptr;
     c.gridws_addr = cfg.cooperative ? kGridWorkspace : 0;
     c.fault = false;
+    c.tex_handle = 0;  // objects may change between launches
   }
 
   void init_block(Worker& W, Job& J, Block& B, uint64_t bid) {

@@ -169,6 +169,11 @@ struct Ctx {
   uint8_t* gridws = nullptr;  // cooperative launch workspace (host memory), else null
   uint64_t gridws_addr = 0;   // its device address as %envreg1:%envreg2 report it (0: none)
   bool fault = false;
+  // The last texture/surface object resolved (kernels use one or two objects).
+  uint64_t tex_handle = 0;
+  bool tex_is_surf = false;
+  TexView tex;
+  uint8_t* tex_host = nullptr;
   LaunchError err;
   uint64_t icount = 0;
 

@@ -125,6 +125,7 @@ Session::~Session() {
   modules_.clear();
   streams_.clear();
   events_.clear();
+  textures_reset();
   for (auto& [d, n] : allocs_) ctx_->mem_free(d);
   ctx_.reset();
 }
@@ -132,6 +133,7 @@ Session::~Session() {
 uint64_t Session::device_bytes() const {
   uint64_t n = 0;
   for (auto& [d, b] : allocs_) n += b;
+  for (auto& [d, b] : array_mem_) n += b;
   return n;
 }
 
@@ -252,7 +254,7 @@ bool Session::device_range(uint64_t addr, uint64_t n) const {
     --it;
     return addr - it->first < it->second && n <= it->second - (addr - it->first);
   };
-  return inside(allocs_) || inside(globals_);
+  return inside(allocs_) || inside(globals_) || inside(array_mem_);
 }
 
 uint8_t* Session::host_range(uint64_t off, uint64_t n) const {
@@ -345,6 +347,7 @@ int32_t Session::on_DeviceReset(const DeviceResetReq&, std::span<const uint8_t>,
   modules_.clear();
   streams_.clear();
   events_.clear();
+  textures_reset();
   for (auto& [d, n] : allocs_) ctx_->mem_free(d);
   allocs_.clear();
   // Pools outlive a reset, as CUDA's do (they are destroyed explicitly),

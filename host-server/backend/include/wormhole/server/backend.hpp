@@ -71,6 +71,22 @@ struct KernelOutput {
   uint64_t dropped = 0;
 };
 
+// A texture or surface object over device memory the session has checked:
+// a CUDA array's backing store (row-major, `pitch` bytes per row, `slice`
+// bytes per 2D slice or layer) or the guest's linear / pitch2D memory.
+struct TexSpec {
+  uint64_t dptr = 0, bytes = 0, pitch = 0, slice = 0;
+  uint32_t w = 1, h = 1, d = 1;  // elements; d: depth, or layers when layered
+  uint8_t dims = 1;              // 1, 2, 3
+  bool layered = false, linear_mem = false;
+  uint8_t nch = 1, cbytes = 4, ckind = 2;  // channels, bytes per channel, cudaChannelFormatKind
+  uint32_t levels = 1;
+  // texture only (cudaTextureDesc, checked)
+  uint8_t addr[3] = {1, 1, 1};
+  bool filter_linear = false, read_normalized = false, norm_coords = false, srgb = false;
+  float border[4] = {0, 0, 0, 0};
+};
+
 class Context {
  public:
   virtual ~Context() = default;
@@ -154,6 +170,12 @@ class Context {
   // range is inside one allocation (nullptr otherwise, and always on a
   // GPU). Library backends on the sim device (OpenBLAS for cuBLAS) use it.
   virtual uint8_t* host_view(uint64_t dptr, uint64_t bytes) { return nullptr; }
+
+  // Texture and surface objects (cudaCreateTextureObject/SurfaceObject):
+  // *obj is the 64-bit value kernels receive. Destroy takes a value this
+  // context returned (the session checks).
+  virtual Err texture_create(const TexSpec&, bool surface, uint64_t* obj) { return cudaErrorNotSupported; }
+  virtual Err texture_destroy(uint64_t obj, bool surface) { return cudaErrorInvalidValue; }
 
   // This context's BLAS (cuBLAS semantics), created on first use; nullptr
   // (and *err) when the backend has none (e.g. no libcublas on the host).

@@ -25,6 +25,25 @@ constexpr uint64_t kLocalWindow = 0xFFFF'FE00'0000'0000ull;
 constexpr uint64_t kParamWindow = 0xFFFF'FD00'0000'0000ull;
 constexpr uint64_t kWindowLow = 0xFFFF'FD00'0000'0000ull;
 
+// A texture or surface object as a kernel sees it: backing memory in the
+// device address space (translated at each use, so an object whose memory
+// was freed faults instead of reading stale bytes), layout, element format
+// and, for textures, the sampler state. Values of the CUDA enums.
+struct TexView {
+  uint64_t dptr = 0, bytes = 0;  // backing memory
+  uint64_t pitch = 0, slice = 0; // bytes per row, per 2D slice or layer
+  uint32_t w = 1, h = 1, d = 1;  // extent in elements (d: depth, or layers when layered)
+  uint8_t dims = 1;              // 1, 2 or 3 (a layered 2D texture has dims 2)
+  bool layered = false;
+  bool linear_mem = false;       // cudaResourceTypeLinear: tex1Dfetch semantics
+  uint8_t nch = 1, cbytes = 4;   // channels (1, 2, 4), bytes per channel (1, 2, 4)
+  uint8_t ckind = 2;             // cudaChannelFormatKind: 0 signed, 1 unsigned, 2 float
+  uint8_t addr[3] = {1, 1, 1};   // cudaTextureAddressMode per dimension (1: clamp)
+  bool filter_linear = false, read_normalized = false, norm_coords = false, srgb = false;
+  uint32_t levels = 1;
+  float border[4] = {0, 0, 0, 0};
+};
+
 // Device memory as the backend provides it.
 struct DeviceMemory {
   virtual ~DeviceMemory() = default;
@@ -40,6 +59,10 @@ struct DeviceMemory {
     bool writable = false;
   };
   virtual bool region(uint64_t addr, Region& out) { return false; }
+  // The texture / surface object a kernel names by its 64-bit handle; false
+  // if there is none. Read-only during a launch, thread-safe.
+  virtual bool texture(uint64_t handle, TexView& out) { return false; }
+  virtual bool surface(uint64_t handle, TexView& out) { return false; }
 };
 
 struct GlobalVar {

@@ -142,6 +142,22 @@ class Session {
   Err run_copy3d(const proto::GraphCopyBody& c, Stream* s);
   Err check_memset(const proto::GraphMemsetBody& m) const;
   Err run_graph_node(const GraphNode& n, Stream* s);
+  // CUDA arrays (session_texture.cpp): row-major in one device allocation
+  // of the session (array_mem_), never in allocs_, so cudaFree cannot free it.
+  struct ArrayEntry {
+    int32_t fmt[5] = {};  // cudaChannelFormatDesc x, y, z, w, f
+    uint32_t flags = 0;
+    uint64_t width = 0, height = 0, depth = 0;  // as the guest gave them (0: dimension unused)
+    TexSpec spec;         // layout and format, for texture/surface objects
+    uint64_t mipmap = 0;  // a level of this mipmapped array (freed with it)
+  };
+  struct MipmapEntry {
+    std::vector<uint64_t> levels;  // array handles
+  };
+  Err array_make(const int32_t fmt[5], uint32_t flags, uint64_t w, uint64_t h, uint64_t d, uint64_t mipmap,
+                 uint64_t* out);
+  void array_release(ArrayEntry& a);
+  void textures_reset();
 
   Err resolve_stream(uint64_t h, Stream** out);
   // The session's default pool, made on first use (a pool of its own: see backend.hpp).
@@ -176,6 +192,10 @@ class Session {
   HandleTable<GraphExecEntry> graphs_{0x47, proto::kMaxGraphExecs};
   uint64_t graph_bytes_ = 0;          // held by graphs_, bounded
   std::vector<uint8_t> fill_chunk_;  // a memset's wide-element pattern, repeated (graphs)
+  HandleTable<ArrayEntry> arrays_{0x41, 1 << 16};
+  HandleTable<MipmapEntry> mipmaps_{0x6d, 4096};
+  std::map<uint64_t, uint64_t> array_mem_;  // arrays' device memory: dptr -> bytes
+  std::map<uint64_t, bool> texobjs_;         // live texture (false) and surface (true) objects
   Err deferred_ = cudaSuccess;  // first error of posted work, not yet reported
   Err sticky_ = cudaSuccess;    // a kernel fault: the context is unusable
   uint64_t violations_ = 0;
