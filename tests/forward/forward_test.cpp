@@ -59,6 +59,8 @@ TEST_F(Forward, SeveralFatbins) { expect_pass(run({prog("multi_fatbin")}), "mult
 // allocations apart from each other and from mapped memory.
 TEST_F(Forward, MallocFreeBeyondTheWindow) { expect_pass(run({prog("malloc_free"), "2000"}), "malloc_free"); }
 TEST_F(Forward, StreamOrderedAllocation) { expect_pass(run({prog("mempool")}), "mempool"); }
+// malloc/free and new/delete in kernels, the heap size limit fixed at first use.
+TEST_F(Forward, DeviceHeap) { expect_pass(run({prog("device_heap")}), "device_heap"); }
 
 TEST_F(Forward, AsyncErrors) {
   expect_pass(run({prog("async_errors"), "config"}), "config");

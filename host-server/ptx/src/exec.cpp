@@ -159,6 +159,7 @@ void build_kernels(ModuleImpl& M, std::string* err) {
     ki.local_bytes_per_thread = kd.local_stack;
     ki.max_threads_per_block = f.maxntid ? f.maxntid : 1024;
     ki.num_regs = int(std::min<uint32_t>(f.nregs, 255));
+    for (uint32_t u : order) ki.uses_heap |= M.funcs[u].calls_heap;
     M.kernels.push_back(std::move(ki));
     M.kdata.push_back(std::move(kd));
   }
@@ -892,6 +893,37 @@ struct EngineImpl {
               std::fwrite(all.data(), 1, all.size(), stdout);
               std::fflush(stdout);
             }
+          }
+          ++pc;
+          if (pc == fr->min_wait) merge(*fr, pc, active);
+          break;
+        }
+        case Ctl::Malloc:
+        case Ctl::Free: {
+          const CallSite& cs = fn->calls[I.a0];
+          bool bad = false;
+          uint64_t bad_addr = 0;
+          for_lanes_until(m, [&](int l) {
+            uint8_t* base = c.local + size_t(l) * kd.local_stack + fr->localbase;
+            uint64_t a = 0;
+            std::memcpy(&a, base + cs.arg_off[0], 8);
+            if (I.ctl == Ctl::Malloc) {
+              // malloc(0) gives NULL, which free accepts.
+              uint64_t p = a ? c.mem->device_malloc(a) : 0;
+              std::memcpy(base + cs.ret_off[0], &p, 8);
+            } else if (a && !c.mem->device_free(a)) {
+              bad = true;
+              bad_addr = a;
+              return false;
+            }
+            return true;
+          });
+          if (bad) {
+            // Undefined on a GPU (heap corruption); here a clear fault instead.
+            c.set_fault(LaunchError::Trap, I,
+                        "free() of address " + hex(bad_addr) + ", which is not a live device-heap (malloc) block");
+            save();
+            return;
           }
           ++pc;
           if (pc == fr->min_wait) merge(*fr, pc, active);

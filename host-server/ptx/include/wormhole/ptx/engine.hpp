@@ -40,6 +40,14 @@ struct DeviceMemory {
     bool writable = false;
   };
   virtual bool region(uint64_t addr, Region& out) { return false; }
+  // Device-side heap (malloc/free and new/delete in kernels). Called from the
+  // worker threads of a launch, so implementations must be thread-safe.
+  // device_malloc returns 0 when the heap is exhausted (a GPU returns NULL),
+  // 16-byte aligned otherwise; the memory must stay reachable through
+  // region()/translate() until freed, across launches.
+  virtual uint64_t device_malloc(uint64_t bytes) { return 0; }
+  // False when addr is not a live device_malloc block: the launch traps.
+  virtual bool device_free(uint64_t addr) { return false; }
 };
 
 struct GlobalVar {
@@ -58,6 +66,7 @@ struct KernelInfo {
   uint32_t local_bytes_per_thread;
   int max_threads_per_block;
   int num_regs;  // estimate (registers declared by the entry, capped at 255)
+  bool uses_heap = false;  // its call graph calls malloc or free
 };
 
 // What a kernel prints, when the caller collects it: printf text, and
