@@ -55,6 +55,8 @@ TEST_F(Forward, DeviceIdentityAsStartupHelpersAskIt) { expect_pass(run({prog("de
 TEST_F(Forward, ManagedMemoryListsAndVariables) { expect_pass(run({prog("managed")}), "managed"); }
 TEST_F(Forward, ThrustAndCub) { expect_pass(run({prog("thrust_algos")}), "thrust_algos"); }
 TEST_F(Forward, SeveralFatbins) { expect_pass(run({prog("multi_fatbin")}), "multi_fatbin"); }
+// Built with -rdc=true: the sim device links the units' PTX.
+TEST_F(Forward, RelocatableDeviceCode) { expect_pass(run({prog("rdc")}), "rdc"); }
 // More than a session's 1 TiB address window of cudaMalloc/cudaFree, live
 // allocations apart from each other and from mapped memory.
 TEST_F(Forward, MallocFreeBeyondTheWindow) { expect_pass(run({prog("malloc_free"), "2000"}), "malloc_free"); }

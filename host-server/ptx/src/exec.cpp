@@ -189,6 +189,28 @@ std::unique_ptr<Module> Module::from_fatbin(const void* data, size_t avail, std:
   for (auto& e : entries)
     if (e.kind == fatbin::Entry::PTX && (!best || e.sm_arch > best->sm_arch)) best = &e;
   if (!best) {
+    // -rdc=true: the device-linked image (SASS only) is followed by the
+    // per-unit fatbins, whose PTX is linked here.
+    const auto* p = static_cast<const uint8_t*>(data);
+    uint32_t magic = 0;
+    if (avail >= 4) std::memcpy(&magic, p, 4);
+    const size_t first = magic == fatbin::kFatbinMagic ? fatbin::fatbin_size(data) : 0;
+    if (first && first < avail) {
+      std::vector<std::vector<fatbin::Entry>> units;
+      if (!fatbin::parse_all(data, avail, units, err)) return nullptr;
+      std::vector<std::string_view> texts;
+      for (size_t u = 1; u < units.size(); ++u) {
+        const fatbin::Entry* b = nullptr;
+        for (auto& e : units[u])
+          if (e.kind == fatbin::Entry::PTX && (!b || e.sm_arch > b->sm_arch)) b = &e;
+        if (!b) {
+          if (err) *err = "relocatable device code: unit " + std::to_string(u) + " carries no PTX (SASS only)";
+          return nullptr;
+        }
+        texts.emplace_back(reinterpret_cast<const char*>(b->bytes.data()), b->bytes.size());
+      }
+      return from_ptx_units(texts, err);
+    }
     if (err) *err = "fatbin carries no PTX (SASS only): the sim device cannot run it; rebuild with a compute_XX PTX target";
     return nullptr;
   }

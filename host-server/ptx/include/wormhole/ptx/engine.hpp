@@ -111,7 +111,14 @@ struct EngineImpl;
 class Module {
  public:
   static std::unique_ptr<Module> from_ptx(std::string_view ptx_text, std::string* err);
-  // Picks the best PTX entry (highest arch); SASS-only fatbins are an error.
+  // Links the PTX of several translation units (separate compilation, -rdc=true)
+  // into one module: private symbols stay per unit, .weak definitions keep one,
+  // .extern declarations resolve to another unit's definition (an undefined one
+  // is an error naming it). See docs/ptx.md.
+  static std::unique_ptr<Module> from_ptx_units(const std::vector<std::string_view>& units, std::string* err);
+  // Picks the best PTX entry (highest arch). A SASS-only fatbin followed, within
+  // `avail`, by further fatbins (the per-unit fatbins of an -rdc=true program)
+  // links the best PTX entry of each of those; SASS only otherwise is an error.
   static std::unique_ptr<Module> from_fatbin(const void* data, size_t avail, std::string* err);
   ~Module();
 
