@@ -212,6 +212,11 @@ class DeviceHeap {
     }
     return 0;
   }
+  void clear() {
+    std::lock_guard lk(mu_);
+    free_.clear();
+    live_.clear();
+  }
   bool release(uint64_t a) {
     std::lock_guard lk(mu_);
     auto l = live_.find(a);
@@ -669,6 +674,18 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   Err get_limit(int limit, uint64_t* value) override {
     *value = limits_[limit];
     return cudaSuccess;
+  }
+  void reset_device_heap() override {
+    if (!heap_ready_) return;
+    if (auto it = allocs_.find(heap_dptr_); heap_dptr_ && it != allocs_.end()) {
+      heap_.put(it->second.host);
+      space_.give_back(heap_dptr_, it->second.span);
+      uncharge(it->second.bytes);
+      allocs_.erase(it);
+    }
+    dheap_.clear();
+    heap_ready_ = false;
+    heap_dptr_ = 0;
   }
   uint8_t* host_view(uint64_t dptr, uint64_t bytes) override {
     return bytes ? translate(dptr, bytes, true) : nullptr;
