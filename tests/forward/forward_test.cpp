@@ -57,6 +57,8 @@ TEST_F(Forward, CooperativeGridSyncAndWarpHandoff) { expect_pass(run({prog("coop
 TEST_F(Forward, KernelParametersUpToTheLimit) { expect_pass(run({prog("big_params")}), "big_params"); }
 TEST_F(Forward, ThrustAndCub) { expect_pass(run({prog("thrust_algos")}), "thrust_algos"); }
 TEST_F(Forward, SeveralFatbins) { expect_pass(run({prog("multi_fatbin")}), "multi_fatbin"); }
+// Built with -rdc=true: the sim device links the units' PTX.
+TEST_F(Forward, RelocatableDeviceCode) { expect_pass(run({prog("rdc")}), "rdc"); }
 // More than a session's 1 TiB address window of cudaMalloc/cudaFree, live
 // allocations apart from each other and from mapped memory.
 TEST_F(Forward, MallocFreeBeyondTheWindow) { expect_pass(run({prog("malloc_free"), "2000"}), "malloc_free"); }
@@ -77,6 +79,8 @@ TEST_F(Forward, TextureImageFilters) { expect_pass(run({prog("tex_filter")}), "t
 TEST_F(Forward, SurfaceWriteRead) { expect_pass(run({prog("surface_rw")}), "surface_rw"); }
 TEST_F(Forward, Texture3DLayeredMipmap) { expect_pass(run({prog("tex3d")}), "tex3d"); }
 TEST_F(Forward, TexturePitch2DAndLinear) { expect_pass(run({prog("tex_pitch2d")}), "tex_pitch2d"); }
+// malloc/free and new/delete in kernels, the heap size limit fixed at first use.
+TEST_F(Forward, DeviceHeap) { expect_pass(run({prog("device_heap")}), "device_heap"); }
 
 TEST_F(Forward, AsyncErrors) {
   expect_pass(run({prog("async_errors"), "config"}), "config");

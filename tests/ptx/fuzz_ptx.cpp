@@ -31,5 +31,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::map<std::string, std::vector<wh::fatbin::ParamInfo>> p;
   wh::fatbin::ptx_kernel_params(text, p, &err);
+  // Text with several .version directives: one unit from each, through the
+  // linker for separate compilation.
+  std::vector<std::string_view> units;
+  for (size_t at = text.find(".version"); at != std::string_view::npos && units.size() < 16;) {
+    const size_t next = text.find(".version", at + 1);
+    units.push_back(text.substr(at, next == std::string_view::npos ? text.size() - at : next - at));
+    at = next;
+  }
+  if (units.size() >= 2) (void)wh::ptx::Module::from_ptx_units(units, &err);
   return 0;
 }

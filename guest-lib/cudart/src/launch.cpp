@@ -193,6 +193,24 @@ void** __cudaRegisterFatBinary(void* wrapper) {
   if (w && uint32_t(w->magic) == wh::fatbin::kWrapperMagic) {
     fb->image = static_cast<const uint8_t*>(w->data);
     fb->size = wh::fatbin::fatbin_size(w->data);
+    // Version 2 (FATBINC_LINK_VERSION, -rdc=true): filename_or_fatbins is a
+    // NULL-terminated array of the per-unit fatbins; they travel after the
+    // linked one in the same image.
+    if (w->version == 2 && w->filename && fb->size) {
+      const auto* units = static_cast<const void* const*>(w->filename);
+      std::vector<uint8_t> all(fb->image, fb->image + fb->size);
+      for (size_t i = 0; units[i] && i + 1 < wh::fatbin::kMaxFatbins; ++i) {
+        const size_t n = wh::fatbin::fatbin_size(units[i]);
+        if (!n) break;
+        const auto* p = static_cast<const uint8_t*>(units[i]);
+        all.insert(all.end(), p, p + n);
+      }
+      if (all.size() > fb->size) {
+        fb->rdc_image = std::move(all);
+        fb->image = fb->rdc_image.data();
+        fb->size = fb->rdc_image.size();
+      }
+    }
   }
   std::lock_guard lk(rt().mu);
   rt().fatbins.push_back(fb);

@@ -27,8 +27,11 @@ struct ManagedVarRec {
 
 struct Fatbin {
   const void* wrapper = nullptr;  // as passed to __cudaRegisterFatBinary
-  const uint8_t* image = nullptr;  // the fatbin it points at
+  const uint8_t* image = nullptr;  // the fatbin it points at (or `rdc_image`)
   size_t size = 0;
+  // -rdc=true: the device-linked fatbin followed by the per-unit fatbins,
+  // whose PTX the sim device links (the linked one carries SASS only).
+  std::vector<uint8_t> rdc_image;
   uint64_t module = 0;  // server handle once shipped (lazily, once)
   std::map<std::string, std::vector<proto::ParamInfo>> params;  // from .nv.info / PTX
   bool params_parsed = false;

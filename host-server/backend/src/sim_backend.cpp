@@ -189,6 +189,63 @@ constexpr int kMajor = 8, kMinor = 0;
 constexpr int kPciDomain = 0, kPciBus = 1, kPciDevice = 0;
 constexpr int kPersistingL2Max = 30 << 20;
 
+// The device-side heap (malloc/free in kernels): one device allocation of
+// cudaLimitMallocHeapSize, carved first-fit with neighbours merged on free.
+// Blocks of a launch run on several workers, hence the lock.
+class DeviceHeap {
+ public:
+  static constexpr uint64_t kAlign = 16;  // what CUDA guarantees for malloc
+  void init(uint64_t base, uint64_t bytes) {
+    bytes = bytes & ~(kAlign - 1);
+    if (bytes) free_.emplace(base, bytes);
+  }
+  uint64_t alloc(uint64_t n) {
+    if (n > (uint64_t(1) << 62)) return 0;
+    n = round_up(n, kAlign);
+    std::lock_guard lk(mu_);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < n) continue;
+      const uint64_t a = it->first, left = it->second - n;
+      free_.erase(it);
+      if (left) free_.emplace(a + n, left);
+      live_.emplace(a, n);
+      return a;
+    }
+    return 0;
+  }
+  void clear() {
+    std::lock_guard lk(mu_);
+    free_.clear();
+    live_.clear();
+  }
+  bool release(uint64_t a) {
+    std::lock_guard lk(mu_);
+    auto l = live_.find(a);
+    if (l == live_.end()) return false;
+    uint64_t n = l->second;
+    live_.erase(l);
+    auto next = free_.lower_bound(a);
+    if (next != free_.end() && next->first == a + n) {
+      n += next->second;
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == a) {
+        prev->second += n;
+        return true;
+      }
+    }
+    free_.emplace(a, n);
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<uint64_t, uint64_t> free_;  // address -> bytes
+  std::map<uint64_t, uint64_t> live_;  // address -> bytes
+};
+
 struct SimStream : Stream {};
 struct SimEvent : Event {
   bool recorded = false;
@@ -257,6 +314,8 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     out = {it->first, it->second.bytes, it->second.host.p, true};
     return true;
   }
+  uint64_t device_malloc(uint64_t bytes) override { return heap_ready_ ? dheap_.alloc(bytes) : 0; }
+  bool device_free(uint64_t addr) override { return heap_ready_ && dheap_.release(addr); }
 
   bool texture(uint64_t h, ptx::TexView& out) override { return find_tex(h, false, out); }
   bool surface(uint64_t h, ptx::TexView& out) override { return find_tex(h, true, out); }
@@ -310,6 +369,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   }
   Err mem_free(uint64_t dptr) override {
     if (dptr == 0) return cudaSuccess;
+    if (heap_ready_ && dptr == heap_dptr_) return cudaErrorInvalidValue;  // the device heap lives as long as we do
     auto it = allocs_.find(dptr);
     if (it == allocs_.end()) return cudaErrorInvalidValue;
     const Alloc a = it->second;
@@ -550,6 +610,18 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   Err launch(Kernel& kb, Dim3 grid, Dim3 block, uint32_t shared_bytes, bool cooperative, Stream*,
              std::span<const uint8_t> params, std::string* log, KernelOutput* output) override {
     auto& k = static_cast<SimKernel&>(kb);
+    // The device heap is made before the first launch that may use it, at
+    // the size set then; from then on that size is fixed, as on a GPU.
+    if (!heap_ready_) {
+      const ptx::KernelInfo* ki = k.mod->kernel(k.name);
+      if (ki && ki->uses_heap) {
+        if (Err e = make_heap(); e != cudaSuccess) {
+          if (log) *log = "cannot reserve the device heap (cudaLimitMallocHeapSize = " +
+                          std::to_string(limits_[cudaLimitMallocHeapSize]) + " bytes)";
+          return e;
+        }
+      }
+    }
     ptx::LaunchConfig cfg;
     cfg.grid = {grid.x, grid.y, grid.z};
     cfg.block = {block.x, block.y, block.z};
@@ -640,6 +712,9 @@ class SimContext final : public Context, public ptx::DeviceMemory {
       case cudaLimitDevRuntimeSyncDepth:
         if (value > 24) return cudaErrorInvalidValue;
         break;
+      case cudaLimitMallocHeapSize:
+        if (heap_ready_) return cudaErrorInvalidValue;  // fixed once a kernel used it
+        break;
       default: break;
     }
     limits_[limit] = value;
@@ -648,6 +723,18 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   Err get_limit(int limit, uint64_t* value) override {
     *value = limits_[limit];
     return cudaSuccess;
+  }
+  void reset_device_heap() override {
+    if (!heap_ready_) return;
+    if (auto it = allocs_.find(heap_dptr_); heap_dptr_ && it != allocs_.end()) {
+      heap_.put(it->second.host);
+      space_.give_back(heap_dptr_, it->second.span);
+      uncharge(it->second.bytes);
+      allocs_.erase(it);
+    }
+    dheap_.clear();
+    heap_ready_ = false;
+    heap_dptr_ = 0;
   }
   uint8_t* host_view(uint64_t dptr, uint64_t bytes) override {
     return bytes ? translate(dptr, bytes, true) : nullptr;
@@ -668,6 +755,17 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     uint64_t span;   // the address space it holds (a pool block: its size class)
     SimPool* pool;   // nullptr: cudaMalloc
   };
+  Err make_heap() {
+    const uint64_t bytes = limits_[cudaLimitMallocHeapSize];
+    uint64_t d = 0;
+    if (bytes) {
+      if (Err e = mem_alloc(bytes, &d); e != cudaSuccess) return e;
+      dheap_.init(d, bytes);
+    }
+    heap_dptr_ = d;
+    heap_ready_ = true;
+    return cudaSuccess;
+  }
   bool charge(uint64_t n) {
     if (n > quota_ || used_ > quota_ - n) return false;
     if (device_used_.fetch_add(n) + n > device_bytes_) {
@@ -743,6 +841,9 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   uint64_t limits_[7] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0};
   uint8_t* mapped_host_ = nullptr;
   uint64_t mapped_bytes_ = 0, mapped_dptr_ = 0;
+  DeviceHeap dheap_;
+  bool heap_ready_ = false;  // made (its size is then fixed)
+  uint64_t heap_dptr_ = 0;
   ptx::Engine engine_;
   std::atomic<bool> cancel_{false};  // set by cancel(): every launch stops
   uint64_t timeout_ms_ = 0;          // the server's --kernel-timeout-ms

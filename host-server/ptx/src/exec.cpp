@@ -159,6 +159,7 @@ void build_kernels(ModuleImpl& M, std::string* err) {
     ki.local_bytes_per_thread = kd.local_stack;
     ki.max_threads_per_block = f.maxntid ? f.maxntid : 1024;
     ki.num_regs = int(std::min<uint32_t>(f.nregs, 255));
+    for (uint32_t u : order) ki.uses_heap |= M.funcs[u].calls_heap;
     M.kernels.push_back(std::move(ki));
     M.kdata.push_back(std::move(kd));
   }
@@ -188,6 +189,28 @@ std::unique_ptr<Module> Module::from_fatbin(const void* data, size_t avail, std:
   for (auto& e : entries)
     if (e.kind == fatbin::Entry::PTX && (!best || e.sm_arch > best->sm_arch)) best = &e;
   if (!best) {
+    // -rdc=true: the device-linked image (SASS only) is followed by the
+    // per-unit fatbins, whose PTX is linked here.
+    const auto* p = static_cast<const uint8_t*>(data);
+    uint32_t magic = 0;
+    if (avail >= 4) std::memcpy(&magic, p, 4);
+    const size_t first = magic == fatbin::kFatbinMagic ? fatbin::fatbin_size(data) : 0;
+    if (first && first < avail) {
+      std::vector<std::vector<fatbin::Entry>> units;
+      if (!fatbin::parse_all(data, avail, units, err)) return nullptr;
+      std::vector<std::string_view> texts;
+      for (size_t u = 1; u < units.size(); ++u) {
+        const fatbin::Entry* b = nullptr;
+        for (auto& e : units[u])
+          if (e.kind == fatbin::Entry::PTX && (!b || e.sm_arch > b->sm_arch)) b = &e;
+        if (!b) {
+          if (err) *err = "relocatable device code: unit " + std::to_string(u) + " carries no PTX (SASS only)";
+          return nullptr;
+        }
+        texts.emplace_back(reinterpret_cast<const char*>(b->bytes.data()), b->bytes.size());
+      }
+      return from_ptx_units(texts, err);
+    }
     if (err) *err = "fatbin carries no PTX (SASS only): the sim device cannot run it; rebuild with a compute_XX PTX target";
     return nullptr;
   }
@@ -893,6 +916,37 @@ struct EngineImpl {
               std::fwrite(all.data(), 1, all.size(), stdout);
               std::fflush(stdout);
             }
+          }
+          ++pc;
+          if (pc == fr->min_wait) merge(*fr, pc, active);
+          break;
+        }
+        case Ctl::Malloc:
+        case Ctl::Free: {
+          const CallSite& cs = fn->calls[I.a0];
+          bool bad = false;
+          uint64_t bad_addr = 0;
+          for_lanes_until(m, [&](int l) {
+            uint8_t* base = c.local + size_t(l) * kd.local_stack + fr->localbase;
+            uint64_t a = 0;
+            std::memcpy(&a, base + cs.arg_off[0], 8);
+            if (I.ctl == Ctl::Malloc) {
+              // malloc(0) gives NULL, which free accepts.
+              uint64_t p = a ? c.mem->device_malloc(a) : 0;
+              std::memcpy(base + cs.ret_off[0], &p, 8);
+            } else if (a && !c.mem->device_free(a)) {
+              bad = true;
+              bad_addr = a;
+              return false;
+            }
+            return true;
+          });
+          if (bad) {
+            // Undefined on a GPU (heap corruption); here a clear fault instead.
+            c.set_fault(LaunchError::Trap, I,
+                        "free() of address " + hex(bad_addr) + ", which is not a live device-heap (malloc) block");
+            save();
+            return;
           }
           ++pc;
           if (pc == fr->min_wait) merge(*fr, pc, active);

@@ -95,6 +95,25 @@ bool parse(const void* data, size_t avail, std::vector<Entry>& out, std::string*
   return parse_fatbin(p, avail, out, err);
 }
 
+bool parse_all(const void* data, size_t avail, std::vector<std::vector<Entry>>& out, std::string* err) {
+  if (!data) return fail(err, "fatbin: null pointer");
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  size_t off = 0;
+  while (off < avail) {
+    if (out.size() >= kMaxFatbins) return fail(err, "fatbin: more than " + std::to_string(kMaxFatbins) + " fatbins");
+    if (avail - off < 16) return fail(err, "fatbin: trailing bytes after fatbin " + std::to_string(out.size()));
+    if (rd<uint32_t>(p + off) != kFatbinMagic)
+      return fail(err, "fatbin: bad magic of fatbin " + std::to_string(out.size()));
+    const uint64_t size = uint64_t(rd<uint16_t>(p + off + 6)) + rd<uint64_t>(p + off + 8);
+    if (size > avail - off) return fail(err, "fatbin: fatbin " + std::to_string(out.size()) + " exceeds the image");
+    out.emplace_back();
+    if (!parse_fatbin(p + off, size_t(size), out.back(), err)) return false;
+    off += size;
+  }
+  if (out.empty()) return fail(err, "fatbin: empty image");
+  return true;
+}
+
 size_t fatbin_size(const void* h) {
   if (!h) return 0;
   const uint8_t* p = static_cast<const uint8_t*>(h);

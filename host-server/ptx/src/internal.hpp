@@ -48,7 +48,7 @@ const char* sp_name(Sp);
 // Address base kinds of a memory operand [base + off]
 enum AVK : uint8_t { AV_None, AV_Imm /*avar is an absolute offset (kernel param)*/, AV_Local, AV_Shared, AV_Global };
 
-enum class Ctl : uint8_t { None, Bra, Call, Ret, Exit, Bar, Trap, Printf, Assert, BadCall, Sreg, Yield };
+enum class Ctl : uint8_t { None, Bra, Call, Ret, Exit, Bar, Trap, Printf, Assert, BadCall, Sreg, Yield, Malloc, Free };
 
 // Inst::sched bits: scheduling hints computed at load time.
 constexpr uint8_t kSchedPoll = 1;  // polls memory: volatile/acquire/relaxed ld, atom cas/exch, atom add/or/xor of 0
@@ -91,7 +91,8 @@ struct CallSite {
 struct Function {
   std::string name;
   bool is_entry = false, defined = false, is_extern = false;
-  int builtin = 0;  // 1 vprintf, 2 __assertfail, 3 other extern (unsupported)
+  int builtin = 0;  // 1 vprintf, 2 __assertfail, 3 malloc, 4 free
+  bool calls_heap = false;  // calls malloc or free directly
   std::vector<Param> params, rets;  // formal (entry: offsets in the param buffer; func: frame offsets)
   uint32_t param_bytes = 0;
   std::vector<Inst> code;

@@ -549,6 +549,8 @@ class Parser {
     f.decl_line = line;
     if (name == "vprintf") f.builtin = 1;
     else if (name == "__assertfail") f.builtin = 2;
+    else if (name == "malloc") f.builtin = 3;
+    else if (name == "free") f.builtin = 4;
     M.func_by_name[f.name] = uint32_t(M.funcs.size() - 1);
     return uint32_t(M.funcs.size() - 1);
   }
@@ -1068,7 +1070,15 @@ void Parser::parse_call(const Tok& op, uint32_t guard, bool gneg) {
   for (size_t i = 0; i < rets.size(); ++i) cs.ret_off.push_back(resolve(rets[i], cf.rets[i].size));
   Inst I = base_inst(guard, gneg, op.line);
   I.fn = h_nop;
-  I.ctl = cf.builtin == 1 ? Ctl::Printf : cf.builtin == 2 ? Ctl::Assert : Ctl::Call;
+  static constexpr Ctl kBuiltinCtl[] = {Ctl::Call, Ctl::Printf, Ctl::Assert, Ctl::Malloc, Ctl::Free};
+  I.ctl = kBuiltinCtl[cf.builtin];
+  if (cf.builtin >= 3) {
+    // The heap calls read one 8-byte argument (malloc also returns 8 bytes).
+    if (cs.arg_off.size() != 1 || cf.params[0].size != 8 || cs.ret_off.size() != (cf.builtin == 3 ? 1u : 0u) ||
+        (cf.builtin == 3 && cf.rets[0].size != 8))
+      fail(fn.line, "call to '" + cf.name + "' with an unexpected signature");
+    F->calls_heap = true;
+  }
   I.a0 = uint32_t(F->calls.size());
   F->calls.push_back(std::move(cs));
   if (I.ctl == Ctl::Call && std::find(F->callees.begin(), F->callees.end(), callee) == F->callees.end())

@@ -353,6 +353,7 @@ int32_t Session::on_DeviceReset(const DeviceResetReq&, std::span<const uint8_t>,
   // Pools outlive a reset, as CUDA's do (they are destroyed explicitly),
   // but hold nothing afterwards.
   pools_.for_each([&](uint64_t, PoolEntry& p) { ctx_->pool_trim(p.pool, 0); });
+  ctx_->reset_device_heap();
   globals_.clear();  // the modules' variables died with them
   deferred_ = sticky_ = cudaSuccess;
   fault_detail_.clear();

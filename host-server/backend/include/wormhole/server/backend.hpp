@@ -165,6 +165,9 @@ class Context {
   // has checked its range). The value read back is what the device uses.
   virtual Err set_limit(int limit, uint64_t value) = 0;
   virtual Err get_limit(int limit, uint64_t* value) = 0;
+  // cudaDeviceReset: the device heap (kernels' malloc) goes with the context,
+  // and its size may be set again. The sim device keeps it in the context.
+  virtual void reset_device_heap() {}
 
   // The sim device's host memory behind [dptr, dptr+bytes) when the whole
   // range is inside one allocation (nullptr otherwise, and always on a

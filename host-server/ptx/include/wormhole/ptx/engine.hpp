@@ -63,6 +63,14 @@ struct DeviceMemory {
   // if there is none. Read-only during a launch, thread-safe.
   virtual bool texture(uint64_t handle, TexView& out) { return false; }
   virtual bool surface(uint64_t handle, TexView& out) { return false; }
+  // Device-side heap (malloc/free and new/delete in kernels). Called from the
+  // worker threads of a launch, so implementations must be thread-safe.
+  // device_malloc returns 0 when the heap is exhausted (a GPU returns NULL),
+  // 16-byte aligned otherwise; the memory must stay reachable through
+  // region()/translate() until freed, across launches.
+  virtual uint64_t device_malloc(uint64_t bytes) { return 0; }
+  // False when addr is not a live device_malloc block: the launch traps.
+  virtual bool device_free(uint64_t addr) { return false; }
 };
 
 struct GlobalVar {
@@ -81,6 +89,7 @@ struct KernelInfo {
   uint32_t local_bytes_per_thread;
   int max_threads_per_block;
   int num_regs;  // estimate (registers declared by the entry, capped at 255)
+  bool uses_heap = false;  // its call graph calls malloc or free
 };
 
 // What a kernel prints, when the caller collects it: printf text, and
@@ -125,7 +134,14 @@ struct EngineImpl;
 class Module {
  public:
   static std::unique_ptr<Module> from_ptx(std::string_view ptx_text, std::string* err);
-  // Picks the best PTX entry (highest arch); SASS-only fatbins are an error.
+  // Links the PTX of several translation units (separate compilation, -rdc=true)
+  // into one module: private symbols stay per unit, .weak definitions keep one,
+  // .extern declarations resolve to another unit's definition (an undefined one
+  // is an error naming it). See docs/ptx.md.
+  static std::unique_ptr<Module> from_ptx_units(const std::vector<std::string_view>& units, std::string* err);
+  // Picks the best PTX entry (highest arch). A SASS-only fatbin followed, within
+  // `avail`, by further fatbins (the per-unit fatbins of an -rdc=true program)
+  // links the best PTX entry of each of those; SASS only otherwise is an error.
   static std::unique_ptr<Module> from_fatbin(const void* data, size_t avail, std::string* err);
   ~Module();
 

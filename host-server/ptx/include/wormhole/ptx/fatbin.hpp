@@ -29,6 +29,13 @@ struct Entry {
 // (it lives in the same process); `avail` then bounds only the wrapper.
 bool parse(const void* data, size_t avail, std::vector<Entry>& out, std::string* err);
 
+// Consecutive fatbins filling exactly [data, data+avail) (no wrapper): a
+// program built with -rdc=true ships its device-linked fatbin followed by the
+// per-translation-unit ("prelinked") fatbins that carry the PTX. One Entry
+// list per fatbin, in order; at most kMaxFatbins of them.
+constexpr size_t kMaxFatbins = 4096;
+bool parse_all(const void* data, size_t avail, std::vector<std::vector<Entry>>& out, std::string* err);
+
 // Total bytes of a fatbin (header + payload) from its header; 0 if the magic is
 // wrong. Accepts a wrapper too (follows its data pointer).
 size_t fatbin_size(const void* fatbin_header);
