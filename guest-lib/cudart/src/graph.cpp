@@ -253,6 +253,19 @@ void set_frontier(StreamCap& sc, std::vector<NodeRec*> f) {
   sc.edges.assign(sc.frontier.size(), cudaGraphEdgeData{});
 }
 
+// An event record or wait node after the capture's frontier (g_mu held).
+void capture_event_node(StreamCap& sc, cudaGraphNodeType type, cudaEvent_t ev) {
+  auto n = std::make_unique<NodeRec>();
+  n->type = type;
+  n->event = ev;
+  n->graph = sc.cap->graph;
+  for (NodeRec* d : sc.frontier) link(d, n.get());
+  NodeRec* raw = n.get();
+  sc.cap->graph->nodes.push_back(std::move(n));
+  g_nodes.insert(raw);
+  set_frontier(sc, {raw});
+}
+
 cudaError_t capture_add(cudaStream_t s, std::unique_ptr<NodeRec> n) {
   std::lock_guard lk(g_mu);
   StreamCap* sc = capture_of(stream_handle(s));
@@ -636,15 +649,7 @@ bool capture_event_record(cudaEvent_t ev, cudaStream_t s, unsigned flags, cudaEr
   *e = sc->cap->invalid ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
   if (*e != cudaSuccess) return true;
   if (flags & cudaEventRecordExternal) {  // a real record node
-    auto n = std::make_unique<NodeRec>();
-    n->type = cudaGraphNodeTypeEventRecord;
-    n->event = ev;
-    n->graph = sc->cap->graph;
-    for (NodeRec* d : sc->frontier) link(d, n.get());
-    NodeRec* raw = n.get();
-    sc->cap->graph->nodes.push_back(std::move(n));
-    g_nodes.insert(raw);
-    set_frontier(*sc, {raw});
+    capture_event_node(*sc, cudaGraphNodeTypeEventRecord, ev);
   }
   // Otherwise the record only marks a point of the capture that other
   // streams may wait on (fork/join).
@@ -664,15 +669,7 @@ bool capture_wait_event(cudaStream_t s, cudaEvent_t ev, unsigned flags, cudaErro
       return true;
     }
     // An event recorded outside the capture: an event wait node.
-    auto n = std::make_unique<NodeRec>();
-    n->type = cudaGraphNodeTypeWaitEvent;
-    n->event = ev;
-    n->graph = sc->cap->graph;
-    for (NodeRec* d : sc->frontier) link(d, n.get());
-    NodeRec* raw = n.get();
-    sc->cap->graph->nodes.push_back(std::move(n));
-    g_nodes.insert(raw);
-    set_frontier(*sc, {raw});
+    capture_event_node(*sc, cudaGraphNodeTypeWaitEvent, ev);
     *e = cudaSuccess;
     return true;
   }
