@@ -6,12 +6,14 @@
 //   3. a batched cufftPlanMany with strides and distances (interleaved
 //      signals) against a naive DFT;
 //   4. Z2Z in double precision against a naive DFT, out of place;
+//   5. a 3D D2Z + Z2D round trip in place (the padded real layout);
 // plus the synchronous refusals of bad arguments.
 // Tolerances (relative to the largest magnitude of the reference):
 // single precision 1e-4, double precision 1e-10; the measured errors are
 // printed.
 #include <cuda_runtime.h>
 #include <cufft.h>
+#include <cufftXt.h>
 
 #include <cmath>
 #include <complex>
@@ -203,6 +205,38 @@ static void z2z_double() {
   cudaFree(di), cudaFree(dout);
 }
 
+static void real_3d_in_place() {
+  // In place, the real rows are padded to 2*(nz/2+1) doubles, as cuFFT defines.
+  const int nx = 6, ny = 5, nz = 10, pz = 2 * (nz / 2 + 1), n = nx * ny * nz;
+  std::vector<double> x(nx * ny * pz, 0.0), y(x.size());
+  for (int i = 0; i < nx * ny; i++)
+    for (int k = 0; k < nz; k++) x[i * pz + k] = std::sin(0.7 * i + 0.3 * k) + 0.1 * k;
+  double* d;
+  CK(cudaMalloc(&d, x.size() * sizeof(double)));
+  CK(cudaMemcpy(d, x.data(), x.size() * sizeof(double), cudaMemcpyHostToDevice));
+  cufftHandle f, b;
+  CF(cufftPlan3d(&f, nx, ny, nz, CUFFT_D2Z));
+  CF(cufftPlan3d(&b, nx, ny, nz, CUFFT_Z2D));
+  CF(cufftExecD2Z(f, d, reinterpret_cast<cufftDoubleComplex*>(d)));
+  // The first coefficient is the sum of the input.
+  cufftDoubleComplex c0;
+  CK(cudaMemcpy(&c0, d, sizeof c0, cudaMemcpyDeviceToHost));
+  double sum = 0;
+  for (int i = 0; i < nx * ny; i++)
+    for (int k = 0; k < nz; k++) sum += x[i * pz + k];
+  CF(cufftExecZ2D(b, reinterpret_cast<cufftDoubleComplex*>(d), d));
+  CK(cudaMemcpy(y.data(), d, y.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  double maxref = 0, maxerr = 0;
+  for (double v : x) maxref = std::fmax(maxref, std::fabs(v));
+  for (int i = 0; i < nx * ny; i++)
+    for (int k = 0; k < nz; k++) maxerr = std::fmax(maxerr, std::fabs(y[i * pz + k] / n - x[i * pz + k]) / maxref);
+  maxerr = std::fmax(maxerr, std::fabs(c0.x - sum) / std::fabs(sum));
+  check(maxerr < 1e-10, "3D D2Z+Z2D 6x5x10 round trip in place", maxerr, 1e-10);
+  CF(cufftDestroy(f));
+  CF(cufftDestroy(b));
+  cudaFree(d);
+}
+
 static void refusals() {
   cufftHandle p;
   expect(cufftPlan1d(&p, 0, CUFFT_C2C, 1), CUFFT_INVALID_SIZE, "cufftPlan1d nx=0");
@@ -232,6 +266,16 @@ static void refusals() {
   if (!ok) failures++;
   CK(cudaDeviceSynchronize());
   CF(cufftDestroy(p));
+  // Work areas: the server's plan owns its own (size 0 on the sim device).
+  CF(cufftPlan1d(&p, 32, CUFFT_C2C, 4));
+  size_t ws = 123;
+  CF(cufftGetSize(p, &ws));
+  std::printf("     work size of a C2C plan: %zu bytes\n", ws);
+  CF(cufftSetAutoAllocation(p, 0));
+  CF(cufftSetWorkArea(p, d));
+  int gpus[1] = {0};
+  expect(cufftXtSetGPUs(p, 1, gpus), CUFFT_NOT_SUPPORTED, "cufftXtSetGPUs (not forwarded)");
+  CF(cufftDestroy(p));
   int v = 0;
   CF(cufftGetVersion(&v));
   expect(cufftResult(v == CUFFT_VERSION ? 0 : 1), CUFFT_SUCCESS, "cufftGetVersion");
@@ -243,6 +287,7 @@ int main() {
   round_trip_2d();
   batched_strided();
   z2z_double();
+  real_3d_in_place();
   refusals();
   if (failures) {
     std::printf("%d FAILED\n", failures);
