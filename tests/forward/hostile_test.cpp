@@ -772,6 +772,17 @@ TEST_F(Hostile, ForgedAndStaleHandlesOfEveryKind) {
   sc.n = 1;
   sc.incx = 1;
   EXPECT_NE(c->call<Op::BlasScal>(sc), 0);
+  // cuFFT plans: stale, double-destroyed, and a cuBLAS handle used as one.
+  FftPlanReq fp{};
+  fp.rank = 1, fp.n[0] = 8, fp.type = kFftC2C, fp.batch = 1;
+  FftPlanResp f1{};
+  ASSERT_EQ(c->call<Op::FftPlan>(fp, &f1), 0);
+  ASSERT_EQ(c->call<Op::FftDestroy>({f1.handle}), 0);
+  EXPECT_EQ(c->call<Op::FftDestroy>({f1.handle}), bad);
+  EXPECT_EQ(c->call<Op::FftExec>({f1.handle, 0, 0, 0, kFftC2C, -1}), bad);
+  EXPECT_EQ(c->call<Op::FftExec>({b1.handle, 0, 0, 0, kFftC2C, -1}), bad);
+  fp.n[0] = -8;
+  EXPECT_NE(c->call<Op::FftPlan>(fp, &f1), 0);
   uint64_t m1 = 0;
   ASSERT_EQ(c->load_module(image, &m1), 0);
   const uint64_t k1 = c->kernel(m1, "empty_kernel");

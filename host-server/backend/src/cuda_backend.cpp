@@ -16,6 +16,7 @@
 
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
+#include "wormhole/server/fft.hpp"
 
 namespace wh::server {
 
@@ -124,7 +125,8 @@ class CudaContext final : public Context {
  public:
   CudaContext(Driver& d, CUcontext ctx, CUdevice dev, uint64_t quota) : d_(d), ctx_(ctx), dev_(dev), quota_(quota) {}
   ~CudaContext() override {
-    blas_.reset();  // cuBLAS handles before the context they live in
+    blas_.reset();  // cuBLAS handles and cuFFT plans before the context they live in
+    fft_.reset();
     d_.cuCtxSetCurrent(ctx_);
     if (mapped_) d_.cuMemHostUnregister(mapped_);
     // Pools belong to the device, not to the context: give back what ours
@@ -481,6 +483,10 @@ class CudaContext final : public Context {
     if (!blas_) blas_ = make_cuda_blas([this] { cur(); }, err);
     return blas_.get();
   }
+  Fft* fft(std::string* err) override {
+    if (!fft_) fft_ = make_cuda_fft([this] { cur(); }, err);
+    return fft_.get();
+  }
 
  private:
   Driver& d_;
@@ -493,6 +499,7 @@ class CudaContext final : public Context {
   std::vector<std::unique_ptr<CuPool>> pools_;
   void* mapped_ = nullptr;
   std::unique_ptr<Blas> blas_;  // libcublas.so.13 (cuda_blas.cpp), on first use
+  std::unique_ptr<Fft> fft_;    // libcufft.so.12 (cuda_fft.cpp), on first use
 };
 
 class CudaBackend final : public Backend {

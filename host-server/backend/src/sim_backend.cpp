@@ -21,6 +21,7 @@
 #include "wormhole/ptx/engine.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
+#include "wormhole/server/fft.hpp"
 
 namespace wh::server {
 
@@ -743,6 +744,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     if (!blas_) blas_ = make_sim_blas(*this);
     return blas_.get();
   }
+  Fft* fft(std::string*) override {
+    if (!fft_) fft_ = make_sim_fft(*this);
+    return fft_.get();
+  }
 
  private:
   // Texture/surface objects: changed only on the session thread, never
@@ -849,6 +854,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   uint64_t timeout_ms_ = 0;          // the server's --kernel-timeout-ms
   proto::DeviceDescription device_;  // the modeled device (occupancy of cooperative launches)
   std::unique_ptr<Blas> blas_;  // OpenBLAS over host_view (sim_blas.cpp)
+  std::unique_ptr<Fft> fft_;    // FFTW over host_view (sim_fft.cpp)
 };
 
 class SimBackend final : public Backend {

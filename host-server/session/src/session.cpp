@@ -120,6 +120,7 @@ Session::~Session() {
   // Objects before the context that owns them on the device.
   graphs_.clear();
   blas_handles_.clear();
+  fft_plans_.clear();
   kernels_.clear();
   modules_.for_each([&](uint64_t, ModuleEntry& m) { ctx_->module_unload(*m.mod); });
   modules_.clear();

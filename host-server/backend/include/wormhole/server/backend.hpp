@@ -60,6 +60,7 @@ struct MemPoolProps {
 };
 
 class Blas;  // wormhole/server/blas.hpp
+class Fft;   // wormhole/server/fft.hpp
 
 // What a kernel printed, for the application (collected on the sim device;
 // a GPU prints into the server's own stdout, see docs/hardware.md): printf
@@ -184,6 +185,12 @@ class Context {
   // (and *err) when the backend has none (e.g. no libcublas on the host).
   virtual Blas* blas(std::string* err) {
     if (err) *err = "no BLAS on this backend";
+    return nullptr;
+  }
+  // This context's FFT (cuFFT semantics), created on first use; nullptr
+  // (and *err) when the backend has none.
+  virtual Fft* fft(std::string* err) {
+    if (err) *err = "no FFT on this backend";
     return nullptr;
   }
 };

@@ -15,6 +15,7 @@
 #include "wormhole/proto/graph_wire.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
+#include "wormhole/server/fft.hpp"
 #include "wormhole/server/handles.hpp"
 
 namespace wh::server {
@@ -100,6 +101,10 @@ class Session {
   struct BlasEntry {
     std::unique_ptr<BlasHandle> h;
   };
+  struct FftEntry {
+    FftDesc desc;
+    std::unique_ptr<FftPlan> plan;
+  };
   struct PoolEntry {
     MemPool* pool;  // owned by the context
   };
@@ -117,6 +122,10 @@ class Session {
   template <class Rq, class Out>
   int32_t blas_reduce(const Rq& rq, Out* value,
                       Err (Blas::*op)(BlasHandle&, const BlasCall&, int, uint64_t, int, const BlasScalar&, Out*));
+
+  // cuFFT (session_fft.cpp): the device bytes one side of a transform
+  // spans (false when it overflows or exceeds what a plan may address).
+  static bool fft_span(int rank, const int64_t* dims, const FftSide& s, int64_t batch, int es, uint64_t* bytes);
 
   // Graphs (session_graph.cpp): an instantiated graph, its nodes in
   // execution order, validated when they arrive and re-checked when they
@@ -187,6 +196,7 @@ class Session {
   HandleTable<StreamEntry> streams_{0x53, 4096};
   HandleTable<EventEntry> events_{0x45, 1 << 16};
   HandleTable<BlasEntry> blas_handles_{0x42, 1024};
+  HandleTable<FftEntry> fft_plans_{0x46, 4096};
   HandleTable<PoolEntry> pools_{0x50, 256};
   uint64_t default_pool_ = 0, current_pool_ = 0;  // pool handles (0: not made yet)
   HandleTable<GraphExecEntry> graphs_{0x47, proto::kMaxGraphExecs};
