@@ -16,7 +16,7 @@ import sys
 # Opcodes: the order of proto/include/wormhole/proto/cudart_api.def then
 # cublas_api.def, starting at 1 (read from the table so seeds follow it).
 HERE = os.path.dirname(os.path.abspath(__file__))
-TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f) for f in ("cudart_api.def", "cublas_api.def")]
+TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f) for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def")]
 OPS = []
 for t in TABLES:
     for line in open(t):
@@ -168,7 +168,7 @@ def seeds():
     s = Seq()
     s.req("GetDeviceCount")
     s.req("GetDeviceProps", struct.pack("<i", 0))
-    s.req("DeviceGetAttribute", struct.pack("<ii", 1, 0), resp_words=0)
+    s.req("DeviceGetLimit", struct.pack("<iI", 1, 0), resp_words=1)
     s.req("SetDevice", struct.pack("<iI", 0, 0))
     s.req("GetStats")
     s.b += struct.pack("<BBH", NOPS, 0, 0)  # the first unknown opcode
