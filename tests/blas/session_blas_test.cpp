@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "session_fixture.hpp"
 #include "wormhole/server/session.hpp"
 
 using namespace wh::server;
@@ -16,36 +17,14 @@ using namespace wh::proto;
 
 namespace {
 
-struct Fixture : ::testing::Test {
-  std::unique_ptr<Backend> backend = make_sim_backend(1, 256ull << 20);
-  std::vector<uint8_t> data = std::vector<uint8_t>(1 << 20);
-  Stats stats;
-  std::unique_ptr<Session> s;
+struct Fixture : wh::test::SessionFixture {
   uint64_t handle = 0;
 
   void SetUp() override {
-    std::string err;
-    auto ctx = backend->create_context(0, {}, &err);
-    ASSERT_TRUE(ctx) << err;
-    s = std::make_unique<Session>(1, *backend, std::move(ctx), std::span<uint8_t>(data), stats);
+    SessionFixture::SetUp();
     BlasCreateResp r{};
     ASSERT_EQ(run<Op::BlasCreate>(BlasCreateReq{}, &r), 0);
     handle = r.handle;
-  }
-
-  template <Op O>
-  int32_t run(const typename OpTraits<O>::Request& rq, typename OpTraits<O>::Response* rs = nullptr) {
-    DispatchResult out;
-    auto b = fixed_bytes(rq);
-    s->handle(uint16_t(O), 0, b, 1 << 16, out);
-    if (rs && out.fixed.size() == wire_size<typename OpTraits<O>::Response>)
-      std::memcpy(rs, out.fixed.data(), out.fixed.size());
-    return out.status;
-  }
-  uint64_t alloc(uint64_t n) {
-    MallocResp r{};
-    EXPECT_EQ(run<Op::Malloc>({n}, &r), 0);
-    return r.dptr;
   }
   void put(uint64_t d, const std::vector<float>& v) {
     MemcpyHtoDInlineReq rq{d, 0};

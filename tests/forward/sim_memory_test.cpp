@@ -17,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "session_fixture.hpp"
 #include "wormhole/server/session.hpp"
 
 using namespace wh::server;
@@ -280,28 +281,7 @@ TEST(SimMemory, PoolLimitsAndPressure) {
 }
 
 // The session's pool bodies against forged and stale handles.
-struct SessionPools : ::testing::Test {
-  std::unique_ptr<Backend> backend = make_sim_backend(1, 256ull << 20);
-  std::vector<uint8_t> data = std::vector<uint8_t>(1 << 20);
-  Stats stats;
-  std::unique_ptr<Session> s;
-  void SetUp() override {
-    std::string err;
-    auto ctx = backend->create_context(0, {}, &err);
-    ASSERT_TRUE(ctx) << err;
-    s = std::make_unique<Session>(1, *backend, std::move(ctx), std::span<uint8_t>(data), stats);
-  }
-  template <Op O>
-  int32_t run(const typename OpTraits<O>::Request& rq, typename OpTraits<O>::Response* rs = nullptr,
-              uint32_t flags = 0) {
-    DispatchResult out;
-    auto b = fixed_bytes(rq);
-    s->handle(uint16_t(O), flags, b, 1 << 16, out);
-    if (rs && out.fixed.size() == wire_size<typename OpTraits<O>::Response>)
-      std::memcpy(rs, out.fixed.data(), out.fixed.size());
-    return out.status;
-  }
-};
+struct SessionPools : wh::test::SessionFixture {};
 
 TEST_F(SessionPools, HandlesAreChecked) {
   DeviceGetMemPoolResp def{}, cur{};

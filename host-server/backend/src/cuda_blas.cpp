@@ -18,6 +18,7 @@
 
 #include <mutex>
 
+#include "vendor_lib.hpp"
 #include "wormhole/server/blas.hpp"
 
 namespace wh::server {
@@ -68,17 +69,8 @@ Lib& lib() {
   static Lib l;
   static std::once_flag once;
   std::call_once(once, [] {
-    l.h = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (!l.h) {
-      l.error = std::string("cannot load libcublas.so.13: ") + dlerror();
-      return;
-    }
-    // Wormhole's own drop-in (guest-lib/) on the server's library path would
-    // forward the server's cuBLAS calls to itself: refuse it.
-    if (dlsym(l.h, "wh_guest_connection")) {  // searched in its dependencies too
-      l.error = "libcublas.so.13 on the server's library path is Wormhole's guest drop-in, not NVIDIA's";
-      return;
-    }
+    l.h = open_vendor_library("libcublas.so.13", &l.error);
+    if (!l.h) return;
 #define WH_LOAD(fn)                                                   \
   l.fn = reinterpret_cast<decltype(l.fn)>(dlsym(l.h, #fn));           \
   if (!l.fn) {                                                        \

@@ -14,6 +14,7 @@
 
 #include <mutex>
 
+#include "vendor_lib.hpp"
 #include "wormhole/server/fft.hpp"
 
 namespace wh::server {
@@ -46,16 +47,8 @@ Lib& lib() {
   static Lib l;
   static std::once_flag once;
   std::call_once(once, [] {
-    l.h = dlopen("libcufft.so.12", RTLD_NOW | RTLD_LOCAL);
-    if (!l.h) {
-      l.error = std::string("cannot load libcufft.so.12: ") + dlerror();
-      return;
-    }
-    // Wormhole's own drop-in would forward the server's calls to itself.
-    if (dlsym(l.h, "wh_guest_connection")) {
-      l.error = "libcufft.so.12 on the server's library path is Wormhole's guest drop-in, not NVIDIA's";
-      return;
-    }
+    l.h = open_vendor_library("libcufft.so.12", &l.error);
+    if (!l.h) return;
 #define WH_LOAD(fn)                                         \
   l.fn = reinterpret_cast<decltype(l.fn)>(dlsym(l.h, #fn)); \
   if (!l.fn) {                                              \

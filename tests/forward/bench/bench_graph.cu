@@ -18,21 +18,14 @@
 #include <cstring>
 #include <string>
 
+#include "check.cuh"  // CHECK: an error ends the bench
+
 __global__ void bump(unsigned long long* c) { atomicAdd(c, 1ull); }
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kKernels = 100;
-
-#define CHECK(x)                                                                                \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "FAIL: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 struct Tally {
   double exec_s = 0, issue_s = 0;
