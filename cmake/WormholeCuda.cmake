@@ -4,12 +4,18 @@ set(WH_CUDA_HOME /usr/local/cuda CACHE PATH "CUDA toolkit")
 set(WH_NVCC ${WH_CUDA_HOME}/bin/nvcc)
 set(WH_CUDA_ARCH_FLAGS "" CACHE STRING "Extra nvcc -gencode flags for test programs")
 
-# wh_nvcc_program(NAME SOURCES a.cu [b.cu] [LIBS -lcublas] [FLAGS ...] [OUTPUT path] [DEPENDS ...])
-# Builds an executable with `nvcc -cudart shared`, as a user's program is
-# built, into OUTPUT (default ${CMAKE_CURRENT_BINARY_DIR}/cuda-bin/NAME).
+# wh_nvcc_program(NAME SOURCES a.cu [b.cu] [LIBS -lcublas] [FLAGS ...] [OUTPUT path] [DEPENDS ...]
+#                 [CUDART shared|static])
+# Builds an executable with `nvcc -cudart shared` (or, with CUDART static,
+# nvcc's default: the runtime linked in, reaching the driver through
+# libcuda.so.1), as a user's program is built, into OUTPUT (default
+# ${CMAKE_CURRENT_BINARY_DIR}/cuda-bin/NAME).
 # Target NAME builds it; its WH_PATH property holds the path.
 function(wh_nvcc_program name)
-  cmake_parse_arguments(A "" "OUTPUT" "SOURCES;LIBS;FLAGS;DEPENDS" ${ARGN})
+  cmake_parse_arguments(A "" "OUTPUT;CUDART" "SOURCES;LIBS;FLAGS;DEPENDS" ${ARGN})
+  if(NOT A_CUDART)
+    set(A_CUDART shared)
+  endif()
   set(srcs "")
   foreach(s ${A_SOURCES})
     list(APPEND srcs ${CMAKE_CURRENT_SOURCE_DIR}/${s})
@@ -21,7 +27,7 @@ function(wh_nvcc_program name)
   get_filename_component(outdir ${out} DIRECTORY)
   add_custom_command(OUTPUT ${out}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${outdir}
-    COMMAND ${WH_NVCC} -cudart shared -O2 -std=c++17 ${WH_CUDA_ARCH_FLAGS} ${A_FLAGS}
+    COMMAND ${WH_NVCC} -cudart ${A_CUDART} -O2 -std=c++17 ${WH_CUDA_ARCH_FLAGS} ${A_FLAGS}
             -o ${out} ${srcs} ${A_LIBS}
     DEPENDS ${srcs} ${A_DEPENDS} VERBATIM
     COMMENT "nvcc ${name}")
