@@ -148,6 +148,9 @@ TEST(PtxLink, LinkedImageFollowedByUnitFatbins) {
   ASSERT_FALSE(la.empty());
   std::string linked = sass_only(ml);
   EXPECT_FALSE(Module::from_fatbin(linked.data(), linked.size(), &err));
+  // The refusal names the kernels that cannot run and the missing PTX.
+  EXPECT_NE(err.find("no PTX"), std::string::npos) << err;
+  EXPECT_NE(err.find("kernel cross_entropy"), std::string::npos) << err;  // the first of ml.cu
   std::string image = linked + ml + la;
   auto m = Module::from_fatbin(image.data(), image.size(), &err);
   ASSERT_TRUE(m) << err;

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -182,6 +183,34 @@ std::unique_ptr<Module> Module::from_ptx(std::string_view text, std::string* err
   return m;
 }
 
+namespace {
+// What a SASS-only image holds, for the error: the architectures and the
+// kernels (from the cubin's .nv.info sections), so the user learns which of
+// their kernels (or which library's) cannot run here.
+std::string sass_only_error(const std::vector<fatbin::Entry>& entries) {
+  std::string archs;
+  std::map<std::string, std::vector<fatbin::ParamInfo>> kernels;
+  for (const auto& e : entries) {
+    if (e.kind != fatbin::Entry::ELF) continue;
+    archs += (archs.empty() ? "sm_" : ", sm_") + std::to_string(e.sm_arch);
+    std::string ignored;
+    fatbin::cubin_kernel_params(e.bytes, kernels, &ignored);
+  }
+  std::string names;
+  size_t shown = 0;
+  for (const auto& [name, params] : kernels) {
+    if (shown++ == 4) {
+      names += " and " + std::to_string(kernels.size() - 4) + " more";
+      break;
+    }
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return "fatbin carries no PTX (SASS only" + (archs.empty() ? std::string() : ": " + archs) +
+         "): the sim device cannot run " + (names.empty() ? std::string("its kernels") : "kernel " + names) +
+         "; rebuild with a compute_XX PTX target, or use the library's Wormhole drop-in";
+}
+}  // namespace
+
 std::unique_ptr<Module> Module::from_fatbin(const void* data, size_t avail, std::string* err) {
   std::vector<fatbin::Entry> entries;
   if (!fatbin::parse(data, avail, entries, err)) return nullptr;
@@ -211,7 +240,7 @@ std::unique_ptr<Module> Module::from_fatbin(const void* data, size_t avail, std:
       }
       return from_ptx_units(texts, err);
     }
-    if (err) *err = "fatbin carries no PTX (SASS only): the sim device cannot run it; rebuild with a compute_XX PTX target";
+    if (err) *err = sass_only_error(entries);
     return nullptr;
   }
   std::string_view text(reinterpret_cast<const char*>(best->bytes.data()), best->bytes.size());
