@@ -81,6 +81,9 @@ TEST_F(Forward, Texture3DLayeredMipmap) { expect_pass(run({prog("tex3d")}), "tex
 TEST_F(Forward, TexturePitch2DAndLinear) { expect_pass(run({prog("tex_pitch2d")}), "tex_pitch2d"); }
 // malloc/free and new/delete in kernels, the heap size limit fixed at first use.
 TEST_F(Forward, DeviceHeap) { expect_pass(run({prog("device_heap")}), "device_heap"); }
+// A fork child that exits leaves its parent's session alone; one that calls
+// CUDA gets cudaErrorInitializationError, never the parent's channel.
+TEST_F(Forward, ForkChildren) { expect_pass(run({prog("fork_child")}), "fork_child"); }
 
 TEST_F(Forward, AsyncErrors) {
   expect_pass(run({prog("async_errors"), "config"}), "config");

@@ -1,11 +1,14 @@
 #include "connection.hpp"
 
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstring>
+#include <mutex>
 #include <set>
 
 #include "state.hpp"
@@ -215,7 +218,26 @@ bool Connection::connect_ivshmem(std::string* err) {
   return true;
 }
 
+namespace {
+// Set in the child of a fork() after this process connected: the child
+// shares the parent's channel and mapping, and must never use or close them
+// (a child that exits would otherwise say goodbye for its parent, and one
+// that calls CUDA would interleave with the parent's requests). CUDA itself
+// does not support the parent's context in a fork child either; the child's
+// calls fail with cudaErrorInitializationError.
+std::atomic<bool> g_forked_child{false};
+}  // namespace
+
+bool Connection::in_forked_child() { return g_forked_child.load(std::memory_order_relaxed); }
+
 Connection* Connection::get() {
+  if (in_forked_child()) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      log("CUDA used in a child of fork(): not supported (as with CUDA); the parent's session is untouched");
+    });
+    return nullptr;
+  }
   static Connection* conn = [] {
     auto* c = new Connection();
     std::string err;
@@ -250,10 +272,12 @@ Connection* Connection::get() {
       return static_cast<Connection*>(nullptr);
     }
     if (std::getenv("WORMHOLE_VERBOSE")) log("connected over %s", c->transport_);
+    pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true, std::memory_order_relaxed); });
     return c;
   }();
   // Say goodbye at exit so the server frees this process's resources at once.
   static bool registered = conn && std::atexit([] {
+    if (in_forked_child()) return;  // the parent's channel: not ours to close
     flush_device_output(conn);  // what kernels printed since the last synchronising call
     delete conn;
   }) == 0;

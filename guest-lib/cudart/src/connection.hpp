@@ -27,6 +27,8 @@ class Connection {
  public:
   // Connects on first use; nullptr (and a logged reason) if no server.
   static Connection* get();
+  // True in the child of a fork() of a connected process (get() is nullptr).
+  static bool in_forked_child();
   ~Connection();
 
   // A synchronous call: waits for the response. Returns the call's status

@@ -32,7 +32,7 @@ cudaError_t set_error(cudaError_t e) {
 
 Connection* conn_or(cudaError_t* e) {
   Connection* c = Connection::get();
-  if (!c) *e = cudaErrorNoDevice;
+  if (!c) *e = Connection::in_forked_child() ? cudaErrorInitializationError : cudaErrorNoDevice;
   return c;
 }
 

@@ -10,11 +10,121 @@
 #include <toml++/toml.h>
 
 #include "server.hpp"
+#include "wormhole/proto/wire.hpp"
 
 namespace {
 wh::server::Server* g_server = nullptr;
 void on_signal(int) {
   if (g_server) g_server->stop();
+}
+// SIGUSR1: statistics to the log; SIGHUP: the configuration is read at start
+// only, which the log says. Neither stops the server. The handler only sets
+// a flag (the server's loop acts on it).
+void on_info_signal(int sig) {
+  if (g_server) g_server->request_report(sig == SIGHUP ? wh::server::Server::Report::Reload
+                                                      : wh::server::Server::Report::Stats);
+}
+
+constexpr const char* kEnvironment = R"(
+Environment of the guest libraries (read by the programs, not the server):
+  WORMHOLE_SOCKET          the server's socket (default /tmp/wormhole-$UID.sock)
+  WORMHOLE_TRANSPORT       auto | shm | ivshmem | vmfunc (default auto)
+  WORMHOLE_DEVICE          the ivshmem device to use: a PCI address or a path
+  WORMHOLE_GATE            the exitless gate device (default /dev/wormhole-gate)
+  WORMHOLE_GATE_TIMEOUT_MS how long a gate call waits before using the ring
+  WORMHOLE_VERBOSE         set: the libraries log the transport they chose
+  WORMHOLE_LIB_DIR         wormhole-run: where the guest libraries are
+Server environment:
+  WORMHOLE_BLAS_THREADS    sim backend: OpenBLAS threads (default: --sim-threads)
+Signals: SIGTERM/SIGINT stop the server (running kernels are cancelled);
+SIGUSR1 logs the statistics; SIGHUP logs that the configuration is read at
+start only (restart to apply changes).)";
+
+std::string dashed(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return "--" + key;
+}
+
+// The config file: every key is a long option ('-' as '_'), checked by the
+// option's own validators; the command line wins over the file; an unknown
+// key, a value of the wrong type or an invalid value stops the start with
+// the key and its line.
+int apply_config(CLI::App& app, const std::string& path) {
+  toml::table t;
+  try {
+    t = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::fprintf(stderr, "wormhole-server: %s:%u: %s\n", path.c_str(), unsigned(e.source().begin.line),
+                 std::string(e.description()).c_str());
+    return 2;
+  }
+  for (auto&& [k, v] : t) {
+    const std::string key(k.str());
+    const unsigned line = unsigned(v.source().begin.line);
+    auto fail = [&](const std::string& why) {
+      std::fprintf(stderr, "wormhole-server: %s:%u: %s: %s\n", path.c_str(), line, key.c_str(), why.c_str());
+      return 2;
+    };
+    CLI::Option* o = nullptr;
+    try {
+      o = app.get_option(dashed(key));
+    } catch (const CLI::OptionNotFound&) {
+    }
+    if (!o || key == "config" || key == "help" || key == "version") return fail("unknown key");
+    // Given on the command line too: the file's value is still checked, then
+    // the command line's is applied again (it wins).
+    const std::vector<std::string> from_cli = o->count() > 0 ? o->results() : std::vector<std::string>{};
+    auto scalar = [](const toml::node& n, std::string* out) {
+      if (auto s = n.value_exact<std::string>()) *out = *s;
+      else if (auto i = n.value_exact<int64_t>()) *out = std::to_string(*i);
+      else if (auto b = n.value_exact<bool>()) *out = *b ? "true" : "false";
+      else return false;
+      return true;
+    };
+    std::vector<std::string> vals;
+    if (auto* arr = v.as_array()) {
+      for (auto& e : *arr) {
+        std::string s;
+        if (!scalar(e, &s)) return fail("array elements must be strings or integers");
+        vals.push_back(s);
+      }
+      if (o->get_items_expected_max() <= 1) return fail("takes one value, not an array");
+    } else {
+      std::string s;
+      if (!scalar(v, &s)) return fail("wants a string, an integer or a boolean");
+      vals.push_back(s);
+    }
+    try {
+      o->clear();
+      o->add_result(vals);
+      o->run_callback();
+    } catch (const CLI::Error& e) {
+      return fail(e.what());
+    }
+    if (!from_cli.empty()) {
+      o->clear();
+      o->add_result(from_cli);
+      o->run_callback();
+    }
+  }
+  return 0;
+}
+
+// NAME=PATH[:CHANNELS] with CHANNELS a number in 1..kMaxVmChannels.
+constexpr uint32_t kMaxVmChannels = 64;
+bool parse_vm(const std::string& a, uint32_t default_channels, wh::server::VmSpec* vm) {
+  auto eq = a.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == a.size()) return false;
+  vm->channels = default_channels;
+  vm->name = a.substr(0, eq);
+  vm->path = a.substr(eq + 1);
+  if (auto c = vm->path.rfind(':'); c != std::string::npos) {
+    const std::string n = vm->path.substr(c + 1);
+    if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos) return false;
+    vm->channels = uint32_t(std::stoul(n));
+    vm->path.resize(c);
+  }
+  return !vm->path.empty() && vm->channels >= 1 && vm->channels <= kMaxVmChannels;
 }
 }  // namespace
 
@@ -29,69 +139,63 @@ int main(int argc, char** argv) {
   wh::server::ServerConfig cfg;
   cfg.socket_path = wh::server::default_socket_path();
 
-  app.add_option("--config", config_path, "TOML config file (keys as the long options, '-' as '_')");
+  app.set_version_flag("--version", "wormhole-server " WH_VERSION " (protocol " + std::to_string(wh::proto::kVersion) + ")");
+  app.option_defaults()->always_capture_default();
+  app.footer(kEnvironment);
+  app.add_option("--config", config_path,
+                 "TOML config file: keys as the long options with '_' for '-'; the command line wins")
+      ->check(CLI::ExistingFile);
   app.add_option("--backend", backend_name, "cuda | sim | auto (cuda if a GPU is present)")
       ->check(CLI::IsMember({"auto", "cuda", "sim"}));
-  app.add_option("--socket", cfg.socket_path, "unix socket clients rendezvous on");
-  app.add_option("--quota-mb", quota_mb, "device memory per client session (0: the device's)");
-  app.add_option("--pinned-mb", pinned_mb, "pinned host memory per client (in its shared data area)");
-  app.add_option("--sim-memory-mb", sim_memory_mb, "device memory of the sim device");
-  app.add_option("--sim-threads", sim_threads, "host threads running sim kernels (0: all cores)");
+  app.add_option("--socket", cfg.socket_path, "unix socket clients rendezvous on (WORMHOLE_SOCKET in clients)");
+  std::string socket_mode = "0600";
+  app.add_option("--socket-mode", socket_mode, "permissions of the socket, octal (0660: the socket's group too)")
+      ->check([](const std::string& m) {
+        return m.size() >= 3 && m.size() <= 4 && m.find_first_not_of("01234567") == std::string::npos &&
+                       std::stoul(m, nullptr, 8) <= 0777
+                   ? std::string()
+                   : std::string("an octal mode such as 0600 or 0660");
+      });
+  app.add_option("--socket-group", cfg.socket_group, "group of the socket (with --socket-mode 0660: its members connect)");
+  // Sizes in MiB are bounded so that the byte counts (<< 20) cannot wrap.
+  app.add_option("--quota-mb", quota_mb, "device memory per client session (0: the device's)")
+      ->check(CLI::Range(uint64_t(0), uint64_t(1) << 30));
+  app.add_option("--pinned-mb", pinned_mb, "pinned host memory per client (in its shared data area)")
+      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 16));
+  app.add_option("--sim-memory-mb", sim_memory_mb, "device memory of the sim device")
+      ->check(CLI::Range(uint64_t(16), uint64_t(1) << 30));
+  app.add_option("--sim-threads", sim_threads, "host threads running sim kernels (0: all cores)")
+      ->check(CLI::Range(0u, 4096u));
   app.add_option("--kernel-timeout-ms", kernel_timeout_ms,
-                 "sim device: a kernel running longer fails with cudaErrorLaunchTimeout (0: no limit)");
+                 "sim device: a kernel running longer fails with cudaErrorLaunchTimeout (0: no limit)")
+      ->check(CLI::Range(uint64_t(0), uint64_t(1) << 40));
   app.add_option("--vm", vm_args, "serve a VM's ivshmem region: NAME=PATH[:CHANNELS]");
   app.add_option("--vm-gate", vm_gate_args,
                  "serve a VM's exitless gate: NAME=PATH, PATH the file behind the memory-backend-file of "
                  "QEMU's -object wormhole-gate (NAME as in --vm)");
   uint32_t vm_channels = 8;
-  app.add_option("--vm-channels", vm_channels, "default channels (guest processes at once) per VM region");
+  app.add_option("--vm-channels", vm_channels, "default channels (guest processes at once) per VM region")
+      ->check(CLI::Range(1u, kMaxVmChannels));
   app.add_option("--heartbeat-timeout-ms", cfg.heartbeat_timeout_ms,
                  "silence after which a client (or the server, as clients see it) is dead")
       ->check(CLI::Range(200u, 600000u));
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   app.add_flag("!--no-stats", stats_on_exit, "do not print forwarding statistics at exit");
   CLI11_PARSE(app, argc, argv);
 
-  if (!config_path.empty()) {
-    try {
-      auto t = toml::parse_file(config_path);
-      backend_name = t["backend"].value_or(backend_name);
-      cfg.socket_path = t["socket"].value_or(cfg.socket_path);
-      quota_mb = t["quota_mb"].value_or(quota_mb);
-      pinned_mb = t["pinned_mb"].value_or(pinned_mb);
-      sim_memory_mb = t["sim_memory_mb"].value_or(sim_memory_mb);
-      sim_threads = t["sim_threads"].value_or(sim_threads);
-      kernel_timeout_ms = t["kernel_timeout_ms"].value_or(kernel_timeout_ms);
-      vm_channels = t["vm_channels"].value_or(vm_channels);
-      cfg.heartbeat_timeout_ms = t["heartbeat_timeout_ms"].value_or(cfg.heartbeat_timeout_ms);
-      log_level = t["log_level"].value_or(log_level);
-      if (auto* vms = t["vm"].as_array())
-        for (auto& v : *vms)
-          if (auto s = v.value<std::string>()) vm_args.push_back(*s);
-      if (auto* gates = t["vm_gate"].as_array())
-        for (auto& v : *gates)
-          if (auto s = v.value<std::string>()) vm_gate_args.push_back(*s);
-    } catch (const toml::parse_error& e) {
-      std::fprintf(stderr, "wormhole-server: %s: %s\n", config_path.c_str(), e.what());
-      return 2;
-    }
-  }
+  if (!config_path.empty())
+    if (int rc = apply_config(app, config_path); rc != 0) return rc;
   spdlog::set_level(spdlog::level::from_str(log_level));
+  cfg.socket_mode = uint32_t(std::stoul(socket_mode, nullptr, 8));
   cfg.quota_bytes = quota_mb << 20;
   cfg.pinned_bytes = pinned_mb << 20;
   for (auto& a : vm_args) {
-    auto eq = a.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      std::fprintf(stderr, "wormhole-server: --vm wants NAME=PATH[:CHANNELS], got '%s'\n", a.c_str());
-      return 2;
-    }
     wh::server::VmSpec vm;
-    vm.channels = vm_channels;
-    vm.name = a.substr(0, eq);
-    vm.path = a.substr(eq + 1);
-    if (auto c = vm.path.rfind(':'); c != std::string::npos) {
-      vm.channels = uint32_t(std::stoul(vm.path.substr(c + 1)));
-      vm.path.resize(c);
+    if (!parse_vm(a, vm_channels, &vm)) {
+      std::fprintf(stderr, "wormhole-server: --vm wants NAME=PATH[:CHANNELS] with CHANNELS in 1..%u, got '%s'\n",
+                   kMaxVmChannels, a.c_str());
+      return 2;
     }
     cfg.vms.push_back(vm);
   }
@@ -153,6 +257,10 @@ int main(int argc, char** argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  struct sigaction si{};
+  si.sa_handler = on_info_signal;
+  sigaction(SIGUSR1, &si, nullptr);
+  sigaction(SIGHUP, &si, nullptr);
   signal(SIGPIPE, SIG_IGN);
   int rc = server.run();
   if (stats_on_exit) std::printf("wormhole-server statistics:\n%s", server.stats().render().c_str());

@@ -1,5 +1,6 @@
 #include "server.hpp"
 
+#include <grp.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -9,6 +10,7 @@
 
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "gate_vm.hpp"
 #include "wormhole/proto/dispatch.hpp"
@@ -371,8 +373,7 @@ void Server::serve_socket_client(int fd) {
   close(fd);
 }
 
-void Server::serve_vm(const VmSpec& vm, GateVm* gate) {
-  std::string err;
+std::unique_ptr<ring::Region> Server::open_vm_region(const VmSpec& vm, std::string* err) {
   ring::RegionConfig rc;
   rc.nchan = vm.channels;
   rc.features = 0;  // the guest runs another kernel: no futex across the boundary
@@ -390,20 +391,18 @@ void Server::serve_vm(const VmSpec& vm, GateVm* gate) {
     uint64_t per = uint64_t(st.st_size) > fixed ? (uint64_t(st.st_size) - fixed) / rc.nchan : 0;
     per &= ~uint64_t(4095);
     if (per < proto::kPinnedHeapOffset + (1u << 20)) {
-      spdlog::error("vm {}: {} ({} MiB) is too small for {} channels; each needs at least {} MiB", vm.name,
-                    vm.path, st.st_size >> 20, rc.nchan,
-                    (ring::Region::required_size(probe) / rc.nchan + proto::kPinnedHeapOffset + (1u << 20)) >> 20);
-      if (gate) gate->withdraw();  // nothing will answer a BIND
-      return;
+      *err = fmt::format("{} ({} MiB) is too small for {} channels; each needs at least {} MiB", vm.path,
+                         st.st_size >> 20, rc.nchan,
+                         (fixed / rc.nchan + proto::kPinnedHeapOffset + (1u << 20)) >> 20);
+      return nullptr;
     }
     rc.data_size = per;
   }
-  auto region = ring::Region::create_file(vm.path, rc, &err);
-  if (!region) {
-    spdlog::error("vm {}: cannot serve {}: {}", vm.name, vm.path, err);
-    if (gate) gate->withdraw();
-    return;
-  }
+  return ring::Region::create_file(vm.path, rc, err);
+}
+
+void Server::serve_vm(const VmSpec& vm, GateVm* gate, std::shared_ptr<ring::Region> region) {
+  std::string err;
   spdlog::info("vm {}: serving {} channels in {} ({} MiB)", vm.name, vm.channels, vm.path,
                region->size() >> 20);
   if (gate) gate->start(stopping_);
@@ -521,11 +520,65 @@ int Server::run() {
     }
     gates_.push_back(std::move(g));
   }
+  // Every VM's region too: a region the server cannot serve is an error at
+  // start, not a log line under a server that looks healthy.
+  std::vector<std::unique_ptr<ring::Region>> regions;
+  for (const auto& vm : cfg_.vms) {
+    std::string err;
+    auto r = open_vm_region(vm, &err);
+    if (!r) {
+      spdlog::error("vm {}: cannot serve {}: {}", vm.name, vm.path, err);
+      for (auto& g : gates_)
+        if (g) g->withdraw();  // nothing will answer a BIND
+      return 2;
+    }
+    regions.push_back(std::move(r));
+  }
+  if (int rc = listen_socket(); rc != 0) {
+    for (auto& g : gates_)
+      if (g) g->withdraw();
+    return rc;
+  }
   for (size_t k = 0; k < cfg_.vms.size(); k++) {
     GateVm* g = gates_[k].get();
-    track([this, vm = cfg_.vms[k], g] { serve_vm(vm, g); });
+    track([this, vm = cfg_.vms[k], g, r = std::shared_ptr<ring::Region>(std::move(regions[k]))] {
+      serve_vm(vm, g, r);
+    });
   }
+  spdlog::info("wormhole-server: {} backend, {} device(s), listening on {}", backend_.name(),
+               backend_.device_count(), cfg_.socket_path);
+  while (!stopping_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    cancel_orphaned_kernels(false);
+    switch (report_.exchange(Report::None)) {
+      case Report::Stats: spdlog::info("statistics:\n{}", stats_.render()); break;
+      case Report::Reload:
+        spdlog::warn("SIGHUP: the configuration is read at start only; restart the server to apply changes");
+        break;
+      case Report::None: break;
+    }
+    if (poll(&p, 1, 200) <= 0) continue;
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    track([this, fd] { serve_socket_client(fd); });
+  }
+  close(listen_fd_);
+  // Only the socket this server made: another server may have replaced it.
+  struct stat now{};
+  if (stat(cfg_.socket_path.c_str(), &now) == 0 && uint64_t(now.st_dev) == sock_dev_ &&
+      uint64_t(now.st_ino) == sock_ino_)
+    unlink(cfg_.socket_path.c_str());
+  cancel_orphaned_kernels(true);  // a runaway kernel must not hold the stop up
+  {
+    std::lock_guard lk(threads_mu_);
+    for (auto& t : threads_)
+      if (t.t.joinable()) t.t.join();
+    threads_.clear();
+  }
+  return 0;
+}
 
+int Server::listen_socket() {
   // The socket is bound under a temporary name, made private and listening,
   // and only then renamed into place: whoever waits for the path to appear
   // (a client, a test, a service manager) can connect at once, and the
@@ -538,34 +591,43 @@ int Server::run() {
     spdlog::error("socket path too long: {}", cfg_.socket_path);
     return 2;
   }
+  // A live server on the path keeps it: connecting tells a listener from a
+  // stale file (left by a server that was killed), which is replaced.
+  {
+    sockaddr_un live{};
+    live.sun_family = AF_UNIX;
+    std::strcpy(live.sun_path, cfg_.socket_path.c_str());
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool taken = probe >= 0 && connect(probe, reinterpret_cast<sockaddr*>(&live), sizeof live) == 0;
+    if (probe >= 0) close(probe);
+    if (taken) {
+      spdlog::error("another server is listening on {}: not starting (give this one another --socket)",
+                    cfg_.socket_path);
+      return 2;
+    }
+  }
+  gid_t gid = gid_t(-1);
+  if (!cfg_.socket_group.empty()) {
+    group g{}, *res = nullptr;
+    std::vector<char> buf(16384);
+    if (getgrnam_r(cfg_.socket_group.c_str(), &g, buf.data(), buf.size(), &res) != 0 || !res) {
+      spdlog::error("--socket-group {}: no such group", cfg_.socket_group);
+      return 2;
+    }
+    gid = res->gr_gid;
+  }
   std::strcpy(addr.sun_path, tmp_path.c_str());
   unlink(tmp_path.c_str());
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      chmod(tmp_path.c_str(), 0600) != 0 || listen(listen_fd_, 64) != 0 ||
+      (gid != gid_t(-1) && chown(tmp_path.c_str(), uid_t(-1), gid) != 0) ||
+      chmod(tmp_path.c_str(), mode_t(cfg_.socket_mode)) != 0 || listen(listen_fd_, 64) != 0 ||
       rename(tmp_path.c_str(), cfg_.socket_path.c_str()) != 0) {
     spdlog::error("cannot listen on {}: {}", cfg_.socket_path, strerror(errno));
     unlink(tmp_path.c_str());
     return 2;
   }
-  spdlog::info("wormhole-server: {} backend, {} device(s), listening on {}", backend_.name(),
-               backend_.device_count(), cfg_.socket_path);
-  while (!stopping_) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    cancel_orphaned_kernels(false);
-    if (poll(&p, 1, 200) <= 0) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    track([this, fd] { serve_socket_client(fd); });
-  }
-  close(listen_fd_);
-  unlink(cfg_.socket_path.c_str());
-  cancel_orphaned_kernels(true);  // a runaway kernel must not hold the stop up
-  {
-    std::lock_guard lk(threads_mu_);
-    for (auto& t : threads_)
-      if (t.t.joinable()) t.t.join();
-    threads_.clear();
-  }
+  struct stat st{};
+  if (stat(cfg_.socket_path.c_str(), &st) == 0) sock_dev_ = uint64_t(st.st_dev), sock_ino_ = uint64_t(st.st_ino);
   return 0;
 }
 

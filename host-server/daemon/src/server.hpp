@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "wormhole/ring.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/session.hpp"
 
@@ -30,6 +31,8 @@ struct VmSpec {
 
 struct ServerConfig {
   std::string socket_path;
+  uint32_t socket_mode = 0600;  // who may connect: the owner only, by default
+  std::string socket_group;     // group of the socket (empty: the server's)
   uint64_t quota_bytes = 0;         // per-session device memory (0: device size)
   uint64_t pinned_bytes = 256ull << 20;  // per-client pinned heap in the data area
   uint32_t max_violations = 64;     // malformed requests before a client is dropped
@@ -48,10 +51,19 @@ class Server {
   int run();
   void stop();
   const Stats& stats() const { return stats_; }
+  // Async-signal-safe: the accept loop logs the statistics (Stats) or that
+  // the configuration is read at start only (Reload).
+  enum class Report { None, Stats, Reload };
+  void request_report(Report r) { report_.store(r); }
 
  private:
   void serve_socket_client(int fd);
-  void serve_vm(const VmSpec& vm, GateVm* gate);
+  // A VM's region, sized to fit a file QEMU already maps; null and `err`
+  // when it cannot be served (the server then does not start).
+  std::unique_ptr<ring::Region> open_vm_region(const VmSpec& vm, std::string* err);
+  void serve_vm(const VmSpec& vm, GateVm* gate, std::shared_ptr<ring::Region> region);
+  // Binds the socket; refuses a path another live server listens on.
+  int listen_socket();
   // Runs fn on a thread of its own; joins threads that already finished
   // (a finished, unjoined thread keeps its stack: one per past client).
   void track(std::function<void()> fn);
@@ -69,6 +81,10 @@ class Server {
   Backend& backend_;
   Stats stats_;
   std::atomic<bool> stopping_{false};
+  std::atomic<Report> report_{Report::None};
+  // The socket file this server created (device, inode): only that one is
+  // removed at exit, never one another server put there since.
+  uint64_t sock_dev_ = 0, sock_ino_ = 0;
   std::atomic<uint64_t> next_session_{1};
   std::atomic<int> live_sessions_{0};
   int listen_fd_ = -1;
