@@ -6,7 +6,7 @@ VM_IMAGE    ?= $(BUILD)/vm/image
 VM_MANIFEST := $(BUILD)/vm/guest.manifest
 VM_TOOL     := $(BUILD)/guest-lib/ivshmem/wh-ivshmem
 VM_SHM      ?= /dev/shm/wormhole-shell
-VM_SHM_MB   ?= 16
+VM_SHM_MB   ?= 512
 
 .PHONY: vm-deps guest-image vm-shell test-vm bench-vm
 

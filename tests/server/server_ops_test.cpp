@@ -202,3 +202,52 @@ TEST(ServerCli, VersionAndHelp) {
   for (const char* want : {"WORMHOLE_SOCKET", "WORMHOLE_TRANSPORT", "--socket-mode", "SIGUSR1", "8192", "256"})
     EXPECT_NE(h.output.find(want), std::string::npos) << "--help lacks " << want << ":\n" << h.output;
 }
+
+TEST(ServerVm, ARegionItCannotServeStopsTheStart) {
+  std::string region = tmp_name("tiny.region");
+  {
+    std::ofstream f(region);
+    f << std::string(1 << 20, '\0');  // 1 MiB: far too small for 8 channels
+  }
+  auto r = run_server({"--backend", "sim", "--socket", tmp_name("vm.sock"), "--vm", "tiny=" + region + ":8"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("too small"), std::string::npos) << r.output;
+  unlink(region.c_str());
+}
+
+TEST(ClientHandshake, ASilentListenerFailsTheCallWithinSeconds) {
+  // Something listens on the path but never answers (a stopped server, or
+  // another program): the first CUDA call fails with a message, no hang.
+  std::string sock = tmp_name("silent.sock");
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(fd, 4), 0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = run_client(sock);
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_NE(c.status, 0) << c.output;
+  EXPECT_NE(c.status, -1) << "the client hung";
+  EXPECT_NE(c.output.find("no handshake reply"), std::string::npos) << c.output;
+  EXPECT_LT(took, 15s);
+  close(fd);
+  unlink(sock.c_str());
+}
+
+TEST(ServerVm, TheDocumentedRegionSizeIsServed) {
+  // docs/vms.md, make vm-shell and the libvirt renderer all make a 512 MiB
+  // file (QEMU creates it before the server when the VM starts first).
+  std::string region = tmp_name("doc.region");
+  ASSERT_EQ(truncate(region.c_str(), 0), -1);  // absent
+  { std::ofstream f(region); }
+  ASSERT_EQ(truncate(region.c_str(), off_t(512) << 20), 0);
+  std::string sock = tmp_name("doc.sock");
+  Process s = start_server(sock, {"--vm", "doc=" + region});
+  EXPECT_TRUE(s.wait_for_output("vm doc: serving 8 channels", 20s)) << s.output();
+  EXPECT_TRUE(s.alive());
+  s.kill(SIGTERM);
+  EXPECT_EQ(s.wait(10s), 0) << s.output();
+  unlink(region.c_str());
+}

@@ -7,7 +7,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 die() { echo "render-domain: $*" >&2; exit 2; }
-IMAGE="" NAME=wormhole-guest SHM_NAME="" SHM_MB=16 MEM=512 VCPUS=1 TYPE=qemu
+IMAGE="" NAME=wormhole-guest SHM_NAME="" SHM_MB=512 MEM=512 VCPUS=1 TYPE=qemu
 LOG="" JOB="" EXTRA="" TEMPLATE=$HERE/wormhole-domain.xml.in
 while (($#)); do
   case $1 in

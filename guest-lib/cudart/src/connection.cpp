@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -144,6 +145,11 @@ bool Connection::connect_socket(std::string* err) {
     *err = "cannot reach wormhole-server at " + path + ": " + strerror(errno);
     return false;
   }
+  // The handshake is bounded: a stopped server, or something else listening
+  // on the path, must not hang the program's first CUDA call.
+  timeval limit{5, 0};
+  setsockopt(sock_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  setsockopt(sock_, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
   proto::Hello h{};
   h.magic = proto::kHelloMagic;
   h.min_version = proto::kMinVersion;
@@ -162,8 +168,13 @@ bool Connection::connect_socket(std::string* err) {
   m.msg_control = ctl;
   m.msg_controllen = sizeof ctl;
   ssize_t n = recvmsg(sock_, &m, MSG_CMSG_CLOEXEC);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    *err = "no handshake reply from " + path + " within 5 s (is wormhole-server stopped, or is another program "
+           "listening there?)";
+    return false;
+  }
   if (n != ssize_t(sizeof rep) || rep.magic != proto::kHelloMagic) {
-    *err = "bad handshake reply";
+    *err = "bad handshake reply from " + path + " (not a wormhole-server of this version?)";
     return false;
   }
   if (rep.status != 0) {
@@ -189,6 +200,9 @@ bool Connection::connect_socket(std::string* err) {
     *err = "handshake write failed";
     return false;
   }
+  timeval none{0, 0};  // from here on the socket only tells liveness
+  setsockopt(sock_, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+  setsockopt(sock_, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
   version_ = rep.version;
   transport_ = "shm";
   return chan_->wait_attached(std::chrono::seconds(5)) == ring::Status::Ok ||
