@@ -385,9 +385,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     return cudaSuccess;
   }
   Err mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
-    // Like a GPU: the device's free memory, as no more than this session may take.
+    // Like a GPU as big as this session's quota: its total is the quota, and
+    // free is what the session may still take (no more than the device has).
     uint64_t dev_free = device_bytes_ - std::min(device_bytes_, device_used_.load());
-    *total_bytes = device_bytes_;
+    *total_bytes = quota_;
     *free_bytes = std::min(dev_free, quota_ - used_);
     return cudaSuccess;
   }
