@@ -1,0 +1,29 @@
+// Device code the driver-API tests load as modules: built into a fatbin
+// (nvcc -fatbin, the default sm_75 SASS + compressed PTX) and into plain
+// PTX text, both loaded from files at run time.
+extern "C" {
+
+__device__ float g_scale = 1.0f;
+__device__ int g_counter[4];
+
+__global__ void saxpy(int n, float a, const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+
+// Every element of a pitched rows x cols float matrix times g_scale.
+__global__ void scale2d(float* m, size_t pitch, int rows, int cols) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+  if (r < rows && c < cols) {
+    float* row = reinterpret_cast<float*>(reinterpret_cast<char*>(m) + r * pitch);
+    row[c] *= g_scale;
+  }
+  if (r == 0 && c == 0) atomicAdd(&g_counter[0], 1);
+}
+
+// A mixed parameter list: char, double, short, pointer (alignment gaps).
+__global__ void mixed(char c, double d, short s, double* out) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = c + d + s;
+}
+
+}  // extern "C"
