@@ -44,7 +44,7 @@ CUresult load(const void* image, size_t size, void** out) {
   WH_INIT();
   if (!image || !out) return CUDA_ERROR_INVALID_VALUE;
   if (!size) size = linked_image_size(image);
-  return rt(cudaError_t(wh_guest_module_load(image, size, out)));
+  return cu(cudaError_t(wh_guest_module_load(image, size, out)));
 }
 
 CUresult load_file(const char* path, void** out) {
@@ -58,7 +58,7 @@ CUresult load_file(const char* path, void** out) {
     std::memcpy(&magic, bytes.data(), 4);
     if (magic != wh::fatbin::kFatbinMagic) bytes.push_back('\0');
   }
-  return rt(cudaError_t(wh_guest_module_load(bytes.data(), bytes.size(), out)));
+  return cu(cudaError_t(wh_guest_module_load(bytes.data(), bytes.size(), out)));
 }
 
 CUresult function_of(void* module, const char* name, void** fn) {
@@ -67,7 +67,7 @@ CUresult function_of(void* module, const char* name, void** fn) {
   if (!module) return CUDA_ERROR_INVALID_HANDLE;
   int e = wh_guest_module_function(module, name, fn);
   if (e == cudaErrorSymbolNotFound) return CUDA_ERROR_NOT_FOUND;
-  return rt(cudaError_t(e));
+  return cu(cudaError_t(e));
 }
 
 CUresult global_of(void* module, const char* name, CUdeviceptr* dptr, size_t* bytes) {
@@ -78,7 +78,7 @@ CUresult global_of(void* module, const char* name, CUdeviceptr* dptr, size_t* by
   size_t n = 0;
   int e = wh_guest_module_global(module, name, &d, &n);
   if (e == cudaErrorInvalidSymbol || e == cudaErrorSymbolNotFound) return CUDA_ERROR_NOT_FOUND;
-  if (e != cudaSuccess) return rt(cudaError_t(e));
+  if (e != cudaSuccess) return cu(cudaError_t(e));
   if (dptr) *dptr = d;
   if (bytes) *bytes = n;
   return CUDA_SUCCESS;
@@ -106,9 +106,9 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
       if (i + 2 >= 64) return CUDA_ERROR_INVALID_VALUE;
     }
     if (buf && !have_size) return CUDA_ERROR_INVALID_VALUE;
-    return rt(cudaError_t(wh_guest_launch(f, grid, block, shared, s, nullptr, buf, size, 1, flags)));
+    return cu(cudaError_t(wh_guest_launch(f, grid, block, shared, s, nullptr, buf, size, 1, flags)));
   }
-  return rt(cudaError_t(wh_guest_launch(f, grid, block, shared, s, params, nullptr, 0, 0, flags)));
+  return cu(cudaError_t(wh_guest_launch(f, grid, block, shared, s, params, nullptr, 0, 0, flags)));
 }
 
 CUresult func_attr(int* v, CUfunction_attribute a, CUfunction f) {
@@ -116,7 +116,7 @@ CUresult func_attr(int* v, CUfunction_attribute a, CUfunction f) {
   if (!v) return CUDA_ERROR_INVALID_VALUE;
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
   cudaFuncAttributes fa;
-  if (int e = wh_guest_function_attributes(f, &fa); e != cudaSuccess) return rt(cudaError_t(e));
+  if (int e = wh_guest_function_attributes(f, &fa); e != cudaSuccess) return cu(cudaError_t(e));
   switch (a) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = fa.maxThreadsPerBlock; break;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *v = int(fa.sharedSizeBytes); break;
@@ -145,7 +145,7 @@ CUresult func_set_attr(CUfunction f, CUfunction_attribute a, int v) {
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
   switch (a) {
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-      return rt(cudaError_t(wh_guest_function_set_max_dynamic_shared(f, v)));
+      return cu(cudaError_t(wh_guest_function_set_max_dynamic_shared(f, v)));
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
       // A placement hint (-1..100 percent): results do not depend on it.
       if (v < -1 || v > 100) return CUDA_ERROR_INVALID_VALUE;
@@ -162,7 +162,7 @@ CUresult blocks_per_sm(int* n, CUfunction f, int block, size_t dyn_shared) {
   if (!n || block <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
   cudaFuncAttributes fa;
-  if (int e = wh_guest_function_attributes(f, &fa); e != cudaSuccess) return rt(cudaError_t(e));
+  if (int e = wh_guest_function_attributes(f, &fa); e != cudaSuccess) return cu(cudaError_t(e));
   cudaDeviceProp p;
   if (cudaError_t e = cudaGetDeviceProperties(&p, 0); e != cudaSuccess) return rt(e);
   *n = wh::proto::blocks_per_multiprocessor(p, fa.numRegs, fa.sharedSizeBytes + dyn_shared, block,
@@ -176,7 +176,7 @@ CUresult potential_block(int* min_grid, int* block_out, CUfunction f, CUoccupanc
   if (!min_grid || !block_out) return CUDA_ERROR_INVALID_VALUE;
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
   cudaFuncAttributes fa;
-  if (int e = wh_guest_function_attributes(f, &fa); e != cudaSuccess) return rt(cudaError_t(e));
+  if (int e = wh_guest_function_attributes(f, &fa); e != cudaSuccess) return cu(cudaError_t(e));
   cudaDeviceProp p;
   if (cudaError_t e = cudaGetDeviceProperties(&p, 0); e != cudaSuccess) return rt(e);
   int max_block = fa.maxThreadsPerBlock;
@@ -268,7 +268,7 @@ CUresult cuModuleLoadFatBinary(CUmodule* m, const void* fatbin) {
 CUresult cuModuleUnload(CUmodule m) {
   WH_INIT();
   if (!m) return CUDA_ERROR_INVALID_HANDLE;
-  return rt(cudaError_t(wh_guest_module_unload(m)));
+  return cu(cudaError_t(wh_guest_module_unload(m)));
 }
 CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
   return function_of(m, name, reinterpret_cast<void**>(f));
@@ -347,7 +347,7 @@ CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache, CUdevice d) {
 CUresult cuKernelGetParamInfo(CUkernel k, size_t index, size_t* offset, size_t* size) {
   WH_INIT();
   if (!k) return CUDA_ERROR_INVALID_HANDLE;
-  return rt(cudaError_t(wh_guest_function_param(k, index, offset, size)));
+  return cu(cudaError_t(wh_guest_function_param(k, index, offset, size)));
 }
 
 // ---- functions
@@ -360,7 +360,7 @@ CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache) {
 CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t* offset, size_t* size) {
   WH_INIT();
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
-  return rt(cudaError_t(wh_guest_function_param(f, index, offset, size)));
+  return cu(cudaError_t(wh_guest_function_param(f, index, offset, size)));
 }
 CUresult cuFuncGetName(const char** name, CUfunction f) { return cuKernelGetName(name, reinterpret_cast<CUkernel>(f)); }
 CUresult cuFuncGetModule(CUmodule* m, CUfunction f) {
@@ -448,7 +448,7 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, CUfunction f, in
   if (!bytes || blocks <= 0 || block <= 0) return CUDA_ERROR_INVALID_VALUE;
   cudaFuncAttributes fa;
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
-  if (int e = wh_guest_function_attributes(f, &fa); e != cudaSuccess) return rt(cudaError_t(e));
+  if (int e = wh_guest_function_attributes(f, &fa); e != cudaSuccess) return cu(cudaError_t(e));
   cudaDeviceProp p;
   if (cudaError_t e = cudaGetDeviceProperties(&p, 0); e != cudaSuccess) return rt(e);
   size_t per = p.sharedMemPerMultiprocessor / size_t(blocks);
