@@ -419,6 +419,101 @@ int main(int argc, char** argv) {
   CU_CHECK(cuMemGetInfo(&freeb, &totalb));
   EXPECT(freeb > 0 && freeb <= totalb);
 
+  // ---- stream capture of driver calls, replayed as a graph
+  std::vector<float> hcap(n, 1.0f);
+  CUdeviceptr dcap;
+  CU_CHECK(cuMemAlloc(&dcap, n * sizeof(float)));
+  CU_CHECK(cuMemcpyHtoD(dcap, hcap.data(), n * sizeof(float)));
+  CUstream cs;
+  CU_CHECK(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
+  CU_CHECK(cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUstreamCaptureStatus cst;
+  CU_CHECK(cuStreamIsCapturing(cs, &cst));
+  EXPECT(cst == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  void* cargs[] = {&nn, &a, &dx, &dcap};  // dcap += 3 * x
+  CU_CHECK(cuLaunchKernel(saxpy, (n + 127) / 128, 1, 1, 128, 1, 1, 0, cs, cargs, nullptr));
+  CUgraph graph;
+  CU_CHECK(cuStreamEndCapture(cs, &graph));
+  CUgraphExec gexec;
+  CU_CHECK(cuGraphInstantiate(&gexec, graph, 0));
+  std::vector<float> cap_out(n);
+  CU_CHECK(cuMemcpyDtoH(cap_out.data(), dcap, n * sizeof(float)));
+  for (int i = 0; i < n; i++) EXPECT(cap_out[i] == 1.0f);  // captured, not run
+  CU_CHECK(cuGraphLaunch(gexec, cs));
+  CU_CHECK(cuGraphLaunch(gexec, cs));
+  CU_CHECK(cuStreamSynchronize(cs));
+  CU_CHECK(cuMemcpyDtoH(cap_out.data(), dcap, n * sizeof(float)));
+  for (int i = 0; i < n; i++) EXPECT(cap_out[i] == 1.0f + 6.0f * i);
+  CU_CHECK(cuGraphExecDestroy(gexec));
+  CU_CHECK(cuGraphDestroy(graph));
+  CU_CHECK(cuStreamDestroy(cs));
+  CU_CHECK(cuMemFree(dcap));
+
+  // ---- arrays, texture and surface objects
+  const int tw = 8, th = 4;
+  CUDA_ARRAY3D_DESCRIPTOR ad = {};
+  ad.Width = tw, ad.Height = th, ad.Depth = 0;
+  ad.Format = CU_AD_FORMAT_FLOAT, ad.NumChannels = 1;
+  ad.Flags = CUDA_ARRAY3D_SURFACE_LDST;
+  CUarray arr;
+  CU_CHECK(cuArray3DCreate(&arr, &ad));
+  CUDA_ARRAY_DESCRIPTOR got;
+  CU_CHECK(cuArrayGetDescriptor(&got, arr));
+  EXPECT(got.Width == size_t(tw) && got.Height == size_t(th) && got.Format == CU_AD_FORMAT_FLOAT && got.NumChannels == 1);
+  std::vector<float> texels(tw * th), fetched(tw * th, -1.0f);
+  for (int i = 0; i < tw * th; i++) texels[i] = float(i) * 1.5f;
+  CU_CHECK(cuMemcpyHtoA(arr, 0, texels.data(), texels.size() * sizeof(float)));
+  CUDA_RESOURCE_DESC rd = {};
+  rd.resType = CU_RESOURCE_TYPE_ARRAY;
+  rd.res.array.hArray = arr;
+  CUDA_TEXTURE_DESC td = {};
+  td.addressMode[0] = td.addressMode[1] = CU_TR_ADDRESS_MODE_CLAMP;
+  td.filterMode = CU_TR_FILTER_MODE_POINT;
+  CUtexObject tex;
+  CU_CHECK(cuTexObjectCreate(&tex, &rd, &td, nullptr));
+  CUfunction tex_fetch, surf_fill;
+  CU_CHECK(cuModuleGetFunction(&tex_fetch, fmod, "tex_fetch"));
+  CU_CHECK(cuModuleGetFunction(&surf_fill, fmod, "surf_fill"));
+  CUdeviceptr dtex;
+  CU_CHECK(cuMemAlloc(&dtex, tw * th * sizeof(float)));
+  int itw = tw, ith = th;
+  void* targs[] = {&tex, &dtex, &itw, &ith};
+  CU_CHECK(cuLaunchKernel(tex_fetch, th, 1, 1, tw, 1, 1, 0, nullptr, targs, nullptr));
+  CU_CHECK(cuMemcpyDtoH(fetched.data(), dtex, tw * th * sizeof(float)));
+  EXPECT(fetched == texels);
+  // Part of a row, from an offset, through 1D copies that continue over rows.
+  float mid[5];
+  CU_CHECK(cuMemcpyAtoH(mid, arr, 6 * sizeof(float), sizeof mid));
+  for (int i = 0; i < 5; i++) EXPECT(mid[i] == texels[6 + i]);
+  CUsurfObject surf;
+  CU_CHECK(cuSurfObjectCreate(&surf, &rd));
+  void* sfargs[] = {&surf, &itw, &ith};
+  CU_CHECK(cuLaunchKernel(surf_fill, th, 1, 1, tw, 1, 1, 0, nullptr, sfargs, nullptr));
+  CU_CHECK(cuMemcpyAtoH(fetched.data(), arr, 0, tw * th * sizeof(float)));
+  for (int y = 0; y < th; y++)
+    for (int x = 0; x < tw; x++) EXPECT(fetched[y * tw + x] == float(x * 10 + y));
+  // A 2D copy from device memory into the array's lower-right corner.
+  CU_CHECK(cuMemcpyHtoD(dtex, texels.data(), tw * th * sizeof(float)));
+  CUDA_MEMCPY2D toarr = {};
+  toarr.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  toarr.srcDevice = dtex;
+  toarr.srcPitch = tw * sizeof(float);
+  toarr.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  toarr.dstArray = arr;
+  toarr.dstXInBytes = 4 * sizeof(float);
+  toarr.dstY = 2;
+  toarr.WidthInBytes = 4 * sizeof(float);
+  toarr.Height = 2;
+  CU_CHECK(cuMemcpy2D(&toarr));
+  CU_CHECK(cuMemcpyAtoH(fetched.data(), arr, 0, tw * th * sizeof(float)));
+  for (int y = 0; y < th; y++)
+    for (int x = 0; x < tw; x++)
+      EXPECT(fetched[y * tw + x] == (y >= 2 && x >= 4 ? texels[(y - 2) * tw + (x - 4)] : float(x * 10 + y)));
+  CU_CHECK(cuSurfObjectDestroy(surf));
+  CU_CHECK(cuTexObjectDestroy(tex));
+  CU_CHECK(cuArrayDestroy(arr));
+  CU_CHECK(cuMemFree(dtex));
+
   // ---- errors
   const char* ename = nullptr;
   const char* etext = nullptr;

@@ -26,4 +26,15 @@ __global__ void mixed(char c, double d, short s, double* out) {
   if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = c + d + s;
 }
 
+// A 2D float texture read at texel centres; a 2D float surface written.
+__global__ void tex_fetch(cudaTextureObject_t t, float* out, int w, int h) {
+  int x = threadIdx.x, y = blockIdx.x;
+  if (x < w && y < h) out[y * w + x] = tex2D<float>(t, x + 0.5f, y + 0.5f);
+}
+
+__global__ void surf_fill(cudaSurfaceObject_t s, int w, int h) {
+  int x = threadIdx.x, y = blockIdx.x;
+  if (x < w && y < h) surf2Dwrite(float(x * 10 + y), s, int(x * sizeof(float)), y);
+}
+
 }  // extern "C"

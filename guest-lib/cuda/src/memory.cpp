@@ -516,6 +516,14 @@ CUresult cuStreamGetCtx(CUstream, CUcontext* c) {
   return CUDA_SUCCESS;
 }
 CUresult cuStreamGetCtx_ptsz(CUstream s, CUcontext* c) { return cuStreamGetCtx(s, c); }
+CUresult cuStreamGetCtx_v2(CUstream, CUcontext* c, CUgreenCtx* g) {
+  WH_INIT();
+  if (!c || !g) return CUDA_ERROR_INVALID_VALUE;
+  *c = primary();
+  *g = nullptr;  // no green contexts
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamGetCtx_v2_ptsz(CUstream s, CUcontext* c, CUgreenCtx* g) { return cuStreamGetCtx_v2(s, c, g); }
 CUresult cuStreamGetDevice(CUstream, CUdevice* d) {
   WH_INIT();
   if (!d) return CUDA_ERROR_INVALID_VALUE;
