@@ -419,6 +419,31 @@ int main(int argc, char** argv) {
   CU_CHECK(cuMemGetInfo(&freeb, &totalb));
   EXPECT(freeb > 0 && freeb <= totalb);
 
+  // ---- managed memory with hints; a peer copy (one device: device to device)
+  CUdeviceptr managed;
+  CU_CHECK(cuMemAllocManaged(&managed, n * sizeof(float), CU_MEM_ATTACH_GLOBAL));
+  float* mp = reinterpret_cast<float*>(uintptr_t(managed));
+  for (int i = 0; i < n; i++) mp[i] = 1.0f;
+  CUmemLocation loc = {};
+  loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  loc.id = 0;
+  CU_CHECK(cuMemAdvise(managed, n * sizeof(float), CU_MEM_ADVISE_SET_PREFERRED_LOCATION, loc));
+  CU_CHECK(cuMemPrefetchAsync(managed, n * sizeof(float), loc, 0, nullptr));
+  void* margs2[] = {&nn, &a, &dx, &managed};
+  CU_CHECK(cuLaunchKernel(saxpy, (n + 127) / 128, 1, 1, 128, 1, 1, 0, nullptr, margs2, nullptr));
+  CU_CHECK(cuCtxSynchronize());
+  for (int i = 0; i < n; i++) EXPECT(mp[i] == 3.0f * i + 1.0f);
+  int is_managed = 0;
+  CU_CHECK(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, managed));
+  EXPECT(is_managed == 1);
+  CU_CHECK(cuMemFree(managed));
+  CUdeviceptr peer;
+  CU_CHECK(cuMemAlloc(&peer, n * sizeof(float)));
+  CU_CHECK(cuMemcpyPeer(peer, primary, dx, primary, n * sizeof(float)));
+  CU_CHECK(cuMemcpyDtoH(out.data(), peer, n * sizeof(float)));
+  EXPECT(out == hx);
+  CU_CHECK(cuMemFree(peer));
+
   // ---- stream capture of driver calls, replayed as a graph
   std::vector<float> hcap(n, 1.0f);
   CUdeviceptr dcap;
@@ -539,6 +564,10 @@ int main(int argc, char** argv) {
   CU_CHECK(cuModuleUnload(pmod));
   CU_CHECK(cuModuleUnload(linked));
   CU_EXPECT(cuModuleGetFunction(&nope, fmod, "saxpy"), CUDA_ERROR_INVALID_HANDLE);
+  // A function of an unloaded module is refused, not launched.
+  CU_EXPECT(cuLaunchKernel(saxpy, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  CU_EXPECT(cuFuncGetAttribute(&maxt, CU_FUNC_ATTRIBUTE_NUM_REGS, saxpy), CUDA_ERROR_INVALID_HANDLE);
+  CU_CHECK(cuCtxSynchronize());  // and nothing was left behind for the next synchronising call
   CU_CHECK(cuDevicePrimaryCtxRelease(dev));
   std::printf("driver API test passed\n");
   return 0;

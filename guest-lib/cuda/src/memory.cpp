@@ -360,6 +360,40 @@ CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* c) { return copy3d(c, nullptr, 
 CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* c, CUstream s) { return copy3d(c, s, true); }
 CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* c, CUstream s) { return copy3d(c, s, true); }
 
+// One device, one context: a peer copy is a device-to-device copy.
+CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) {
+  WH_INIT();
+  if ((dc && !valid_context(dc)) || (sc && !valid_context(sc))) return CUDA_ERROR_INVALID_CONTEXT;
+  return copy(P(d), P(s), n, cudaMemcpyDeviceToDevice, nullptr, false);
+}
+CUresult cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) {
+  return cuMemcpyPeer(d, dc, s, sc, n);
+}
+CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st) {
+  WH_INIT();
+  if ((dc && !valid_context(dc)) || (sc && !valid_context(sc))) return CUDA_ERROR_INVALID_CONTEXT;
+  return copy(P(d), P(s), n, cudaMemcpyDeviceToDevice, st, true);
+}
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st) {
+  return cuMemcpyPeerAsync(d, dc, s, sc, n, st);
+}
+
+// ---- managed memory hints (CUmemLocation and cudaMemLocation, CUmem_advise
+// and cudaMemoryAdvise share their layouts and numbering)
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr d, size_t n, CUmemLocation loc, unsigned flags, CUstream s) {
+  WH_INIT();
+  cudaMemLocation l{cudaMemLocationType(loc.type), loc.id};
+  return rt(cudaMemPrefetchAsync(P(d), n, l, flags, S(s)));
+}
+CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr d, size_t n, CUmemLocation loc, unsigned flags, CUstream s) {
+  return cuMemPrefetchAsync_v2(d, n, loc, flags, s);
+}
+CUresult cuMemAdvise_v2(CUdeviceptr d, size_t n, CUmem_advise advice, CUmemLocation loc) {
+  WH_INIT();
+  cudaMemLocation l{cudaMemLocationType(loc.type), loc.id};
+  return rt(cudaMemAdvise(P(d), n, cudaMemoryAdvise(advice), l));
+}
+
 // ---- fills
 CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return fill(d, 0, v, 1, n, 1, nullptr, false); }
 CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { return fill(d, 0, v, 2, n, 1, nullptr, false); }

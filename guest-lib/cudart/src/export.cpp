@@ -5,6 +5,7 @@
 // this library stays local.
 #include <algorithm>
 #include <cstring>
+#include <unordered_set>
 
 #include "connection.hpp"
 #include "state.hpp"
@@ -18,6 +19,10 @@ extern std::mutex g_load_mu;  // launch.cpp: serialises module shipping and look
 }
 
 namespace {
+
+// The function records of loaded driver modules: what a CUfunction may be
+// (checked on every launch, so a set, not a scan). Guarded by rt().mu.
+std::unordered_set<const void*> g_driver_functions;
 
 // The size of a module image given only its address (cuModuleLoadData takes
 // no size): a fatbin (or the registration wrapper around one) from its
@@ -158,13 +163,12 @@ __attribute__((visibility("default"))) int wh_guest_module_unload(void* module) 
   Connection* c = Connection::get();
   if (!c) return cudaErrorDevicesUnavailable;
   cudaError_t e = c->call<Op::ModuleUnload>({fb->module});
-  {
-    std::lock_guard lk(rt().mu);
-    std::erase(rt().fatbins, fb);
-  }
-  // Its function records stay allocated: a stale CUfunction fails on the
-  // server (the kernel handle is gone) instead of reading freed memory.
-  std::lock_guard lk(g_load_mu);
+  // Its function records stay allocated but are no longer valid handles: a
+  // stale CUfunction is refused, never followed.
+  std::lock_guard ll(g_load_mu);
+  std::lock_guard lk(rt().mu);
+  std::erase(rt().fatbins, fb);
+  for (auto& [n, k] : fb->functions) g_driver_functions.erase(k);
   fb->module = 0;
   return e;
 }
@@ -192,9 +196,15 @@ __attribute__((visibility("default"))) int wh_guest_module_function(void* module
     return e == cudaErrorInvalidDeviceFunction ? cudaErrorSymbolNotFound : e;
   }
   std::lock_guard lk(g_load_mu);
+  if (!fb->module) {  // unloaded meanwhile
+    delete k;
+    return cudaErrorInvalidResourceHandle;
+  }
   auto [it, fresh] = fb->functions.emplace(name, k);
   if (!fresh) delete k;
   *fn = it->second;
+  std::lock_guard lr(rt().mu);
+  g_driver_functions.insert(it->second);
   return cudaSuccess;
 }
 
@@ -219,12 +229,10 @@ __attribute__((visibility("default"))) int wh_guest_module_global(void* module, 
 // checked against the records this library made.
 static KernelRec* kernel_record(void* fn) {
   std::lock_guard lk(rt().mu);
+  if (g_driver_functions.count(fn)) return static_cast<KernelRec*>(fn);
+  // A runtime kernel (cudaGetKernel's cudaKernel_t passed as a CUkernel).
   for (auto& [host, k] : rt().kernels)
     if (k == fn) return k;
-  for (Fatbin* fb : rt().fatbins)
-    if (fb->driver)
-      for (auto& [n, k] : fb->functions)
-        if (k == fn) return k;
   return nullptr;
 }
 
