@@ -471,6 +471,55 @@ int main(int argc, char** argv) {
   for (int i = 0; i < n; i++) EXPECT(cap_out[i] == 1.0f + 6.0f * i);
   CU_CHECK(cuGraphExecDestroy(gexec));
   CU_CHECK(cuGraphDestroy(graph));
+
+  // An explicit graph: empty -> memset (2.0f) -> kernel (+= 3 x) -> host function.
+  CUgraph eg;
+  CU_CHECK(cuGraphCreate(&eg, 0));
+  CUgraphNode nroot, nset, nkern, nhost;
+  CU_CHECK(cuGraphAddEmptyNode(&nroot, eg, nullptr, 0));
+  CUDA_MEMSET_NODE_PARAMS msp = {};
+  msp.dst = dcap;
+  msp.value = 0x40000000u;  // 2.0f
+  msp.elementSize = 4;
+  msp.width = n;
+  msp.height = 1;
+  CU_CHECK(cuGraphAddMemsetNode(&nset, eg, &nroot, 1, &msp, primary));
+  CUDA_KERNEL_NODE_PARAMS kp = {};
+  kp.func = saxpy;
+  kp.gridDimX = (n + 127) / 128, kp.gridDimY = 1, kp.gridDimZ = 1;
+  kp.blockDimX = 128, kp.blockDimY = 1, kp.blockDimZ = 1;
+  kp.kernelParams = cargs;
+  CU_CHECK(cuGraphAddKernelNode(&nkern, eg, &nset, 1, &kp));
+  CUDA_HOST_NODE_PARAMS hnp = {host_fn, &g_host_fn_ran};
+  g_host_fn_ran = 0;
+  CU_CHECK(cuGraphAddHostNode(&nhost, eg, nullptr, 0, &hnp));
+  CU_CHECK(cuGraphAddDependencies(eg, &nkern, &nhost, nullptr, 1));
+  size_t nnodes = 0;
+  CU_CHECK(cuGraphGetNodes(eg, nullptr, &nnodes));
+  EXPECT(nnodes == 4);
+  CUgraphNodeType ntype;
+  CU_CHECK(cuGraphNodeGetType(nkern, &ntype));
+  EXPECT(ntype == CU_GRAPH_NODE_TYPE_KERNEL);
+  CUDA_KERNEL_NODE_PARAMS kback = {};
+  CU_CHECK(cuGraphKernelNodeGetParams(nkern, &kback));
+  EXPECT(kback.func == saxpy && kback.blockDimX == 128);
+  CUgraphExec eexec;
+  CU_CHECK(cuGraphInstantiate(&eexec, eg, 0));
+  CU_CHECK(cuGraphLaunch(eexec, cs));
+  CU_CHECK(cuStreamSynchronize(cs));
+  EXPECT(g_host_fn_ran == 42);
+  CU_CHECK(cuMemcpyDtoH(cap_out.data(), dcap, n * sizeof(float)));
+  for (int i = 0; i < n; i++) EXPECT(cap_out[i] == 2.0f + 3.0f * i);
+  float minus = -1.0f;
+  void* cargs2[] = {&nn, &minus, &dx, &dcap};
+  kp.kernelParams = cargs2;
+  CU_CHECK(cuGraphExecKernelNodeSetParams(eexec, nkern, &kp));
+  CU_CHECK(cuGraphLaunch(eexec, cs));
+  CU_CHECK(cuStreamSynchronize(cs));
+  CU_CHECK(cuMemcpyDtoH(cap_out.data(), dcap, n * sizeof(float)));
+  for (int i = 0; i < n; i++) EXPECT(cap_out[i] == 2.0f - i);
+  CU_CHECK(cuGraphExecDestroy(eexec));
+  CU_CHECK(cuGraphDestroy(eg));
   CU_CHECK(cuStreamDestroy(cs));
   CU_CHECK(cuMemFree(dcap));
 

@@ -660,3 +660,97 @@ CUresult cuGraphExecDestroy(CUgraphExec x) {
 }
 
 }  // extern "C"
+
+// ---- explicit graphs: nodes of the runtime's graphs (CUgraphNode is
+// cudaGraphNode_t); a kernel node takes a CUfunction or CUkernel.
+namespace {
+CUresult kernel_node_params(const CUDA_KERNEL_NODE_PARAMS* p, cudaKernelNodeParams* r) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  *r = cudaKernelNodeParams{};
+  r->func = p->func ? static_cast<void*>(p->func) : static_cast<void*>(p->kern);
+  if (!r->func) return CUDA_ERROR_INVALID_HANDLE;
+  r->gridDim = dim3(p->gridDimX, p->gridDimY, p->gridDimZ);
+  r->blockDim = dim3(p->blockDimX, p->blockDimY, p->blockDimZ);
+  r->sharedMemBytes = p->sharedMemBytes;
+  r->kernelParams = p->kernelParams;
+  r->extra = p->extra;
+  return CUDA_SUCCESS;
+}
+inline cudaGraph_t G(CUgraph g) { return reinterpret_cast<cudaGraph_t>(g); }
+inline cudaGraphNode_t* N(CUgraphNode* n) { return reinterpret_cast<cudaGraphNode_t*>(n); }
+inline const cudaGraphNode_t* N(const CUgraphNode* n) { return reinterpret_cast<const cudaGraphNode_t*>(n); }
+}  // namespace
+
+extern "C" {
+
+CUresult cuGraphAddKernelNode_v2(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                                 const CUDA_KERNEL_NODE_PARAMS* p) {
+  WH_INIT();
+  cudaKernelNodeParams r;
+  if (CUresult e = kernel_node_params(p, &r); e != CUDA_SUCCESS) return e;
+  return rt(cudaGraphAddKernelNode(N(out), G(g), N(deps), n, &r));
+}
+CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* p) {
+  WH_INIT();
+  cudaKernelNodeParams r;
+  if (CUresult e = kernel_node_params(p, &r); e != CUDA_SUCCESS) return e;
+  return rt(cudaGraphKernelNodeSetParams(reinterpret_cast<cudaGraphNode_t>(node), &r));
+}
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* p) {
+  WH_INIT();
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  cudaKernelNodeParams r{};
+  if (cudaError_t e = cudaGraphKernelNodeGetParams(reinterpret_cast<cudaGraphNode_t>(node), &r); e != cudaSuccess)
+    return rt(e);
+  *p = CUDA_KERNEL_NODE_PARAMS{};
+  p->func = static_cast<CUfunction>(r.func);
+  p->gridDimX = r.gridDim.x, p->gridDimY = r.gridDim.y, p->gridDimZ = r.gridDim.z;
+  p->blockDimX = r.blockDim.x, p->blockDimY = r.blockDim.y, p->blockDimZ = r.blockDim.z;
+  p->sharedMemBytes = r.sharedMemBytes;
+  p->kernelParams = r.kernelParams;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec x, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* p) {
+  WH_INIT();
+  cudaKernelNodeParams r;
+  if (CUresult e = kernel_node_params(p, &r); e != CUDA_SUCCESS) return e;
+  return rt(cudaGraphExecKernelNodeSetParams(reinterpret_cast<cudaGraphExec_t>(x),
+                                             reinterpret_cast<cudaGraphNode_t>(node), &r));
+}
+CUresult cuGraphAddMemsetNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                              const CUDA_MEMSET_NODE_PARAMS* p, CUcontext ctx) {
+  WH_INIT();
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  if (ctx && !valid_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  cudaMemsetParams r{};
+  r.dst = P(p->dst), r.pitch = p->pitch, r.value = p->value, r.elementSize = p->elementSize;
+  r.width = p->width, r.height = p->height;
+  return rt(cudaGraphAddMemsetNode(N(out), G(g), N(deps), n, &r));
+}
+CUresult cuGraphAddHostNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                            const CUDA_HOST_NODE_PARAMS* p) {
+  WH_INIT();
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  cudaHostNodeParams r{p->fn, p->userData};
+  return rt(cudaGraphAddHostNode(N(out), G(g), N(deps), n, &r));
+}
+CUresult cuGraphAddEmptyNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n) {
+  WH_INIT();
+  return rt(cudaGraphAddEmptyNode(N(out), G(g), N(deps), n));
+}
+CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode* from, const CUgraphNode* to,
+                                   const CUgraphEdgeData* edges, size_t n) {
+  WH_INIT();
+  return rt(cudaGraphAddDependencies(G(g), N(from), N(to), reinterpret_cast<const cudaGraphEdgeData*>(edges), n));
+}
+CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* n) {
+  WH_INIT();
+  return rt(cudaGraphGetNodes(G(g), N(nodes), n));
+}
+// CUgraphNodeType and cudaGraphNodeType share their numbering.
+CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* t) {
+  WH_INIT();
+  return rt(cudaGraphNodeGetType(reinterpret_cast<cudaGraphNode_t>(node), reinterpret_cast<cudaGraphNodeType*>(t)));
+}
+
+}  // extern "C"

@@ -24,6 +24,12 @@ namespace {
 // (checked on every launch, so a set, not a scan). Guarded by rt().mu.
 std::unordered_set<const void*> g_driver_functions;
 
+}  // namespace
+
+bool wh::guest::is_driver_function(const void* fn) { return g_driver_functions.count(fn) != 0; }
+
+namespace {
+
 // The size of a module image given only its address (cuModuleLoadData takes
 // no size): a fatbin (or the registration wrapper around one) from its
 // header, an ELF cubin from its section and program header tables, PTX text

@@ -196,7 +196,9 @@ static cudaError_t send_launch(KernelRec* k, dim3 grid, dim3 block, const uint8_
 KernelRec* kernel_of(const void* host_fun) {
   std::lock_guard lk(rt().mu);
   auto it = rt().kernels.find(host_fun);
-  return it == rt().kernels.end() ? nullptr : it->second;
+  if (it != rt().kernels.end()) return it->second;
+  // A driver API function (a CUfunction in a graph's kernel node).
+  return is_driver_function(host_fun) ? static_cast<KernelRec*>(const_cast<void*>(host_fun)) : nullptr;
 }
 
 }  // namespace wh::guest

@@ -116,8 +116,11 @@ cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
 // in the data area, else row by row.
 cudaError_t do_memcpy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                         cudaMemcpyKind kind, cudaStream_t s, bool async);
-// The registered kernel behind a host stub, or nullptr.
+// The registered kernel behind a host stub (or a live driver API function
+// record, export.cpp), or nullptr.
 KernelRec* kernel_of(const void* host_fun);
+// Is `fn` a function record of a loaded driver module? Expects rt().mu held.
+bool is_driver_function(const void* fn);
 // Checks a launch configuration and packs `args` (kMaxParamBytes at most)
 // into `buf` with the kernel's parameter layout.
 cudaError_t pack_launch(KernelRec* k, dim3 grid, dim3 block, void** args, uint8_t* buf, bool check_only = false);
