@@ -5,12 +5,77 @@
 // this library stays local.
 #include <algorithm>
 #include <cstring>
+#include <unordered_set>
 
 #include "connection.hpp"
 #include "state.hpp"
+#include "wormhole/ptx/fatbin.hpp"
 
 using namespace wh::guest;
 using namespace wh::proto;
+
+namespace wh::guest {
+extern std::mutex g_load_mu;  // launch.cpp: serialises module shipping and lookups
+}
+
+namespace {
+
+// The function records of loaded driver modules: what a CUfunction may be
+// (checked on every launch, so a set, not a scan). Guarded by rt().mu.
+std::unordered_set<const void*> g_driver_functions;
+
+}  // namespace
+
+bool wh::guest::is_driver_function(const void* fn) { return g_driver_functions.count(fn) != 0; }
+
+namespace {
+
+// The size of a module image given only its address (cuModuleLoadData takes
+// no size): a fatbin (or the registration wrapper around one) from its
+// header, an ELF cubin from its section and program header tables, PTX text
+// up to its NUL. 0 when it is none of these.
+size_t image_size(const void* image, const void** start) {
+  *start = image;
+  uint32_t magic;
+  std::memcpy(&magic, image, sizeof magic);
+  if (magic == wh::fatbin::kWrapperMagic) {
+    struct Wrapper {
+      int magic, version;
+      const void* data;
+      void* filename;
+    };
+    *start = static_cast<const Wrapper*>(image)->data;
+    return *start ? wh::fatbin::fatbin_size(*start) : 0;
+  }
+  if (magic == wh::fatbin::kFatbinMagic) return wh::fatbin::fatbin_size(image);
+  const auto* b = static_cast<const uint8_t*>(image);
+  if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') {
+    if (b[4] != 2) return 0;  // ELFCLASS64 only
+    uint64_t phoff, shoff;
+    uint16_t phentsize, phnum, shentsize, shnum;
+    std::memcpy(&phoff, b + 32, 8);
+    std::memcpy(&shoff, b + 40, 8);
+    std::memcpy(&phentsize, b + 54, 2);
+    std::memcpy(&phnum, b + 56, 2);
+    std::memcpy(&shentsize, b + 58, 2);
+    std::memcpy(&shnum, b + 60, 2);
+    size_t end = std::max<uint64_t>(64, std::max(phoff + uint64_t(phentsize) * phnum, shoff + uint64_t(shentsize) * shnum));
+    // Sections may lie after the section header table.
+    for (uint16_t i = 0; i < shnum && shentsize >= 64; i++) {
+      const uint8_t* sh = b + shoff + uint64_t(i) * shentsize;
+      uint32_t type;
+      uint64_t off, size;
+      std::memcpy(&type, sh + 4, 4);
+      std::memcpy(&off, sh + 24, 8);
+      std::memcpy(&size, sh + 32, 8);
+      if (type != 8 /* SHT_NOBITS */) end = std::max<uint64_t>(end, off + size);
+    }
+    return end;
+  }
+  return std::strlen(static_cast<const char*>(image)) + 1;  // PTX text, with its NUL
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -55,6 +120,204 @@ __attribute__((visibility("default"))) int wh_guest_call(uint16_t op, const void
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+// ---- the driver API (Wormhole's libcuda.so.1) on this runtime's session.
+// Modules are Fatbin records (as nvcc's registered fatbins), functions are
+// KernelRec records: the same launch path, parameter packing, stream capture
+// and graph recording serve both APIs. Each returns a cudaError_t.
+
+// Loads a module image: a fatbin (or its registration wrapper), an ELF cubin
+// or PTX text (NUL-terminated; several NUL-separated units are linked, as
+// cuLinkComplete produces them). `size` 0: taken from the image itself.
+__attribute__((visibility("default"))) int wh_guest_module_load(const void* image, size_t size, void** module) {
+  if (!image || !module) return cudaErrorInvalidValue;
+  const void* start = image;
+  if (!size) size = image_size(image, &start);
+  if (size < 16) return cudaErrorInvalidKernelImage;
+  auto* fb = new Fatbin();
+  fb->driver = true;
+  fb->rdc_image.assign(static_cast<const uint8_t*>(start), static_cast<const uint8_t*>(start) + size);
+  fb->image = fb->rdc_image.data();
+  fb->size = size;
+  uint32_t magic;
+  std::memcpy(&magic, fb->image, sizeof magic);
+  if (magic == wh::fatbin::kFatbinMagic)
+    fb->wrapper = fb->image;  // parse_params reads the layouts from a fatbin directly
+  else
+    fb->params_parsed = true;  // PTX or cubin: the server's layouts are used
+  if (cudaError_t e = ensure_fatbin_module(*fb); e != cudaSuccess) {
+    delete fb;
+    return e;
+  }
+  std::lock_guard lk(rt().mu);
+  rt().fatbins.push_back(fb);
+  *module = fb;
+  return cudaSuccess;
+}
+
+static Fatbin* driver_module(void* m) {
+  std::lock_guard lk(rt().mu);
+  for (Fatbin* fb : rt().fatbins)
+    if (fb == m && fb->driver && fb->module) return fb;
+  return nullptr;
+}
+
+__attribute__((visibility("default"))) int wh_guest_module_unload(void* module) {
+  Fatbin* fb = driver_module(module);
+  if (!fb) return cudaErrorInvalidResourceHandle;
+  Connection* c = Connection::get();
+  if (!c) return cudaErrorDevicesUnavailable;
+  cudaError_t e = c->call<Op::ModuleUnload>({fb->module});
+  // Its function records stay allocated but are no longer valid handles: a
+  // stale CUfunction is refused, never followed.
+  std::lock_guard ll(g_load_mu);
+  std::lock_guard lk(rt().mu);
+  std::erase(rt().fatbins, fb);
+  for (auto& [n, k] : fb->functions) g_driver_functions.erase(k);
+  fb->module = 0;
+  return e;
+}
+
+// The module's function `name` (one record per name); *fn is the handle the
+// driver API calls a CUfunction (and CUkernel).
+__attribute__((visibility("default"))) int wh_guest_module_function(void* module, const char* name, void** fn) {
+  if (!name || !fn) return cudaErrorInvalidValue;
+  Fatbin* fb = driver_module(module);
+  if (!fb) return cudaErrorInvalidResourceHandle;
+  KernelRec* k;
+  {
+    std::lock_guard lk(g_load_mu);
+    auto it = fb->functions.find(name);
+    if (it != fb->functions.end()) {
+      *fn = it->second;
+      return cudaSuccess;
+    }
+    k = new KernelRec();
+    k->fb = fb;
+    k->name = name;
+  }
+  if (cudaError_t e = ensure_kernel(k); e != cudaSuccess) {
+    delete k;
+    return e == cudaErrorInvalidDeviceFunction ? cudaErrorSymbolNotFound : e;
+  }
+  std::lock_guard lk(g_load_mu);
+  if (!fb->module) {  // unloaded meanwhile
+    delete k;
+    return cudaErrorInvalidResourceHandle;
+  }
+  auto [it, fresh] = fb->functions.emplace(name, k);
+  if (!fresh) delete k;
+  *fn = it->second;
+  std::lock_guard lr(rt().mu);
+  g_driver_functions.insert(it->second);
+  return cudaSuccess;
+}
+
+// A module variable: its device address and size (cuModuleGetGlobal).
+__attribute__((visibility("default"))) int wh_guest_module_global(void* module, const char* name, uint64_t* dptr,
+                                                                  size_t* bytes) {
+  if (!name) return cudaErrorInvalidValue;
+  Fatbin* fb = driver_module(module);
+  if (!fb) return cudaErrorInvalidResourceHandle;
+  Connection* c = Connection::get();
+  if (!c) return cudaErrorDevicesUnavailable;
+  ModuleGetGlobalResp rs{};
+  cudaError_t e = c->call<Op::ModuleGetGlobal>({fb->module}, &rs,
+                                               {reinterpret_cast<const uint8_t*>(name), std::strlen(name)});
+  if (e != cudaSuccess) return e;
+  if (dptr) *dptr = rs.dptr;
+  if (bytes) *bytes = rs.size;
+  return cudaSuccess;
+}
+
+// A function handle of the driver API or a runtime kernel (cudaKernel_t),
+// checked against the records this library made.
+static KernelRec* kernel_record(void* fn) {
+  std::lock_guard lk(rt().mu);
+  if (g_driver_functions.count(fn)) return static_cast<KernelRec*>(fn);
+  // A runtime kernel (cudaGetKernel's cudaKernel_t passed as a CUkernel).
+  for (auto& [host, k] : rt().kernels)
+    if (k == fn) return k;
+  return nullptr;
+}
+
+__attribute__((visibility("default"))) void* wh_guest_module_of(void* fn) {
+  KernelRec* k = kernel_record(fn);
+  return k && k->fb && k->fb->driver ? k->fb : nullptr;
+}
+
+__attribute__((visibility("default"))) const char* wh_guest_function_name(void* fn) {
+  KernelRec* k = kernel_record(fn);
+  return k ? k->name.c_str() : nullptr;
+}
+
+// Launches with kernelParams (args) or with a packed buffer (cuLaunchKernel's
+// `extra`: params/bytes). flags: kLaunchCooperative.
+__attribute__((visibility("default"))) int wh_guest_launch(void* fn, const unsigned grid[3], const unsigned block[3],
+                                                           unsigned shared, void* stream, void** args,
+                                                           const void* params, size_t bytes, int packed,
+                                                           unsigned flags) {
+  KernelRec* k = kernel_record(fn);
+  if (!k) return cudaErrorInvalidResourceHandle;
+  dim3 g(grid[0], grid[1], grid[2]), b(block[0], block[1], block[2]);
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaError_t e = packed ? launch_kernel_packed(k, g, b, params, bytes, shared, s, flags)
+                         : launch_kernel(k, g, b, args, shared, s, flags);
+  return e;
+}
+
+// Attributes of a function: cudaFuncAttributes as the server reports them.
+__attribute__((visibility("default"))) int wh_guest_function_attributes(void* fn, cudaFuncAttributes* attr) {
+  KernelRec* k = kernel_record(fn);
+  if (!k || !attr) return cudaErrorInvalidResourceHandle;
+  if (cudaError_t e = ensure_kernel(k); e != cudaSuccess) return e;
+  Connection* c = Connection::get();
+  if (!c) return cudaErrorDevicesUnavailable;
+  FuncGetAttributesResp rs{};
+  if (cudaError_t e = c->call<Op::FuncGetAttributes>({k->handle}, &rs); e != cudaSuccess) return e;
+  std::memset(attr, 0, sizeof *attr);
+  attr->maxThreadsPerBlock = rs.max_threads;
+  attr->numRegs = rs.num_regs;
+  attr->sharedSizeBytes = rs.shared_bytes;
+  attr->localSizeBytes = rs.local_bytes;
+  attr->constSizeBytes = rs.const_bytes;
+  attr->ptxVersion = rs.ptx_version;
+  attr->binaryVersion = rs.binary_version;
+  attr->maxDynamicSharedSizeBytes = k->max_dynamic_shared ? k->max_dynamic_shared : 48 << 10;
+  return cudaSuccess;
+}
+
+__attribute__((visibility("default"))) int wh_guest_function_set_max_dynamic_shared(void* fn, int bytes) {
+  KernelRec* k = kernel_record(fn);
+  if (!k) return cudaErrorInvalidResourceHandle;
+  if (bytes < 0 || bytes > (99 << 10)) return cudaErrorInvalidValue;
+  k->max_dynamic_shared = bytes;
+  return cudaSuccess;
+}
+
+// Parameter `index` of a function: offset and size (cuFuncGetParamInfo).
+__attribute__((visibility("default"))) int wh_guest_function_param(void* fn, size_t index, size_t* offset,
+                                                                   size_t* size) {
+  KernelRec* k = kernel_record(fn);
+  if (!k) return cudaErrorInvalidResourceHandle;
+  if (cudaError_t e = ensure_kernel(k); e != cudaSuccess) return e;
+  if (index >= k->params.size()) return cudaErrorInvalidValue;
+  if (offset) *offset = k->params[index].offset;
+  if (size) *size = k->params[index].size;
+  return cudaSuccess;
+}
+
+// Does `p` lie in a device allocation of this session? Its base and size.
+__attribute__((visibility("default"))) int wh_guest_allocation_of(uint64_t p, uint64_t* base, uint64_t* bytes) {
+  std::lock_guard lk(rt().mu);
+  auto it = rt().allocs.upper_bound(p);
+  if (it == rt().allocs.begin()) return cudaErrorInvalidValue;
+  --it;
+  if (p >= it->first + std::max<uint64_t>(it->second, 1)) return cudaErrorInvalidValue;
+  if (base) *base = it->first;
+  if (bytes) *bytes = it->second;
+  return cudaSuccess;
 }
 
 }  // extern "C"

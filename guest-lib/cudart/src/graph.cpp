@@ -911,6 +911,7 @@ cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodePar
     std::lock_guard rk(rt().mu);
     for (auto& [stub, k] : rt().kernels)
       if (k == n->k) p->func = const_cast<void*>(stub);
+    if (!p->func && is_driver_function(n->k)) p->func = n->k;  // a driver API function
   }
   p->gridDim = n->grid, p->blockDim = n->block, p->sharedMemBytes = n->shared;
   p->kernelParams = n->argv.data();

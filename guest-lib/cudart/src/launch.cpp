@@ -130,7 +130,7 @@ cudaError_t ensure_var(VarRec* v) {
   return cudaSuccess;
 }
 
-cudaError_t pack_launch(KernelRec* k, dim3 grid, dim3 block, void** args, uint8_t* buf) {
+cudaError_t pack_launch(KernelRec* k, dim3 grid, dim3 block, void** args, uint8_t* buf, bool check_only) {
   if (!k) return cudaErrorInvalidDeviceFunction;
   if (cudaError_t e = ensure_kernel(k); e != cudaSuccess) return e;
   // Configuration errors are reported by the launch itself, as CUDA does.
@@ -139,15 +139,40 @@ cudaError_t pack_launch(KernelRec* k, dim3 grid, dim3 block, void** args, uint8_
     return cudaErrorInvalidConfiguration;
   if (k->param_bytes > kMaxParamBytes) return cudaErrorInvalidValue;
   std::memset(buf, 0, k->param_bytes);
+  if (check_only) return cudaSuccess;
   if (!k->params.empty() && !args) return cudaErrorInvalidValue;
   for (size_t i = 0; i < k->params.size(); i++) std::memcpy(buf + k->params[i].offset, args[i], k->params[i].size);
   return cudaSuccess;
 }
 
+static cudaError_t send_launch(KernelRec* k, dim3 grid, dim3 block, const uint8_t* buf, size_t shared,
+                               cudaStream_t s, uint32_t flags);
+
 static cudaError_t launch(KernelRec* k, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t s,
                           uint32_t flags = 0) {
   uint8_t buf[kMaxParamBytes];
   if (cudaError_t e = pack_launch(k, grid, block, args, buf); e != cudaSuccess) return e;
+  return send_launch(k, grid, block, buf, shared, s, flags);
+}
+
+cudaError_t launch_kernel(KernelRec* k, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t s,
+                          uint32_t flags) {
+  return launch(k, grid, block, args, shared, s, flags);
+}
+
+cudaError_t launch_kernel_packed(KernelRec* k, dim3 grid, dim3 block, const void* params, size_t bytes,
+                                 size_t shared, cudaStream_t s, uint32_t flags) {
+  uint8_t buf[kMaxParamBytes];
+  if (cudaError_t e = pack_launch(k, grid, block, nullptr, buf, true); e != cudaSuccess) return e;
+  // The caller's buffer holds the parameters at their offsets; it may be
+  // longer (a struct's tail padding), never shorter.
+  if (k->param_bytes && (!params || bytes < k->param_bytes)) return cudaErrorInvalidValue;
+  if (k->param_bytes) std::memcpy(buf, params, k->param_bytes);
+  return send_launch(k, grid, block, buf, shared, s, flags);
+}
+
+static cudaError_t send_launch(KernelRec* k, dim3 grid, dim3 block, const uint8_t* buf, size_t shared,
+                               cudaStream_t s, uint32_t flags) {
   // A capturing stream records the launch into its graph instead.
   if (capture_any() && stream_capturing(s)) {
     if (flags) {
@@ -171,7 +196,9 @@ static cudaError_t launch(KernelRec* k, dim3 grid, dim3 block, void** args, size
 KernelRec* kernel_of(const void* host_fun) {
   std::lock_guard lk(rt().mu);
   auto it = rt().kernels.find(host_fun);
-  return it == rt().kernels.end() ? nullptr : it->second;
+  if (it != rt().kernels.end()) return it->second;
+  // A driver API function (a CUfunction in a graph's kernel node).
+  return is_driver_function(host_fun) ? static_cast<KernelRec*>(const_cast<void*>(host_fun)) : nullptr;
 }
 
 }  // namespace wh::guest

@@ -36,6 +36,10 @@ struct Fatbin {
   std::map<std::string, std::vector<proto::ParamInfo>> params;  // from .nv.info / PTX
   bool params_parsed = false;
   std::vector<ManagedVarRec> managed;  // __managed__ variables (managed.cpp)
+  // Loaded by the driver API (libcuda's cuModuleLoad*, export.cpp): its
+  // functions by name, each looked up once.
+  bool driver = false;
+  std::map<std::string, struct KernelRec*> functions;
 };
 
 struct KernelRec {
@@ -112,11 +116,21 @@ cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
 // in the data area, else row by row.
 cudaError_t do_memcpy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                         cudaMemcpyKind kind, cudaStream_t s, bool async);
-// The registered kernel behind a host stub, or nullptr.
+// The registered kernel behind a host stub (or a live driver API function
+// record, export.cpp), or nullptr.
 KernelRec* kernel_of(const void* host_fun);
+// Is `fn` a function record of a loaded driver module? Expects rt().mu held.
+bool is_driver_function(const void* fn);
 // Checks a launch configuration and packs `args` (kMaxParamBytes at most)
 // into `buf` with the kernel's parameter layout.
-cudaError_t pack_launch(KernelRec* k, dim3 grid, dim3 block, void** args, uint8_t* buf);
+cudaError_t pack_launch(KernelRec* k, dim3 grid, dim3 block, void** args, uint8_t* buf, bool check_only = false);
+// A launch of `k` (the <<<>>> path; libcuda's cuLaunchKernel through
+// export.cpp): with `args` (void*[] as cudaLaunchKernel takes them), or with
+// the parameters already packed at their offsets (cuLaunchKernel's `extra`).
+cudaError_t launch_kernel(KernelRec* k, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t s,
+                          uint32_t flags);
+cudaError_t launch_kernel_packed(KernelRec* k, dim3 grid, dim3 block, const void* params, size_t bytes,
+                                 size_t shared, cudaStream_t s, uint32_t flags);
 
 inline uint64_t stream_handle(cudaStream_t s) { return reinterpret_cast<uint64_t>(s); }
 

@@ -76,7 +76,11 @@ namespace {
   X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute")      \
   X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute") \
   X(cuTexObjectCreate, "cuTexObjectCreate")              \
-  X(cuTexObjectDestroy, "cuTexObjectDestroy")
+  X(cuTexObjectDestroy, "cuTexObjectDestroy")          \
+  X(cuLinkCreate, "cuLinkCreate_v2")                     \
+  X(cuLinkAddData, "cuLinkAddData_v2")                   \
+  X(cuLinkComplete, "cuLinkComplete")                    \
+  X(cuLinkDestroy, "cuLinkDestroy")
 
 struct Driver {
 #define WH_CU_PTR(fn, sym) decltype(&::fn) fn = nullptr;
@@ -352,7 +356,43 @@ class CudaContext final : public Context {
                   std::string* log) override {
     cur();
     auto m = std::make_unique<CuModule>();
-    CUresult r = d_.cuLibraryLoadData(&m->lib, fatbin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+    // A fatbin or cubin goes to the driver as it is. PTX text (the driver
+    // API's bare PTX image; NUL-separated units from the guest's linker)
+    // must end with its NUL; several units are linked by the driver first.
+    std::vector<std::string_view> units;
+    uint32_t magic = 0;
+    if (fatbin.size() >= 4) std::memcpy(&magic, fatbin.data(), 4);
+    const bool elf = fatbin.size() >= 4 && std::memcmp(fatbin.data(), "\x7f" "ELF", 4) == 0;
+    if (magic != 0xba55ed50u && !elf) {
+      if (fatbin.empty() || fatbin.back() != 0) {
+        if (log) *log = "PTX image without its terminating NUL";
+        return cudaErrorInvalidKernelImage;
+      }
+      const char* p = reinterpret_cast<const char*>(fatbin.data());
+      for (size_t i = 0; i < fatbin.size();) {
+        size_t n = std::strlen(p + i);
+        if (n) units.emplace_back(p + i, n);
+        i += n + 1;
+      }
+    }
+    CUresult r;
+    if (units.size() > 1) {
+      CUlinkState ls = nullptr;
+      r = d_.cuLinkCreate(0, nullptr, nullptr, &ls);
+      std::vector<std::string> texts;
+      for (size_t i = 0; r == CUDA_SUCCESS && i < units.size(); i++) {
+        texts.emplace_back(units[i]);
+        r = d_.cuLinkAddData(ls, CU_JIT_INPUT_PTX, texts.back().data(), texts.back().size() + 1, "unit.ptx", 0,
+                             nullptr, nullptr);
+      }
+      void* cubin = nullptr;
+      size_t cubin_size = 0;
+      if (r == CUDA_SUCCESS) r = d_.cuLinkComplete(ls, &cubin, &cubin_size);
+      if (r == CUDA_SUCCESS) r = d_.cuLibraryLoadData(&m->lib, cubin, nullptr, nullptr, 0, nullptr, nullptr, 0);
+      if (ls) d_.cuLinkDestroy(ls);
+    } else {
+      r = d_.cuLibraryLoadData(&m->lib, fatbin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+    }
     if (r != CUDA_SUCCESS) {
       if (log) *log = "cuLibraryLoadData failed: " + std::to_string(int(r));
       return map(r);

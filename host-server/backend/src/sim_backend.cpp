@@ -19,6 +19,7 @@
 #include "wormhole/proto/device_attrs.hpp"
 #include "wormhole/proto/occupancy.hpp"
 #include "wormhole/ptx/engine.hpp"
+#include "wormhole/ptx/fatbin.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/fft.hpp"
@@ -530,11 +531,42 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   }
 
   // ---- modules and launches
+  // A module image: a fatbin, or PTX text (cuModuleLoadData's bare PTX; one
+  // or more NUL-separated units, linked as one module, as the guest's
+  // cuLinkComplete produces them). A cubin (SASS) cannot run here.
+  static std::unique_ptr<ptx::Module> from_image(std::span<const uint8_t> img, std::string* err) {
+    uint32_t magic = 0;
+    if (img.size() >= 4) std::memcpy(&magic, img.data(), 4);
+    if (magic == fatbin::kFatbinMagic) return ptx::Module::from_fatbin(img.data(), img.size(), err);
+    if (img.size() >= 4 && img[0] == 0x7f && img[1] == 'E' && img[2] == 'L' && img[3] == 'F') {
+      *err = "a cubin (SASS) image cannot run on the sim device; load PTX or a fatbin that carries PTX";
+      return nullptr;
+    }
+    std::vector<std::string_view> units;
+    const char* p = reinterpret_cast<const char*>(img.data());
+    size_t i = 0, n = img.size();
+    while (i < n) {
+      size_t j = i;
+      while (j < n && p[j]) j++;
+      if (j > i) units.emplace_back(p + i, j - i);
+      i = j + 1;
+    }
+    if (units.empty() || units.size() > fatbin::kMaxFatbins) {
+      *err = "the module image is neither a fatbin nor PTX text";
+      return nullptr;
+    }
+    for (auto u : units)
+      if (u.find(".version") == std::string_view::npos || u.find(".target") == std::string_view::npos) {
+        *err = "the module image is neither a fatbin nor PTX text (no .version/.target directive)";
+        return nullptr;
+      }
+    return units.size() == 1 ? ptx::Module::from_ptx(units[0], err) : ptx::Module::from_ptx_units(units, err);
+  }
   Err module_load(std::span<const uint8_t> fatbin, std::unique_ptr<Module>* out,
                   std::string* log) override {
     std::string err;
     auto m = std::make_unique<SimModule>();
-    m->mod = ptx::Module::from_fatbin(fatbin.data(), fatbin.size(), &err);
+    m->mod = from_image(fatbin, &err);
     if (!m->mod) {
       if (log) *log = err;
       return cudaErrorInvalidKernelImage;

@@ -1,0 +1,69 @@
+// Wormhole's libcuda.so.1: the CUDA driver API on top of Wormhole's
+// libcudart.so.13 (this process's one connection and server session). The
+// driver's primary context is the runtime's context: device pointers,
+// streams, events and graphs are the runtime's handles and pass between the
+// two APIs unchanged. What the runtime API cannot express (modules and
+// functions as handles, launches of a module's function, packed parameter
+// buffers) comes through libcudart's wh_guest_* exports (export.cpp there).
+//
+// Every function is defined under its literal exported name (cuMemAlloc_v2,
+// cuMemcpyHtoD_v2_ptds, ...): cuda.h's name macros are off here.
+#pragma once
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+extern "C" {
+// libcudart.so.13 (Wormhole's): see guest-lib/cudart/src/export.cpp. Each
+// returns a cudaError_t.
+void* wh_guest_connection(void);
+int wh_guest_module_load(const void* image, size_t size, void** module);
+int wh_guest_module_unload(void* module);
+int wh_guest_module_function(void* module, const char* name, void** fn);
+int wh_guest_module_global(void* module, const char* name, uint64_t* dptr, size_t* bytes);
+void* wh_guest_module_of(void* fn);
+const char* wh_guest_function_name(void* fn);
+int wh_guest_launch(void* fn, const unsigned grid[3], const unsigned block[3], unsigned shared, void* stream,
+                    void** args, const void* params, size_t bytes, int packed, unsigned flags);
+int wh_guest_function_attributes(void* fn, cudaFuncAttributes* attr);
+int wh_guest_function_set_max_dynamic_shared(void* fn, int bytes);
+int wh_guest_function_param(void* fn, size_t index, size_t* offset, size_t* size);
+int wh_guest_allocation_of(uint64_t p, uint64_t* base, uint64_t* bytes);
+}
+
+namespace wh::driver {
+
+// cudaError_t -> CUresult (the numbers differ below 100 and in a few places).
+CUresult to_cu(int cuda_error);
+inline CUresult cu(cudaError_t e) { return to_cu(int(e)); }
+// A runtime call made on the driver API's behalf: its error must not stay
+// behind as the runtime's last error (cudaGetLastError), which the driver
+// API never sets.
+inline CUresult rt(cudaError_t e) {
+  if (e != cudaSuccess) cudaGetLastError();
+  return cu(e);
+}
+// cuInit has been called (every other call returns CUDA_ERROR_NOT_INITIALIZED before).
+bool initialized();
+#define WH_INIT()                                  \
+  do {                                             \
+    if (!::wh::driver::initialized()) return CUDA_ERROR_NOT_INITIALIZED; \
+  } while (0)
+// The single context's handle (the primary context) and its checks.
+CUcontext primary();
+bool valid_context(CUcontext c);
+// Logs once per message to stderr (unsupported options and the like).
+void log_once(const std::string& msg);
+// The image cuLinkComplete made at `p`, if it is one: its size, else 0.
+size_t linked_image_size(const void* p);
+// Reads a whole file (cuModuleLoad, cuLibraryLoadFromFile, cuLinkAddFile).
+bool read_file(const char* path, std::string* out);
+// The launch flag of libcudart's Launch request (proto kLaunchCooperative).
+constexpr unsigned kCooperative = 1;
+
+}  // namespace wh::driver
