@@ -223,7 +223,18 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice d) {
 CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
   if (!v) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = device_ok(d); r != CUDA_SUCCESS) return r;
-  return rt(cudaDeviceGetAttribute(v, cudaDeviceAttr(a), d));
+  if (a <= 0 || a >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  // The driver answers every attribute it defines, including those the
+  // runtime's enum keeps as reserved (the static runtime asks for them at
+  // start): a feature the device does not describe reads 0, as on a GPU
+  // without it.
+  cudaError_t e = cudaDeviceGetAttribute(v, cudaDeviceAttr(a), d);
+  if (e == cudaErrorInvalidValue) {
+    cudaGetLastError();  // not an error of the program's
+    *v = 0;
+    return CUDA_SUCCESS;
+  }
+  return rt(e);
 }
 
 CUresult cuDeviceComputeCapability(int* major, int* minor, CUdevice d) {

@@ -293,7 +293,11 @@ Connection* Connection::get() {
   static bool registered = conn && std::atexit([] {
     if (in_forked_child()) return;  // the parent's channel: not ours to close
     flush_device_output(conn);  // what kernels printed since the last synchronising call
-    delete conn;
+    // Later exit handlers (a static CUDA runtime's, unloading its modules
+    // through libcuda.so.1) find no connection instead of a freed one.
+    Connection* gone = conn;
+    conn = nullptr;
+    delete gone;
   }) == 0;
   (void)registered;
   return conn;
