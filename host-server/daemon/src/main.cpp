@@ -31,11 +31,11 @@ Environment of the guest libraries (read by the programs, not the server):
   WORMHOLE_TRANSPORT       auto | shm | ivshmem | vmfunc (default auto)
   WORMHOLE_DEVICE          the ivshmem device to use: a PCI address or a path
   WORMHOLE_GATE            the exitless gate device (default /dev/wormhole-gate)
-  WORMHOLE_GATE_TIMEOUT_MS how long a gate call waits before using the ring
+  WORMHOLE_GATE_TIMEOUT_MS longest wait of one exitless gate call (0: none)
   WORMHOLE_VERBOSE         set: the libraries log the transport they chose
   WORMHOLE_LIB_DIR         wormhole-run: where the guest libraries are
 Server environment:
-  WORMHOLE_BLAS_THREADS    sim backend: OpenBLAS threads (default: --sim-threads)
+  WORMHOLE_BLAS_THREADS    sim backend: OpenBLAS threads (default 1)
 Signals: SIGTERM/SIGINT stop the server (running kernels are cancelled);
 SIGUSR1 logs the statistics; SIGHUP logs that the configuration is read at
 start only (restart to apply changes).)";
