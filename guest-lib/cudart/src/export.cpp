@@ -137,7 +137,10 @@ __attribute__((visibility("default"))) int wh_guest_module_load(const void* imag
   if (size < 16) return cudaErrorInvalidKernelImage;
   auto* fb = new Fatbin();
   fb->driver = true;
-  fb->rdc_image.assign(static_cast<const uint8_t*>(start), static_cast<const uint8_t*>(start) + size);
+  // A version-2 wrapper (-rdc=true, as a static runtime passes it to
+  // cuLibraryLoadData): the linked image and the units' fatbins with their PTX.
+  if (append_rdc_units(image, &fb->rdc_image)) start = fb->rdc_image.data(), size = fb->rdc_image.size();
+  else fb->rdc_image.assign(static_cast<const uint8_t*>(start), static_cast<const uint8_t*>(start) + size);
   fb->image = fb->rdc_image.data();
   fb->size = size;
   uint32_t magic;

@@ -206,6 +206,38 @@ KernelRec* kernel_of(const void* host_fun) {
 using namespace wh::guest;
 using namespace wh::proto;
 
+namespace wh::guest {
+
+bool append_rdc_units(const void* wrapper, std::vector<uint8_t>* out) {
+  struct Wrapper {
+    int magic, version;
+    const void* data;
+    void* filename;
+  };
+  auto* w = static_cast<const Wrapper*>(wrapper);
+  if (!w || uint32_t(w->magic) != wh::fatbin::kWrapperMagic || w->version != 2 || !w->filename || !w->data)
+    return false;
+  const size_t linked = wh::fatbin::fatbin_size(w->data);
+  if (!linked) return false;
+  // Version 2 (FATBINC_LINK_VERSION, -rdc=true): filename_or_fatbins is a
+  // NULL-terminated array of the per-unit fatbins; they travel after the
+  // linked one in the same image.
+  const auto* image = static_cast<const uint8_t*>(w->data);
+  std::vector<uint8_t> all(image, image + linked);
+  const auto* units = static_cast<const void* const*>(w->filename);
+  for (size_t i = 0; units[i] && i + 1 < wh::fatbin::kMaxFatbins; ++i) {
+    const size_t n = wh::fatbin::fatbin_size(units[i]);
+    if (!n) break;
+    const auto* p = static_cast<const uint8_t*>(units[i]);
+    all.insert(all.end(), p, p + n);
+  }
+  if (all.size() == linked) return false;
+  *out = std::move(all);
+  return true;
+}
+
+}  // namespace wh::guest
+
 extern "C" {
 
 void** __cudaRegisterFatBinary(void* wrapper) {
@@ -220,23 +252,9 @@ void** __cudaRegisterFatBinary(void* wrapper) {
   if (w && uint32_t(w->magic) == wh::fatbin::kWrapperMagic) {
     fb->image = static_cast<const uint8_t*>(w->data);
     fb->size = wh::fatbin::fatbin_size(w->data);
-    // Version 2 (FATBINC_LINK_VERSION, -rdc=true): filename_or_fatbins is a
-    // NULL-terminated array of the per-unit fatbins; they travel after the
-    // linked one in the same image.
-    if (w->version == 2 && w->filename && fb->size) {
-      const auto* units = static_cast<const void* const*>(w->filename);
-      std::vector<uint8_t> all(fb->image, fb->image + fb->size);
-      for (size_t i = 0; units[i] && i + 1 < wh::fatbin::kMaxFatbins; ++i) {
-        const size_t n = wh::fatbin::fatbin_size(units[i]);
-        if (!n) break;
-        const auto* p = static_cast<const uint8_t*>(units[i]);
-        all.insert(all.end(), p, p + n);
-      }
-      if (all.size() > fb->size) {
-        fb->rdc_image = std::move(all);
-        fb->image = fb->rdc_image.data();
-        fb->size = fb->rdc_image.size();
-      }
+    if (append_rdc_units(wrapper, &fb->rdc_image)) {
+      fb->image = fb->rdc_image.data();
+      fb->size = fb->rdc_image.size();
     }
   }
   std::lock_guard lk(rt().mu);

@@ -156,6 +156,10 @@ bool capture_wait_event(cudaStream_t s, cudaEvent_t ev, unsigned flags, cudaErro
 cudaError_t capture_check_unsafe(cudaStream_t s);
 
 // Every exported function starts with this: the server connection or an error.
+// A __fatBinC_Wrapper_t of version 2 (-rdc=true): its linked image followed
+// by the per-unit fatbins it lists, into *out; false for any other wrapper.
+bool append_rdc_units(const void* wrapper, std::vector<uint8_t>* out);
+
 #define WH_CONN(c)                      \
   cudaError_t wh_err_ = cudaSuccess;    \
   Connection* c = conn_or(&wh_err_);    \
