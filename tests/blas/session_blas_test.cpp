@@ -430,4 +430,34 @@ TEST_F(Generic, BatchOverflow) {
   EXPECT_EQ(run<Op::BlasLuBatched>(lu), cudaErrorInvalidValue);
 }
 
+
+TEST_F(Generic, WildPivotsFaultInsteadOfIndexing) {
+  // getrs/getri read the pivots from device memory: one outside 1..n must
+  // not index server memory (sim: an illegal address, as a GPU faults).
+  uint64_t M = alloc(2 * 2 * 8), Bm = alloc(2 * 8), P = alloc(8), Q = alloc(8), piv = alloc(8), info = alloc(4);
+  putd(M, {4, 1, 2, 3});
+  putd(Bm, {1, 2});
+  putp(P, {M});
+  putp(Q, {Bm});
+  BlasLuBatchedReq lu{};
+  lu.handle = handle, lu.routine = kLuGetrf, lu.type = kBlasD;
+  lu.A = P, lu.pivots = piv, lu.info = info, lu.lda = 2, lu.n = 2, lu.batch = 1;
+  ASSERT_EQ(run<Op::BlasLuBatched>(lu), 0);
+  lu.routine = kLuGetrs, lu.C = Q, lu.ldc = 2, lu.nrhs = 1, lu.info = 0;
+  ASSERT_EQ(run<Op::BlasLuBatched>(lu), 0);
+  auto x = getd(Bm, 2);  // [4 2; 1 3] x = [1; 2] -> x = [-0.1; 0.7]
+  EXPECT_NEAR(x[0], -0.1, 1e-12);
+  EXPECT_NEAR(x[1], 0.7, 1e-12);
+  std::vector<float> wild = {0, 0};
+  int32_t w[2] = {1, 1 << 20};
+  std::memcpy(wild.data(), w, 8);
+  put(piv, wild);
+  EXPECT_EQ(run<Op::BlasLuBatched>(lu), cudaErrorIllegalAddress);
+  w[1] = -7;
+  std::memcpy(wild.data(), w, 8);
+  put(piv, wild);
+  lu.routine = kLuGetri, lu.C = P, lu.info = info;
+  EXPECT_EQ(run<Op::BlasLuBatched>(lu), cudaErrorIllegalAddress);
+}
+
 }  // namespace

@@ -867,10 +867,20 @@ Err lu_typed(Mem& mem, const BlasLuArgs& a) {
     }
   };
   std::vector<T> work;
+  std::vector<int> pcopy(size_t(n > 0 ? n : 0));
   for (int bi = 0; bi < a.batch; bi++) {
     T* A = mem.view<T>(a.pa[bi], mat_bytes(n, n, a.lda, es));
     if (!A && n > 0) return cudaErrorIllegalAddress;
     int* pv = piv ? piv + int64_t(bi) * n : nullptr;
+    if (pv && a.routine != kLuGetrf) {
+      // Pivots are device data the guest may have written: a copy, each
+      // one inside 1..n (a GPU would fault on a wild one).
+      for (int64_t i = 0; i < n; i++) {
+        pcopy[size_t(i)] = pv[i];
+        if (pcopy[size_t(i)] < 1 || pcopy[size_t(i)] > n) return cudaErrorIllegalAddress;
+      }
+      pv = pcopy.data();
+    }
     switch (a.routine) {
       case kLuGetrf: info[bi] = getrf(A, a.lda, pv, pv != nullptr); break;
       case kLuGetri:
