@@ -1,8 +1,9 @@
 // cuBLAS breadth through Wormhole: levels 1-3 in S, D, C and Z, batched and
 // strided-batched gemm, trsmBatched, the batched LU family (an LU solve of
 // many small systems, inverses), the GemmEx family with fp16/bf16 inputs,
-// host and device pointer modes. Every result is checked against a host
-// reference written as loops in complex<double> here (not a BLAS library).
+// host and device pointer modes, per-thread handles and streams. Every
+// result is checked against a host reference written as loops in
+// complex<double> here (not a BLAS library).
 // Built with `nvcc -cudart shared -lcublas` like a user's program.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -885,6 +887,58 @@ void device_scalars(cublasHandle_t h) {
   cudaFree(idx);
 }
 
+// Device pointer mode for level 3: alpha and beta in device memory.
+template <class T>
+void device_scalars_gemm(cublasHandle_t h) {
+  const std::string p = tname<T>();
+  const int m = 6, n = 5, k = 4;
+  auto A = rnd<T>(size_t(m) * k), Bm = rnd<T>(size_t(k) * n), C = rnd<T>(size_t(m) * n);
+  const Cd al = toC(fromC<T>(Cd(0.5, kCx<T> ? 2.0 : 0))), be = toC(fromC<T>(Cd(-1.0, kCx<T> ? 0.5 : 0)));
+  Dev<T> dA(A), dB(Bm), dC(C), dal(std::vector<Cd>{al}), dbe(std::vector<Cd>{be});
+  CB(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+  CB(PICK(T, cublasSgemm, cublasDgemm, cublasCgemm, cublasZgemm, h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, dal.p, dA.p, m,
+          dB.p, k, dbe.p, dC.p, m));
+  CB(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+  check(p + "gemm.device_scalars", dC.get(), ref_gemm<T>(CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, al, A, m, Bm, k, be, C, m),
+        tol<T>() * 8);
+}
+
+// Per-thread handles and streams: each thread its own handle on its own
+// stream, interleaving with the others.
+static void threads() {
+  const int nt = 4, n = 48;
+  std::vector<std::thread> ts;
+  std::vector<int> ok(nt, 0);
+  for (int t = 0; t < nt; t++)
+    ts.emplace_back([t, &ok] {
+      cublasHandle_t h;
+      cudaStream_t s;
+      if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cudaStreamCreate(&s) != cudaSuccess) return;
+      cublasSetStream(h, s);
+      std::vector<double> a(size_t(n) * n), b(size_t(n) * n, 0.0), c(size_t(n) * n, 0.0);
+      for (int i = 0; i < n * n; i++) a[i] = double((i * 7 + t) % 13) - 6;
+      for (int i = 0; i < n; i++) b[i + size_t(i) * n] = t + 1;  // (t+1) I
+      double *da, *db, *dc;
+      cudaMalloc(&da, a.size() * 8), cudaMalloc(&db, b.size() * 8), cudaMalloc(&dc, c.size() * 8);
+      cudaMemcpyAsync(da, a.data(), a.size() * 8, cudaMemcpyHostToDevice, s);
+      cudaMemcpyAsync(db, b.data(), b.size() * 8, cudaMemcpyHostToDevice, s);
+      const double one = 1, zero = 0;
+      bool good = true;
+      for (int r = 0; r < 10; r++)
+        good = good && cublasDgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, da, n, db, n, &zero, dc, n) ==
+                           CUBLAS_STATUS_SUCCESS;
+      cudaMemcpyAsync(c.data(), dc, c.size() * 8, cudaMemcpyDeviceToHost, s);
+      good = good && cudaStreamSynchronize(s) == cudaSuccess;
+      for (int i = 0; i < n * n && good; i++) good = c[i] == a[i] * (t + 1);
+      ok[t] = good;
+      cudaFree(da), cudaFree(db), cudaFree(dc);
+      cublasDestroy(h);
+      cudaStreamDestroy(s);
+    });
+  for (auto& th : ts) th.join();
+  for (int t = 0; t < nt; t++) check1("threads." + std::to_string(t), ok[t], 1, 0);
+}
+
 int main() {
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
@@ -902,6 +956,9 @@ int main() {
   gemm_ex<__nv_bfloat16>(h, CUDA_R_16BF, "bf16", 1.0 / 256);
   device_scalars<float>(h), device_scalars<double>(h), device_scalars<cuComplex>(h),
       device_scalars<cuDoubleComplex>(h);
+  device_scalars_gemm<float>(h), device_scalars_gemm<double>(h), device_scalars_gemm<cuComplex>(h),
+      device_scalars_gemm<cuDoubleComplex>(h);
+  threads();
   CK(cudaStreamSynchronize(s));
   CK(cudaGetLastError());
   cublasDestroy(h);
