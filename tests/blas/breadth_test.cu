@@ -903,6 +903,27 @@ void device_scalars_gemm(cublasHandle_t h) {
         tol<T>() * 8);
 }
 
+// The _64 forms: the 32-bit body for sizes that fit, refused beyond.
+static void forms64(cublasHandle_t h) {
+  const int64_t m = 5, n = 4, k = 3;
+  auto A = rnd<cuDoubleComplex>(size_t(m * k)), Bm = rnd<cuDoubleComplex>(size_t(k * n)),
+       C = rnd<cuDoubleComplex>(size_t(m * n));
+  Dev<cuDoubleComplex> dA(A), dB(Bm), dC(C);
+  const cuDoubleComplex al = make_cuDoubleComplex(1, -1), be = make_cuDoubleComplex(0.5, 0);
+  CB(cublasZgemm_64(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &al, dA.p, m, dB.p, k, &be, dC.p, m));
+  check("Zgemm_64", dC.get(), ref_gemm<cuDoubleComplex>(CUBLAS_OP_N, CUBLAS_OP_N, 5, 4, 3, toC(al), A, 5, Bm, 3, toC(be), C, 5),
+        1e-12);
+  double r = 0;
+  Dev<double> x(rnd<double>(20));
+  CB(cublasDnrm2_64(h, 10, x.p, 2, &r));
+  auto hx = x.get();
+  double w = 0;
+  for (int i = 0; i < 10; i++) w += std::norm(hx[size_t(i) * 2]);
+  check1("Dnrm2_64", r, std::sqrt(w), 1e-12);
+  const bool refused = cublasDnrm2_64(h, int64_t(1) << 33, x.p, 1, &r) == CUBLAS_STATUS_NOT_SUPPORTED;
+  check1("Dnrm2_64.beyond_int", refused ? 0 : 1, 0, 0);
+}
+
 // Per-thread handles and streams: each thread its own handle on its own
 // stream, interleaving with the others.
 static void threads() {
@@ -958,6 +979,7 @@ int main() {
       device_scalars<cuDoubleComplex>(h);
   device_scalars_gemm<float>(h), device_scalars_gemm<double>(h), device_scalars_gemm<cuComplex>(h),
       device_scalars_gemm<cuDoubleComplex>(h);
+  forms64(h);
   threads();
   CK(cudaStreamSynchronize(s));
   CK(cudaGetLastError());

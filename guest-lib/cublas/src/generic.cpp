@@ -904,4 +904,104 @@ cublasStatus_t cublasStrsm_v2_64(cublasHandle_t h, cublasSideMode_t s, cublasFil
   return cublasStrsm_v2(h, s, u, t, d, int(m), int(n), alpha, A, int(lda), Bm, int(ldb));
 }
 
+#define WH_64_MORE(P, T)                                                                                            \
+  cublasStatus_t cublas##P##gemv_v2_64(cublasHandle_t h, cublasOperation_t t, int64_t m, int64_t n, const T* alpha, \
+                                       const T* A, int64_t lda, const T* x, int64_t incx, const T* beta, T* y,      \
+                                       int64_t incy) {                                                              \
+    WH_FITS(fits(m) && fits(n) && fits(lda) && fits(incx) && fits(incy));                                           \
+    return cublas##P##gemv_v2(h, t, int(m), int(n), alpha, A, int(lda), x, int(incx), beta, y, int(incy));          \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##trsv_v2_64(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t,                 \
+                                       cublasDiagType_t d, int64_t n, const T* A, int64_t lda, T* x, int64_t incx) {\
+    WH_FITS(fits(n) && fits(lda) && fits(incx));                                                                    \
+    return cublas##P##trsv_v2(h, u, t, d, int(n), A, int(lda), x, int(incx));                                       \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##gemmStridedBatched_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,   \
+                                                  int64_t m, int64_t n, int64_t k, const T* alpha, const T* A,     \
+                                                  int64_t lda, long long sa, const T* Bm, int64_t ldb,              \
+                                                  long long sb, const T* beta, T* C, int64_t ldc, long long sc,     \
+                                                  int64_t batch) {                                                  \
+    WH_FITS(fits(m) && fits(n) && fits(k) && fits(lda) && fits(ldb) && fits(ldc) && fits(batch));                   \
+    return cublas##P##gemmStridedBatched(h, ta, tb, int(m), int(n), int(k), alpha, A, int(lda), sa, Bm, int(ldb),   \
+                                         sb, beta, C, int(ldc), sc, int(batch));                                    \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##gemmBatched_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,          \
+                                           int64_t m, int64_t n, int64_t k, const T* alpha, const T* const A[],    \
+                                           int64_t lda, const T* const Bm[], int64_t ldb, const T* beta,           \
+                                           T* const C[], int64_t ldc, int64_t batch) {                              \
+    WH_FITS(fits(m) && fits(n) && fits(k) && fits(lda) && fits(ldb) && fits(ldc) && fits(batch));                   \
+    return cublas##P##gemmBatched(h, ta, tb, int(m), int(n), int(k), alpha, A, int(lda), Bm, int(ldb), beta, C,     \
+                                  int(ldc), int(batch));                                                            \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##symm_v2_64(cublasHandle_t h, cublasSideMode_t s, cublasFillMode_t u, int64_t m,       \
+                                       int64_t n, const T* alpha, const T* A, int64_t lda, const T* Bm,             \
+                                       int64_t ldb, const T* beta, T* C, int64_t ldc) {                             \
+    WH_FITS(fits(m) && fits(n) && fits(lda) && fits(ldb) && fits(ldc));                                             \
+    return cublas##P##symm_v2(h, s, u, int(m), int(n), alpha, A, int(lda), Bm, int(ldb), beta, C, int(ldc));        \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##syrk_v2_64(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t, int64_t n,      \
+                                       int64_t k, const T* alpha, const T* A, int64_t lda, const T* beta, T* C,     \
+                                       int64_t ldc) {                                                               \
+    WH_FITS(fits(n) && fits(k) && fits(lda) && fits(ldc));                                                          \
+    return cublas##P##syrk_v2(h, u, t, int(n), int(k), alpha, A, int(lda), beta, C, int(ldc));                      \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##trmm_v2_64(cublasHandle_t h, cublasSideMode_t s, cublasFillMode_t u,                  \
+                                       cublasOperation_t t, cublasDiagType_t d, int64_t m, int64_t n,               \
+                                       const T* alpha, const T* A, int64_t lda, const T* Bm, int64_t ldb, T* C,     \
+                                       int64_t ldc) {                                                               \
+    WH_FITS(fits(m) && fits(n) && fits(lda) && fits(ldb) && fits(ldc));                                             \
+    return cublas##P##trmm_v2(h, s, u, t, d, int(m), int(n), alpha, A, int(lda), Bm, int(ldb), C, int(ldc));        \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##geam_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m,      \
+                                    int64_t n, const T* alpha, const T* A, int64_t lda, const T* beta, const T* Bm, \
+                                    int64_t ldb, T* C, int64_t ldc) {                                               \
+    WH_FITS(fits(m) && fits(n) && fits(lda) && fits(ldb) && fits(ldc));                                             \
+    return cublas##P##geam(h, ta, tb, int(m), int(n), alpha, A, int(lda), beta, Bm, int(ldb), C, int(ldc));         \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##dgmm_64(cublasHandle_t h, cublasSideMode_t s, int64_t m, int64_t n, const T* A,       \
+                                    int64_t lda, const T* x, int64_t incx, T* C, int64_t ldc) {                     \
+    WH_FITS(fits(m) && fits(n) && fits(lda) && fits(incx) && fits(ldc));                                            \
+    return cublas##P##dgmm(h, s, int(m), int(n), A, int(lda), x, int(incx), C, int(ldc));                          \
+  }
+WH_64_MORE(S, float)
+WH_64_MORE(D, double)
+WH_64_MORE(C, cuComplex)
+WH_64_MORE(Z, cuDoubleComplex)
+
+#define WH_64_RED(NP, T, RT)                                                                                        \
+  cublasStatus_t cublas##NP##nrm2_v2_64(cublasHandle_t h, int64_t n, const T* x, int64_t incx, RT* result) {       \
+    WH_FITS(fits(n) && fits(incx));                                                                                 \
+    return cublas##NP##nrm2_v2(h, int(n), x, int(incx), result);                                                    \
+  }                                                                                                                 \
+  cublasStatus_t cublas##NP##asum_v2_64(cublasHandle_t h, int64_t n, const T* x, int64_t incx, RT* result) {       \
+    WH_FITS(fits(n) && fits(incx));                                                                                 \
+    return cublas##NP##asum_v2(h, int(n), x, int(incx), result);                                                    \
+  }
+WH_64_RED(S, float, float)
+WH_64_RED(D, double, double)
+WH_64_RED(Sc, cuComplex, float)
+WH_64_RED(Dz, cuDoubleComplex, double)
+
+#define WH_64_DOT(NAME, T)                                                                                          \
+  cublasStatus_t NAME##_64(cublasHandle_t h, int64_t n, const T* x, int64_t incx, const T* y, int64_t incy,         \
+                           T* result) {                                                                             \
+    WH_FITS(fits(n) && fits(incx) && fits(incy));                                                                   \
+    return NAME(h, int(n), x, int(incx), y, int(incy), result);                                                     \
+  }
+WH_64_DOT(cublasSdot_v2, float)
+WH_64_DOT(cublasDdot_v2, double)
+WH_64_DOT(cublasCdotu_v2, cuComplex)
+WH_64_DOT(cublasCdotc_v2, cuComplex)
+WH_64_DOT(cublasZdotu_v2, cuDoubleComplex)
+WH_64_DOT(cublasZdotc_v2, cuDoubleComplex)
+
+cublasStatus_t cublasScopy_v2_64(cublasHandle_t h, int64_t n, const float* x, int64_t incx, float* y, int64_t incy) {
+  WH_FITS(fits(n) && fits(incx) && fits(incy));
+  return cublasScopy_v2(h, int(n), x, int(incx), y, int(incy));
+}
+cublasStatus_t cublasSswap_v2_64(cublasHandle_t h, int64_t n, float* x, int64_t incx, float* y, int64_t incy) {
+  WH_FITS(fits(n) && fits(incx) && fits(incy));
+  return cublasSswap_v2(h, int(n), x, int(incx), y, int(incy));
+}
+
 }  // extern "C"
