@@ -9,7 +9,12 @@
 // operand. What only the device can police is the content of device memory:
 // the pointer arrays of gemm_batched (the sim device bounds-checks each
 // pointer it reads through host_view; on a GPU a stray pointer faults in the
-// session's own context, as a stray kernel pointer does).
+// session's own context, as a stray kernel pointer does). The generic ops'
+// pointer arrays (pa/pb/pc of BlasL3Args, BlasGemmExArgs, BlasLuArgs) are
+// read and checked by the session itself; the sim device uses those checked
+// copies, a GPU reads the device arrays again (a guest rewriting them from
+// another stream meanwhile can only fault its own context). The pivots of
+// getrs/getri are device data too: the sim device checks each is in 1..n.
 //
 // Implementations: sim_blas.cpp (OpenBLAS on the sim device's host memory),
 // cuda_blas.cpp (NVIDIA's libcublas.so.13, dlopen'ed, one cuBLAS handle per
