@@ -343,39 +343,6 @@ cublasStatus_t cublasDgemmBatched(cublasHandle_t h, cublasOperation_t ta, cublas
   return gemm_batched<double>(h, ta, tb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batch);
 }
 
-cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                            const void* alpha, const void* A, cudaDataType Atype, int lda, const void* Bm,
-                            cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
-                            cublasComputeType_t compute, cublasGemmAlgo_t algo) {
-  WH_HANDLE(h);
-  if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc) || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
-  const bool c32 = compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_PEDANTIC ||
-                   compute == CUBLAS_COMPUTE_32F_FAST_16F || compute == CUBLAS_COMPUTE_32F_FAST_16BF ||
-                   compute == CUBLAS_COMPUTE_32F_FAST_TF32;
-  const bool c64 = compute == CUBLAS_COMPUTE_64F || compute == CUBLAS_COMPUTE_64F_PEDANTIC;
-  const bool f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F && Ctype == CUDA_R_32F && c32;
-  const bool f16 = Atype == CUDA_R_16F && Btype == CUDA_R_16F && (Ctype == CUDA_R_16F || Ctype == CUDA_R_32F) && c32;
-  const bool f64 = Atype == CUDA_R_64F && Btype == CUDA_R_64F && Ctype == CUDA_R_64F && c64;
-  if (!f32 && !f16 && !f64) {
-    B::log_once("cublasGemmEx: only fp32, fp16-in/fp32-compute and fp64 are forwarded; returning NOT_SUPPORTED");
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  }
-  BlasGemmExReq rq{};
-  rq.handle = h->server;
-  rq.stream = sh(h);
-  rq.alpha = f64 ? dscalar(h, static_cast<const double*>(alpha)) : fscalar(h, static_cast<const float*>(alpha));
-  rq.beta = f64 ? dscalar(h, static_cast<const double*>(beta)) : fscalar(h, static_cast<const float*>(beta));
-  rq.A = dev(A), rq.B = dev(Bm), rq.C = dev(C);
-  rq.lda = lda, rq.ldb = ldb, rq.ldc = ldc;
-  rq.m = m, rq.n = n, rq.k = k;
-  rq.transa = ta, rq.transb = tb;
-  rq.atype = Atype, rq.btype = Btype, rq.ctype = Ctype;
-  rq.compute = compute;
-  rq.algo = algo;
-  rq.flags = flags_of(h);
-  return B::status(B::post<Op::BlasGemmEx>(rq));
-}
-
 cublasStatus_t cublasSgeam(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                            const float* alpha, const float* A, int lda, const float* beta, const float* Bm, int ldb,
                            float* C, int ldc) {

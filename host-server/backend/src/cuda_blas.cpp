@@ -16,14 +16,24 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <cuda_fp16.h>
+
+#include <cctype>
+#include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
+#include <type_traits>
 
 #include "vendor_lib.hpp"
+#include "wormhole/proto/wire.hpp"
 #include "wormhole/server/blas.hpp"
 
 namespace wh::server {
 
 namespace {
+
+using namespace wh::proto;
 
 #define WH_CUBLAS_FUNCS(X)                                   \
   X(cublasCreate_v2)                                         \
@@ -83,6 +93,19 @@ Lib& lib() {
     l.ok = true;
   });
   return l;
+}
+
+// The entry points the generic ops use, looked up by name on first use
+// (nullptr: this libcublas lacks it; the call returns cudaErrorNotSupported).
+void* sym(const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::string, void*> cache;
+  std::lock_guard lk(mu);
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  void* p = lib().h ? dlsym(lib().h, name.c_str()) : nullptr;
+  cache.emplace(name, p);
+  return p;
 }
 
 Err map(cublasStatus_t s) {
@@ -277,6 +300,418 @@ class CudaBlas final : public Blas {
     cublasHandle_t h = prep(hb, c);
     return map(lib().cublasIsamax_v2(h, n, dp<const float>(x), incx, r.device ? dp<int>(r.dptr) : host));
   }
+
+  // ---- the generic ops: the S/D/C/Z entry points resolved by name
+  // (cublas + prefix + routine), typed per element type.
+  template <class T>
+  static const char* pre() {
+    if constexpr (std::is_same_v<T, float>) return "S";
+    else if constexpr (std::is_same_v<T, double>) return "D";
+    else if constexpr (std::is_same_v<T, cuComplex>) return "C";
+    else return "Z";
+  }
+  template <class T>
+  static constexpr bool cx() {
+    return std::is_same_v<T, cuComplex> || std::is_same_v<T, cuDoubleComplex>;
+  }
+  template <class Fn>
+  static Fn fn(const std::string& name) {
+    return reinterpret_cast<Fn>(sym(name));
+  }
+  template <class T>
+  static T mk(double re, double im) {
+    if constexpr (std::is_same_v<T, cuComplex>) return make_cuComplex(float(re), float(im));
+    else if constexpr (std::is_same_v<T, cuDoubleComplex>) return make_cuDoubleComplex(re, im);
+    else return T(re);
+  }
+  // A scalar argument: device address, or the host value held in *slot.
+  template <class T>
+  static const T* sp(const BlasScalar& s, T* slot) {
+    if (s.device) return reinterpret_cast<const T*>(s.dptr);
+    *slot = mk<T>(s.value, s.imag);
+    return slot;
+  }
+  template <class T>
+  using Real = std::conditional_t<std::is_same_v<T, cuComplex>, float,
+                                  std::conditional_t<std::is_same_v<T, cuDoubleComplex>, double, T>>;
+  template <class F>
+  static Err by_type(uint32_t t, F&& f) {
+    switch (t) {
+      case 0: return f(float{});
+      case 1: return f(double{});
+      case 2: return f(cuComplex{});
+      case 3: return f(cuDoubleComplex{});
+      default: return cudaErrorInvalidValue;
+    }
+  }
+#define WH_CALL(F, ...) (F ? map(F(__VA_ARGS__)) : cudaErrorNotSupported)
+
+  template <class T>
+  Err l1_t(cublasHandle_t h, const BlasL1Args& a, BlasL1Result* host) {
+    using RT = Real<T>;
+    const std::string p = pre<T>();
+    T s0, s1;
+    RT r0, r1;
+    const int n = a.n;
+    T* x = dp<T>(a.x);
+    T* y = dp<T>(a.y);
+    switch (a.routine) {
+      case kL1Axpy: {
+        auto f = fn<cublasStatus_t (*)(cublasHandle_t, int, const T*, const T*, int, T*, int)>("cublas" + p + "axpy_v2");
+        return WH_CALL(f, h, n, sp(a.alpha, &s0), x, a.incx, y, a.incy);
+      }
+      case kL1Scal: {
+        auto f = fn<cublasStatus_t (*)(cublasHandle_t, int, const T*, T*, int)>("cublas" + p + "scal_v2");
+        return WH_CALL(f, h, n, sp(a.alpha, &s0), x, a.incx);
+      }
+      case kL1ScalReal: {
+        auto f = fn<cublasStatus_t (*)(cublasHandle_t, int, const RT*, T*, int)>(
+            std::string(std::is_same_v<T, cuComplex> ? "cublasCsscal_v2" : "cublasZdscal_v2"));
+        return WH_CALL(f, h, n, sp(a.alpha, &r0), x, a.incx);
+      }
+      case kL1Copy:
+      case kL1Swap: {
+        auto f = fn<cublasStatus_t (*)(cublasHandle_t, int, T*, int, T*, int)>(
+            "cublas" + p + (a.routine == kL1Copy ? "copy_v2" : "swap_v2"));
+        return WH_CALL(f, h, n, x, a.incx, y, a.incy);
+      }
+      case kL1Dot:
+      case kL1Dotc: {
+        auto f = fn<cublasStatus_t (*)(cublasHandle_t, int, const T*, int, const T*, int, T*)>(
+            "cublas" + p + (a.routine == kL1Dotc ? "dotc_v2" : cx<T>() ? "dotu_v2" : "dot_v2"));
+        T v{};
+        Err e = WH_CALL(f, h, n, x, a.incx, y, a.incy, a.result.device ? dp<T>(a.result.dptr) : &v);
+        if constexpr (cx<T>()) host->re = v.x, host->im = v.y;
+        else host->re = v;
+        return e;
+      }
+      case kL1Nrm2:
+      case kL1Asum: {
+        std::string name = a.routine == kL1Nrm2 ? "nrm2_v2" : "asum_v2";
+        name = "cublas" + std::string(std::is_same_v<T, cuComplex> ? "Sc" : std::is_same_v<T, cuDoubleComplex> ? "Dz" : p) + name;
+        auto f = fn<cublasStatus_t (*)(cublasHandle_t, int, const T*, int, RT*)>(name);
+        RT v{};
+        Err e = WH_CALL(f, h, n, x, a.incx, a.result.device ? dp<RT>(a.result.dptr) : &v);
+        host->re = v;
+        return e;
+      }
+      case kL1Iamax:
+      case kL1Iamin: {
+        auto f = fn<cublasStatus_t (*)(cublasHandle_t, int, const T*, int, int*)>(
+            "cublasI" + std::string(1, char(std::tolower(p[0]))) + (a.routine == kL1Iamax ? "amax_v2" : "amin_v2"));
+        int v = 0;
+        Err e = WH_CALL(f, h, n, x, a.incx, a.result.device ? dp<int>(a.result.dptr) : &v);
+        host->index = v;
+        return e;
+      }
+      case kL1Rot: {
+        auto f = fn<cublasStatus_t (*)(cublasHandle_t, int, T*, int, T*, int, const RT*, const T*)>("cublas" + p + "rot_v2");
+        return WH_CALL(f, h, n, x, a.incx, y, a.incy, sp(a.alpha, &r0), sp(a.beta, &s1));
+      }
+      case kL1RotReal: {
+        auto f = fn<cublasStatus_t (*)(cublasHandle_t, int, T*, int, T*, int, const RT*, const RT*)>(
+            std::string(std::is_same_v<T, cuComplex> ? "cublasCsrot_v2" : "cublasZdrot_v2"));
+        return WH_CALL(f, h, n, x, a.incx, y, a.incy, sp(a.alpha, &r0), sp(a.beta, &r1));
+      }
+      case kL1Rotm: {
+        auto f = fn<cublasStatus_t (*)(cublasHandle_t, int, T*, int, T*, int, const RT*)>("cublas" + p + "rotm_v2");
+        RT param[5];
+        for (int i = 0; i < 5; i++) param[i] = RT(a.param[i]);
+        return WH_CALL(f, h, n, x, a.incx, y, a.incy, a.alpha.device ? dp<const RT>(a.alpha.dptr) : param);
+      }
+      default: return cudaErrorInvalidValue;
+    }
+  }
+  Err l1(BlasHandle& hb, const BlasCall& c, const BlasL1Args& a, BlasL1Result* host) override {
+    cublasHandle_t h = prep(hb, c);
+    return by_type(a.type, [&](auto t) -> Err {
+      using T = decltype(t);
+      if constexpr (!cx<T>())
+        if (a.routine == kL1ScalReal || a.routine == kL1RotReal || a.routine == kL1Dotc) return cudaErrorInvalidValue;
+      return l1_t<T>(h, a, host);
+    });
+  }
+
+  template <class T>
+  Err l2_t(cublasHandle_t h, const BlasL2Args& a) {
+    using RT = Real<T>;
+    const std::string p = "cublas" + std::string(pre<T>());
+    T s0, s1;
+    RT r0;
+    const auto ul = cublasFillMode_t(a.uplo);
+    const auto tr = op(a.trans);
+    const auto dg = cublasDiagType_t(a.diag);
+    const T* A = dp<const T>(a.A);
+    T* Aw = dp<T>(a.A);
+    const T* x = dp<const T>(a.x);
+    T* xw = dp<T>(a.x);
+    T* y = dp<T>(a.y);
+    using H = cublasHandle_t;
+    switch (a.routine) {
+      case kL2Gemv: {
+        auto f = fn<cublasStatus_t (*)(H, cublasOperation_t, int, int, const T*, const T*, int, const T*, int, const T*,
+                                       T*, int)>(p + "gemv_v2");
+        return WH_CALL(f, h, tr, a.m, a.n, sp(a.alpha, &s0), A, int(a.lda), x, a.incx, sp(a.beta, &s1), y, a.incy);
+      }
+      case kL2Gbmv: {
+        auto f = fn<cublasStatus_t (*)(H, cublasOperation_t, int, int, int, int, const T*, const T*, int, const T*, int,
+                                       const T*, T*, int)>(p + "gbmv_v2");
+        return WH_CALL(f, h, tr, a.m, a.n, a.kl, a.ku, sp(a.alpha, &s0), A, int(a.lda), x, a.incx, sp(a.beta, &s1), y,
+                       a.incy);
+      }
+      case kL2Ger:
+      case kL2Gerc: {
+        auto f = fn<cublasStatus_t (*)(H, int, int, const T*, const T*, int, const T*, int, T*, int)>(
+            p + (a.routine == kL2Gerc ? "gerc_v2" : cx<T>() ? "geru_v2" : "ger_v2"));
+        return WH_CALL(f, h, a.m, a.n, sp(a.alpha, &s0), x, a.incx, y, a.incy, Aw, int(a.lda));
+      }
+      case kL2Symv:
+      case kL2Hemv: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, int, const T*, const T*, int, const T*, int, const T*, T*,
+                                       int)>(p + (a.routine == kL2Symv ? "symv_v2" : "hemv_v2"));
+        return WH_CALL(f, h, ul, a.n, sp(a.alpha, &s0), A, int(a.lda), x, a.incx, sp(a.beta, &s1), y, a.incy);
+      }
+      case kL2Sbmv:
+      case kL2Hbmv: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, int, int, const T*, const T*, int, const T*, int,
+                                       const T*, T*, int)>(p + (a.routine == kL2Sbmv ? "sbmv_v2" : "hbmv_v2"));
+        return WH_CALL(f, h, ul, a.n, a.kl, sp(a.alpha, &s0), A, int(a.lda), x, a.incx, sp(a.beta, &s1), y, a.incy);
+      }
+      case kL2Spmv:
+      case kL2Hpmv: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, int, const T*, const T*, const T*, int, const T*, T*, int)>(
+            p + (a.routine == kL2Spmv ? "spmv_v2" : "hpmv_v2"));
+        return WH_CALL(f, h, ul, a.n, sp(a.alpha, &s0), A, x, a.incx, sp(a.beta, &s1), y, a.incy);
+      }
+      case kL2Syr: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, int, const T*, const T*, int, T*, int)>(p + "syr_v2");
+        return WH_CALL(f, h, ul, a.n, sp(a.alpha, &s0), x, a.incx, Aw, int(a.lda));
+      }
+      case kL2Her: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, int, const RT*, const T*, int, T*, int)>(p + "her_v2");
+        return WH_CALL(f, h, ul, a.n, sp(a.alpha, &r0), x, a.incx, Aw, int(a.lda));
+      }
+      case kL2Spr: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, int, const T*, const T*, int, T*)>(p + "spr_v2");
+        return WH_CALL(f, h, ul, a.n, sp(a.alpha, &s0), x, a.incx, Aw);
+      }
+      case kL2Hpr: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, int, const RT*, const T*, int, T*)>(p + "hpr_v2");
+        return WH_CALL(f, h, ul, a.n, sp(a.alpha, &r0), x, a.incx, Aw);
+      }
+      case kL2Syr2:
+      case kL2Her2: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, int, const T*, const T*, int, const T*, int, T*, int)>(
+            p + (a.routine == kL2Syr2 ? "syr2_v2" : "her2_v2"));
+        return WH_CALL(f, h, ul, a.n, sp(a.alpha, &s0), x, a.incx, y, a.incy, Aw, int(a.lda));
+      }
+      case kL2Spr2:
+      case kL2Hpr2: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, int, const T*, const T*, int, const T*, int, T*)>(
+            p + (a.routine == kL2Spr2 ? "spr2_v2" : "hpr2_v2"));
+        return WH_CALL(f, h, ul, a.n, sp(a.alpha, &s0), x, a.incx, y, a.incy, Aw);
+      }
+      case kL2Trmv:
+      case kL2Trsv: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, const T*, int, T*,
+                                       int)>(p + (a.routine == kL2Trmv ? "trmv_v2" : "trsv_v2"));
+        return WH_CALL(f, h, ul, tr, dg, a.n, A, int(a.lda), xw, a.incx);
+      }
+      case kL2Tbmv:
+      case kL2Tbsv: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const T*, int,
+                                       T*, int)>(p + (a.routine == kL2Tbmv ? "tbmv_v2" : "tbsv_v2"));
+        return WH_CALL(f, h, ul, tr, dg, a.n, a.kl, A, int(a.lda), xw, a.incx);
+      }
+      case kL2Tpmv:
+      case kL2Tpsv: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, const T*, T*, int)>(
+            p + (a.routine == kL2Tpmv ? "tpmv_v2" : "tpsv_v2"));
+        return WH_CALL(f, h, ul, tr, dg, a.n, A, xw, a.incx);
+      }
+      default: return cudaErrorInvalidValue;
+    }
+  }
+  Err l2(BlasHandle& hb, const BlasCall& c, const BlasL2Args& a) override {
+    cublasHandle_t h = prep(hb, c);
+    return by_type(a.type, [&](auto t) { return l2_t<decltype(t)>(h, a); });
+  }
+
+  template <class T>
+  Err l3_t(cublasHandle_t h, const BlasL3Args& a) {
+    using RT = Real<T>;
+    const std::string p = "cublas" + std::string(pre<T>());
+    T s0, s1;
+    RT r0, r1;
+    const auto ul = cublasFillMode_t(a.uplo);
+    const auto sd = cublasSideMode_t(a.side);
+    const auto dg = cublasDiagType_t(a.diag);
+    const auto ta = op(a.ta), tb = op(a.tb);
+    const T* A = dp<const T>(a.A);
+    const T* B = dp<const T>(a.B);
+    T* C = dp<T>(a.C);
+    using H = cublasHandle_t;
+    const int m = a.m, n = a.n, k = a.k, lda = int(a.lda), ldb = int(a.ldb), ldc = int(a.ldc);
+    switch (a.routine) {
+      case kL3Gemm:
+        if (a.mode == kBlasStrided) {
+          auto f = fn<cublasStatus_t (*)(H, cublasOperation_t, cublasOperation_t, int, int, int, const T*, const T*, int,
+                                         long long, const T*, int, long long, const T*, T*, int, long long, int)>(
+              p + "gemmStridedBatched");
+          return WH_CALL(f, h, ta, tb, m, n, k, sp(a.alpha, &s0), A, lda, a.sa, B, ldb, a.sb, sp(a.beta, &s1), C, ldc,
+                         a.sc, a.batch);
+        } else if (a.mode == kBlasArrays) {
+          auto f = fn<cublasStatus_t (*)(H, cublasOperation_t, cublasOperation_t, int, int, int, const T*,
+                                         const T* const*, int, const T* const*, int, const T*, T* const*, int, int)>(
+              p + "gemmBatched");
+          return WH_CALL(f, h, ta, tb, m, n, k, sp(a.alpha, &s0), dp<const T* const>(a.A), lda,
+                         dp<const T* const>(a.B), ldb, sp(a.beta, &s1), dp<T* const>(a.C), ldc, a.batch);
+        } else {
+          auto f = fn<cublasStatus_t (*)(H, cublasOperation_t, cublasOperation_t, int, int, int, const T*, const T*, int,
+                                         const T*, int, const T*, T*, int)>(p + "gemm_v2");
+          return WH_CALL(f, h, ta, tb, m, n, k, sp(a.alpha, &s0), A, lda, B, ldb, sp(a.beta, &s1), C, ldc);
+        }
+      case kL3Symm:
+      case kL3Hemm: {
+        auto f = fn<cublasStatus_t (*)(H, cublasSideMode_t, cublasFillMode_t, int, int, const T*, const T*, int,
+                                       const T*, int, const T*, T*, int)>(p + (a.routine == kL3Symm ? "symm_v2" : "hemm_v2"));
+        return WH_CALL(f, h, sd, ul, m, n, sp(a.alpha, &s0), A, lda, B, ldb, sp(a.beta, &s1), C, ldc);
+      }
+      case kL3Syrk: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, cublasOperation_t, int, int, const T*, const T*, int,
+                                       const T*, T*, int)>(p + "syrk_v2");
+        return WH_CALL(f, h, ul, ta, n, k, sp(a.alpha, &s0), A, lda, sp(a.beta, &s1), C, ldc);
+      }
+      case kL3Herk: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, cublasOperation_t, int, int, const RT*, const T*, int,
+                                       const RT*, T*, int)>(p + "herk_v2");
+        return WH_CALL(f, h, ul, ta, n, k, sp(a.alpha, &r0), A, lda, sp(a.beta, &r1), C, ldc);
+      }
+      case kL3Syr2k: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, cublasOperation_t, int, int, const T*, const T*, int,
+                                       const T*, int, const T*, T*, int)>(p + "syr2k_v2");
+        return WH_CALL(f, h, ul, ta, n, k, sp(a.alpha, &s0), A, lda, B, ldb, sp(a.beta, &s1), C, ldc);
+      }
+      case kL3Her2k: {
+        auto f = fn<cublasStatus_t (*)(H, cublasFillMode_t, cublasOperation_t, int, int, const T*, const T*, int,
+                                       const T*, int, const RT*, T*, int)>(p + "her2k_v2");
+        return WH_CALL(f, h, ul, ta, n, k, sp(a.alpha, &s0), A, lda, B, ldb, sp(a.beta, &r1), C, ldc);
+      }
+      case kL3Trmm: {
+        auto f = fn<cublasStatus_t (*)(H, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int,
+                                       int, const T*, const T*, int, const T*, int, T*, int)>(p + "trmm_v2");
+        return WH_CALL(f, h, sd, ul, ta, dg, m, n, sp(a.alpha, &s0), A, lda, B, ldb, C, ldc);
+      }
+      case kL3Trsm:
+        if (a.mode == kBlasArrays) {
+          auto f = fn<cublasStatus_t (*)(H, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int,
+                                         int, const T*, const T* const*, int, T* const*, int, int)>(p + "trsmBatched");
+          return WH_CALL(f, h, sd, ul, ta, dg, m, n, sp(a.alpha, &s0), dp<const T* const>(a.A), lda,
+                         dp<T* const>(a.B), ldb, a.batch);
+        } else {
+          auto f = fn<cublasStatus_t (*)(H, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int,
+                                         int, const T*, const T*, int, T*, int)>(p + "trsm_v2");
+          return WH_CALL(f, h, sd, ul, ta, dg, m, n, sp(a.alpha, &s0), A, lda, dp<T>(a.B), ldb);
+        }
+      case kL3Geam: {
+        auto f = fn<cublasStatus_t (*)(H, cublasOperation_t, cublasOperation_t, int, int, const T*, const T*, int,
+                                       const T*, const T*, int, T*, int)>(p + "geam");
+        return WH_CALL(f, h, ta, tb, m, n, sp(a.alpha, &s0), A, lda, sp(a.beta, &s1), B, ldb, C, ldc);
+      }
+      case kL3Dgmm: {
+        auto f = fn<cublasStatus_t (*)(H, cublasSideMode_t, int, int, const T*, int, const T*, int, T*, int)>(p + "dgmm");
+        return WH_CALL(f, h, sd, m, n, A, lda, B, ldb, C, ldc);
+      }
+      default: return cudaErrorInvalidValue;
+    }
+  }
+  Err l3(BlasHandle& hb, const BlasCall& c, const BlasL3Args& a) override {
+    cublasHandle_t h = prep(hb, c);
+    return by_type(a.type, [&](auto t) { return l3_t<decltype(t)>(h, a); });
+  }
+
+  Err gemm_ex_batched(BlasHandle& hb, const BlasCall& c, const BlasGemmExArgs& a) override {
+    cublasHandle_t h = prep(hb, c);
+    const GemmArgs& g = a.g;
+    // alpha/beta: the compute type's scalar (half, float or double).
+    float f[2];
+    double d[2];
+    uint16_t hv[2];
+    const bool c64 = a.compute == CUBLAS_COMPUTE_64F || a.compute == CUBLAS_COMPUTE_64F_PEDANTIC;
+    const bool c16 = a.compute == CUBLAS_COMPUTE_16F || a.compute == CUBLAS_COMPUTE_16F_PEDANTIC;
+    auto scal = [&](const BlasScalar& s, int i) -> const void* {
+      if (s.device) return reinterpret_cast<const void*>(s.dptr);
+      if (c64) return &(d[i] = s.value);
+      if (c16) {
+        __half x = __float2half(float(s.value));
+        std::memcpy(&hv[i], &x, 2);
+        return &hv[i];
+      }
+      return &(f[i] = float(s.value));
+    };
+    const void* al = scal(g.alpha, 0);
+    const void* be = scal(g.beta, 1);
+    const auto ct = cublasComputeType_t(a.compute);
+    const auto algo = cublasGemmAlgo_t(a.algo);
+    using H = cublasHandle_t;
+    using O = cublasOperation_t;
+    using D = cudaDataType;
+    if (a.mode == kBlasOne)
+      return map(lib().cublasGemmEx(h, op(g.ta), op(g.tb), g.m, g.n, g.k, al, dp<const void>(g.A), D(a.atype),
+                                    int(g.lda), dp<const void>(g.B), D(a.btype), int(g.ldb), be, dp<void>(g.C),
+                                    D(a.ctype), int(g.ldc), ct, algo));
+    if (a.mode == kBlasStrided) {
+      auto fs = fn<cublasStatus_t (*)(H, O, O, int, int, int, const void*, const void*, D, int, long long, const void*,
+                                      D, int, long long, const void*, void*, D, int, long long, int,
+                                      cublasComputeType_t, cublasGemmAlgo_t)>("cublasGemmStridedBatchedEx");
+      return WH_CALL(fs, h, op(g.ta), op(g.tb), g.m, g.n, g.k, al, dp<const void>(g.A), D(a.atype), int(g.lda), a.sa,
+                     dp<const void>(g.B), D(a.btype), int(g.ldb), a.sb, be, dp<void>(g.C), D(a.ctype), int(g.ldc), a.sc,
+                     a.batch, ct, algo);
+    }
+    auto fb = fn<cublasStatus_t (*)(H, O, O, int, int, int, const void*, const void* const*, D, int,
+                                    const void* const*, D, int, const void*, void* const*, D, int, int,
+                                    cublasComputeType_t, cublasGemmAlgo_t)>("cublasGemmBatchedEx");
+    return WH_CALL(fb, h, op(g.ta), op(g.tb), g.m, g.n, g.k, al, dp<const void* const>(g.A), D(a.atype), int(g.lda),
+                   dp<const void* const>(g.B), D(a.btype), int(g.ldb), be, dp<void* const>(g.C), D(a.ctype),
+                   int(g.ldc), a.batch, ct, algo);
+  }
+
+  template <class T>
+  Err lu_t(cublasHandle_t h, const BlasLuArgs& a) {
+    const std::string p = "cublas" + std::string(pre<T>());
+    using H = cublasHandle_t;
+    int* piv = dp<int>(a.pivots);
+    int* info = dp<int>(a.info);
+    const int n = a.n, lda = int(a.lda), ldc = int(a.ldc);
+    switch (a.routine) {
+      case kLuGetrf: {
+        auto f = fn<cublasStatus_t (*)(H, int, T* const*, int, int*, int*, int)>(p + "getrfBatched");
+        return WH_CALL(f, h, n, dp<T* const>(a.A), lda, piv, info, a.batch);
+      }
+      case kLuGetri: {
+        auto f = fn<cublasStatus_t (*)(H, int, const T* const*, int, const int*, T* const*, int, int*, int)>(
+            p + "getriBatched");
+        return WH_CALL(f, h, n, dp<const T* const>(a.A), lda, piv, dp<T* const>(a.C), ldc, info, a.batch);
+      }
+      case kLuGetrs: {
+        auto f = fn<cublasStatus_t (*)(H, cublasOperation_t, int, int, const T* const*, int, const int*, T* const*, int,
+                                       int*, int)>(p + "getrsBatched");
+        int hinfo = 0;
+        return WH_CALL(f, h, op(a.trans), n, a.nrhs, dp<const T* const>(a.A), lda, piv, dp<T* const>(a.C), ldc, &hinfo,
+                       a.batch);
+      }
+      case kLuMatinv: {
+        auto f = fn<cublasStatus_t (*)(H, int, const T* const*, int, T* const*, int, int*, int)>(p + "matinvBatched");
+        return WH_CALL(f, h, n, dp<const T* const>(a.A), lda, dp<T* const>(a.C), ldc, info, a.batch);
+      }
+      default: return cudaErrorInvalidValue;
+    }
+  }
+  Err lu_batched(BlasHandle& hb, const BlasCall& c, const BlasLuArgs& a) override {
+    cublasHandle_t h = prep(hb, c);
+    return by_type(a.type, [&](auto t) { return lu_t<decltype(t)>(h, a); });
+  }
+#undef WH_CALL
 
  private:
   std::function<void()> make_current_;

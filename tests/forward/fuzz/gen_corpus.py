@@ -139,6 +139,33 @@ def seeds():
           struct.pack("<iiiIIIII", 16, 16, 16, 0, 0, 0, 0, 0))
     s.req("BlasDestroy", q(ref(h)))
     out["blas"] = s.b
+    # BLAS generic ops: level 1 (daxpy, zdotu with a host result), level 2
+    # (cgemv), level 3 (strided zgemm, sgemm on a device pointer array),
+    # GemmEx strided (fp16 in, fp32 out), getrf on a pointer array.
+    s = Seq()
+    h = s.req("BlasCreate", resp_words=2)
+    x = s.req("Malloc", q(4096), resp_words=1)
+    y = s.req("Malloc", q(4096), resp_words=1)
+    P = s.req("Malloc", q(64), resp_words=1)
+    s.req("MemcpyHtoDInline", q(ref(P), 0) + q(ref(x), ref(x, 1024), ref(y)))
+    d1 = struct.unpack("<Q", struct.pack("<d", 1.0))[0]
+    s.req("BlasL1", q(ref(h), 0, d1, 0, 0, 0, 0, ref(x), ref(y), 0) + struct.pack("<iiiIII", 64, 1, 1, 0, 1, 0))
+    s.req("BlasL1", q(ref(h), 0, 0, 0, 0, 0, 0, ref(x), ref(y), 0) + struct.pack("<iiiIII", 16, 1, -1, 5, 3, 0),
+          resp_words=3)
+    s.req("BlasL2", q(ref(h), 0, d1, 0, d1, 0, ref(x), ref(y), ref(y, 1024)) + struct.pack("<q", 8) +
+          struct.pack("<iiiiii", 8, 8, 0, 0, 1, 1) + struct.pack("<IIIIII", 0, 2, 0, 2, 0, 0))
+    s.req("BlasL3", q(ref(h), 0, d1, 0, 0, 0, ref(x), ref(x, 512), ref(y)) + struct.pack("<qqqqqq", 4, 4, 4, 16, 16, 16) +
+          struct.pack("<iiii", 4, 4, 4, 2) + struct.pack("<10I", 0, 3, 1, 0, 0, 0, 2, 0, 0, 0))
+    s.req("BlasL3", q(ref(h), 0, d1, 0, 0, 0, ref(P), ref(P), ref(P)) + struct.pack("<qqqqqq", 4, 4, 4, 0, 0, 0) +
+          struct.pack("<iiii", 4, 4, 4, 3) + struct.pack("<10I", 0, 0, 2, 0, 0, 0, 0, 0, 0, 0))
+    s.req("BlasGemmExBatched", q(ref(h), 0, d1, 0, ref(x), ref(x, 512), ref(y)) +
+          struct.pack("<qqqqqq", 8, 8, 8, 64, 64, 64) + struct.pack("<iiiiII", 8, 8, 8, 2, 0, 0) +
+          struct.pack("<iiiiiIII", 2, 2, 0, 68, -1, 0, 1, 0))
+    s.req("BlasLuBatched", q(ref(h), 0, ref(P), 0, ref(y, 2048), ref(y, 3072)) + struct.pack("<qq", 4, 4) +
+          struct.pack("<iiiIIIII", 4, 0, 3, 0, 1, 0, 0, 0))
+    s.req("StreamSynchronize", q(0))
+    s.req("BlasDestroy", q(ref(h)))
+    out["blas_generic"] = s.b
     # Graphs: a node list (kernel, 4-byte memset, event record, a segment
     # split, copy to the data area, event wait) instantiated, launched
     # segment by segment, a kernel node updated, the list re-sent through

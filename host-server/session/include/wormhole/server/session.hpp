@@ -117,6 +117,12 @@ class Session {
   bool blas_matrix(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t es) const;
   bool blas_vector(uint64_t ptr, int64_t n, int64_t inc, uint64_t es) const;
   bool blas_scalar(uint32_t flags, uint64_t word, uint64_t es, bool as_double, BlasScalar* out) const;
+  // A host scalar (two doubles: real, imaginary) or a device address of es bytes.
+  bool blas_scalar2(uint32_t flags, uint64_t word, uint64_t word_i, uint64_t es, BlasScalar* out) const;
+  // Reads `batch` device pointers at `arr` (after the stream's earlier work)
+  // and checks that each spans `bytes` inside one of this session's
+  // allocations; bytes == 0: only the array is read.
+  Err blas_read_ptrs(uint64_t arr, int batch, Stream* s, uint64_t bytes, std::vector<uint64_t>* out);
   // nrm2, asum, iamax: one float vector in, one scalar out (to the host or,
   // in device pointer mode, to a checked device address), run by `op`.
   template <class Rq, class Out>
