@@ -455,6 +455,12 @@ int main(int argc, char** argv) {
   CUstreamCaptureStatus cst;
   CU_CHECK(cuStreamIsCapturing(cs, &cst));
   EXPECT(cst == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  cuuint64_t cap_id = 0;
+  CUgraph cap_graph = nullptr;
+  const CUgraphNode* cap_deps = nullptr;
+  size_t ncap_deps = 99;
+  CU_CHECK(cuStreamGetCaptureInfo(cs, &cst, &cap_id, &cap_graph, &cap_deps, nullptr, &ncap_deps));
+  EXPECT(cst == CU_STREAM_CAPTURE_STATUS_ACTIVE && cap_graph != nullptr && ncap_deps == 0);
   void* cargs[] = {&nn, &a, &dx, &dcap};  // dcap += 3 * x
   CU_CHECK(cuLaunchKernel(saxpy, (n + 127) / 128, 1, 1, 128, 1, 1, 0, cs, cargs, nullptr));
   CUgraph graph;
@@ -500,6 +506,14 @@ int main(int argc, char** argv) {
   CUgraphNodeType ntype;
   CU_CHECK(cuGraphNodeGetType(nkern, &ntype));
   EXPECT(ntype == CU_GRAPH_NODE_TYPE_KERNEL);
+  size_t nroots = 0;
+  CU_CHECK(cuGraphGetRootNodes(eg, nullptr, &nroots));
+  EXPECT(nroots == 1);
+  CUgraph eg_clone;
+  CU_CHECK(cuGraphClone(&eg_clone, eg));
+  CU_CHECK(cuGraphGetNodes(eg_clone, nullptr, &nnodes));
+  EXPECT(nnodes == 4);
+  CU_CHECK(cuGraphDestroy(eg_clone));
   CUDA_KERNEL_NODE_PARAMS kback = {};
   CU_CHECK(cuGraphKernelNodeGetParams(nkern, &kback));
   EXPECT(kback.func == saxpy && kback.blockDimX == 128);
