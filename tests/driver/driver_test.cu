@@ -83,6 +83,14 @@ int main(int argc, char** argv) {
   CU_CHECK(cuModuleGetFunction(&saxpy, fmod, "saxpy"));
   CUfunction nope;
   CU_EXPECT(cuModuleGetFunction(&nope, fmod, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+  unsigned nfuncs = 0;
+  CU_CHECK(cuModuleGetFunctionCount(&nfuncs, fmod));
+  EXPECT(nfuncs == 5);  // saxpy, scale2d, mixed, tex_fetch, surf_fill
+  CUfunction all[5];
+  CU_CHECK(cuModuleEnumerateFunctions(all, 5, fmod));
+  bool found_saxpy = false;
+  for (CUfunction f : all) found_saxpy |= f == saxpy;
+  EXPECT(found_saxpy);
   const int n = 1000;
   std::vector<float> hx(n), hy(n), out(n);
   for (int i = 0; i < n; i++) hx[i] = float(i), hy[i] = float(2 * i);
@@ -164,6 +172,9 @@ int main(int argc, char** argv) {
   CU_CHECK(cuModuleLoadDataEx(&pmod, ptx.c_str(), 2, opts, vals));
   CUfunction scale2d;
   CU_CHECK(cuModuleGetFunction(&scale2d, pmod, "scale2d"));
+  unsigned nptx = 0;
+  CU_CHECK(cuModuleGetFunctionCount(&nptx, pmod));
+  EXPECT(nptx == 5);
   CUdeviceptr gscale;
   size_t gsize = 0;
   CU_CHECK(cuModuleGetGlobal(&gscale, &gsize, pmod, "g_scale"));
@@ -359,6 +370,9 @@ int main(int argc, char** argv) {
   CU_CHECK(cuLibraryGetKernel(&kern, lib, "scale2d"));
   CUfunction kfn;
   CU_CHECK(cuKernelGetFunction(&kfn, kern));
+  unsigned nkernels = 0;
+  CU_CHECK(cuLibraryGetKernelCount(&nkernels, lib));
+  EXPECT(nkernels == 5);
   CUdeviceptr counter;
   size_t csize = 0;
   CU_CHECK(cuLibraryGetGlobal(&counter, &csize, lib, "g_counter"));
