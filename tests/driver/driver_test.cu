@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include <cudaProfiler.h>
+
 #include "check.hpp"
 
 static int g_host_fn_ran = 0;
@@ -41,6 +43,14 @@ int main(int argc, char** argv) {
   size_t total = 0;
   CU_CHECK(cuDeviceTotalMem(&total, dev));
   EXPECT(total > 0);
+  CUdevprop dprop;
+  CU_CHECK(cuDeviceGetProperties(&dprop, dev));
+  EXPECT(dprop.SIMDWidth == 32 && dprop.maxThreadsPerBlock >= 1024 && dprop.clockRate > 0);
+  size_t lin_max = 0;
+  CU_CHECK(cuDeviceGetTexture1DLinearMaxWidth(&lin_max, CU_AD_FORMAT_FLOAT, 1, dev));
+  EXPECT(lin_max > 0);
+  CU_CHECK(cuProfilerStart());
+  CU_CHECK(cuProfilerStop());
   int version = 0;
   CU_CHECK(cuDriverGetVersion(&version));
   EXPECT(version >= 13000);

@@ -383,6 +383,10 @@ CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache) {
   WH_INIT();
   return f && wh_guest_function_name(f) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
+CUresult cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig) {
+  WH_INIT();
+  return f && wh_guest_function_name(f) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
 CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t* offset, size_t* size) {
   WH_INIT();
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
