@@ -2,7 +2,7 @@
 // file, launches with kernelParams and with `extra`, 2D/3D copies, fills,
 // streams, events, occupancy, function attributes, libraries, globals, the
 // PTX linker. Every result is checked against the host.
-// Usage: wh_driver_test <kernels.fatbin> <kernels.ptx>
+// Usage: wh_driver_test <kernels.fatbin> <kernels.ptx> [kernels.cubin]
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -625,6 +625,28 @@ int main(int argc, char** argv) {
   CU_CHECK(cuTexObjectDestroy(tex));
   CU_CHECK(cuArrayDestroy(arr));
   CU_CHECK(cuMemFree(dtex));
+
+  // ---- a bare cubin (SASS only): a GPU runs it; the sim device, which
+  // interprets PTX, refuses it as an invalid image (never a silent load).
+  if (argc > 3) {
+    std::string cubin = read_all(argv[3]);
+    CUmodule cmod;
+    CUresult cr = cuModuleLoadData(&cmod, cubin.data());
+    if (cr == CUDA_SUCCESS) {
+      CUfunction csaxpy;
+      CU_CHECK(cuModuleGetFunction(&csaxpy, cmod, "saxpy"));
+      CU_CHECK(cuMemcpyHtoD(dy, hy.data(), n * sizeof(float)));
+      CU_CHECK(cuLaunchKernel(csaxpy, (n + 127) / 128, 1, 1, 128, 1, 1, 0, nullptr, args, nullptr));
+      CU_CHECK(cuMemcpyDtoH(out.data(), dy, n * sizeof(float)));
+      for (int i = 0; i < n; i++) EXPECT(out[i] == 3.0f * i + 2 * i);
+      CU_CHECK(cuModuleUnload(cmod));
+      std::printf("cubin: loaded and ran\n");
+    } else {
+      EXPECT(cr == CUDA_ERROR_INVALID_IMAGE);
+      CU_EXPECT(cuModuleLoad(&cmod, argv[3]), CUDA_ERROR_INVALID_IMAGE);
+      std::printf("cubin: refused as an invalid image (a SASS-only image on the sim device)\n");
+    }
+  }
 
   // ---- errors
   const char* ename = nullptr;
