@@ -677,6 +677,18 @@ int main(int argc, char** argv) {
   CU_EXPECT(cuLaunchKernel(saxpy, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_HANDLE);
   CU_EXPECT(cuFuncGetAttribute(&maxt, CU_FUNC_ATTRIBUTE_NUM_REGS, saxpy), CUDA_ERROR_INVALID_HANDLE);
   CU_CHECK(cuCtxSynchronize());  // and nothing was left behind for the next synchronising call
+  // A reset of the primary context ends its modules and allocations.
+  CUmodule rmod;
+  CU_CHECK(cuModuleLoadData(&rmod, ptx.c_str()));
+  CUfunction rfn;
+  CU_CHECK(cuModuleGetFunction(&rfn, rmod, "saxpy"));
+  CUdeviceptr rbuf;
+  CU_CHECK(cuMemAlloc(&rbuf, 64));
+  CU_CHECK(cuDevicePrimaryCtxReset(dev));
+  CU_EXPECT(cuLaunchKernel(rfn, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  CU_EXPECT(cuModuleGetFunction(&rfn, rmod, "saxpy"), CUDA_ERROR_INVALID_HANDLE);
+  CU_EXPECT(cuMemGetAddressRange(&base, &range, rbuf), CUDA_ERROR_NOT_FOUND);
+  CU_CHECK(cuDevicePrimaryCtxRetain(&primary, dev));
   CU_CHECK(cuDevicePrimaryCtxRelease(dev));
   std::printf("driver API test passed\n");
   return 0;

@@ -280,7 +280,11 @@ __attribute__((visibility("default"))) int wh_guest_module_global(void* module, 
 // checked against the records this library made.
 static KernelRec* kernel_record(void* fn) {
   std::lock_guard lk(rt().mu);
-  if (g_driver_functions.count(fn)) return static_cast<KernelRec*>(fn);
+  if (g_driver_functions.count(fn)) {
+    // Its module is gone after cudaDeviceReset / cuDevicePrimaryCtxReset.
+    auto* k = static_cast<KernelRec*>(fn);
+    return k->fb->module ? k : nullptr;
+  }
   // A runtime kernel (cudaGetKernel's cudaKernel_t passed as a CUkernel).
   for (auto& [host, k] : rt().kernels)
     if (k == fn) return k;
