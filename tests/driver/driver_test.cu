@@ -2,10 +2,12 @@
 // file, launches with kernelParams and with `extra`, 2D/3D copies, fills,
 // streams, events, occupancy, function attributes, libraries, globals, the
 // PTX linker. Every result is checked against the host.
-// Usage: wh_driver_test <kernels.fatbin> <kernels.ptx>
+// Usage: wh_driver_test <kernels.fatbin> <kernels.ptx> [kernels.cubin]
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#include <cudaProfiler.h>
 
 #include "check.hpp"
 
@@ -41,6 +43,14 @@ int main(int argc, char** argv) {
   size_t total = 0;
   CU_CHECK(cuDeviceTotalMem(&total, dev));
   EXPECT(total > 0);
+  CUdevprop dprop;
+  CU_CHECK(cuDeviceGetProperties(&dprop, dev));
+  EXPECT(dprop.SIMDWidth == 32 && dprop.maxThreadsPerBlock >= 1024 && dprop.clockRate > 0);
+  size_t lin_max = 0;
+  CU_CHECK(cuDeviceGetTexture1DLinearMaxWidth(&lin_max, CU_AD_FORMAT_FLOAT, 1, dev));
+  EXPECT(lin_max > 0);
+  CU_CHECK(cuProfilerStart());
+  CU_CHECK(cuProfilerStop());
   int version = 0;
   CU_CHECK(cuDriverGetVersion(&version));
   EXPECT(version >= 13000);
@@ -83,6 +93,14 @@ int main(int argc, char** argv) {
   CU_CHECK(cuModuleGetFunction(&saxpy, fmod, "saxpy"));
   CUfunction nope;
   CU_EXPECT(cuModuleGetFunction(&nope, fmod, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+  unsigned nfuncs = 0;
+  CU_CHECK(cuModuleGetFunctionCount(&nfuncs, fmod));
+  EXPECT(nfuncs == 5);  // saxpy, scale2d, mixed, tex_fetch, surf_fill
+  CUfunction all[5];
+  CU_CHECK(cuModuleEnumerateFunctions(all, 5, fmod));
+  bool found_saxpy = false;
+  for (CUfunction f : all) found_saxpy |= f == saxpy;
+  EXPECT(found_saxpy);
   const int n = 1000;
   std::vector<float> hx(n), hy(n), out(n);
   for (int i = 0; i < n; i++) hx[i] = float(i), hy[i] = float(2 * i);
@@ -164,6 +182,9 @@ int main(int argc, char** argv) {
   CU_CHECK(cuModuleLoadDataEx(&pmod, ptx.c_str(), 2, opts, vals));
   CUfunction scale2d;
   CU_CHECK(cuModuleGetFunction(&scale2d, pmod, "scale2d"));
+  unsigned nptx = 0;
+  CU_CHECK(cuModuleGetFunctionCount(&nptx, pmod));
+  EXPECT(nptx == 5);
   CUdeviceptr gscale;
   size_t gsize = 0;
   CU_CHECK(cuModuleGetGlobal(&gscale, &gsize, pmod, "g_scale"));
@@ -359,6 +380,9 @@ int main(int argc, char** argv) {
   CU_CHECK(cuLibraryGetKernel(&kern, lib, "scale2d"));
   CUfunction kfn;
   CU_CHECK(cuKernelGetFunction(&kfn, kern));
+  unsigned nkernels = 0;
+  CU_CHECK(cuLibraryGetKernelCount(&nkernels, lib));
+  EXPECT(nkernels == 5);
   CUdeviceptr counter;
   size_t csize = 0;
   CU_CHECK(cuLibraryGetGlobal(&counter, &csize, lib, "g_counter"));
@@ -455,6 +479,12 @@ int main(int argc, char** argv) {
   CUstreamCaptureStatus cst;
   CU_CHECK(cuStreamIsCapturing(cs, &cst));
   EXPECT(cst == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  cuuint64_t cap_id = 0;
+  CUgraph cap_graph = nullptr;
+  const CUgraphNode* cap_deps = nullptr;
+  size_t ncap_deps = 99;
+  CU_CHECK(cuStreamGetCaptureInfo(cs, &cst, &cap_id, &cap_graph, &cap_deps, nullptr, &ncap_deps));
+  EXPECT(cst == CU_STREAM_CAPTURE_STATUS_ACTIVE && cap_graph != nullptr && ncap_deps == 0);
   void* cargs[] = {&nn, &a, &dx, &dcap};  // dcap += 3 * x
   CU_CHECK(cuLaunchKernel(saxpy, (n + 127) / 128, 1, 1, 128, 1, 1, 0, cs, cargs, nullptr));
   CUgraph graph;
@@ -500,6 +530,14 @@ int main(int argc, char** argv) {
   CUgraphNodeType ntype;
   CU_CHECK(cuGraphNodeGetType(nkern, &ntype));
   EXPECT(ntype == CU_GRAPH_NODE_TYPE_KERNEL);
+  size_t nroots = 0;
+  CU_CHECK(cuGraphGetRootNodes(eg, nullptr, &nroots));
+  EXPECT(nroots == 1);
+  CUgraph eg_clone;
+  CU_CHECK(cuGraphClone(&eg_clone, eg));
+  CU_CHECK(cuGraphGetNodes(eg_clone, nullptr, &nnodes));
+  EXPECT(nnodes == 4);
+  CU_CHECK(cuGraphDestroy(eg_clone));
   CUDA_KERNEL_NODE_PARAMS kback = {};
   CU_CHECK(cuGraphKernelNodeGetParams(nkern, &kback));
   EXPECT(kback.func == saxpy && kback.blockDimX == 128);
@@ -588,6 +626,28 @@ int main(int argc, char** argv) {
   CU_CHECK(cuArrayDestroy(arr));
   CU_CHECK(cuMemFree(dtex));
 
+  // ---- a bare cubin (SASS only): a GPU runs it; the sim device, which
+  // interprets PTX, refuses it as an invalid image (never a silent load).
+  if (argc > 3) {
+    std::string cubin = read_all(argv[3]);
+    CUmodule cmod;
+    CUresult cr = cuModuleLoadData(&cmod, cubin.data());
+    if (cr == CUDA_SUCCESS) {
+      CUfunction csaxpy;
+      CU_CHECK(cuModuleGetFunction(&csaxpy, cmod, "saxpy"));
+      CU_CHECK(cuMemcpyHtoD(dy, hy.data(), n * sizeof(float)));
+      CU_CHECK(cuLaunchKernel(csaxpy, (n + 127) / 128, 1, 1, 128, 1, 1, 0, nullptr, args, nullptr));
+      CU_CHECK(cuMemcpyDtoH(out.data(), dy, n * sizeof(float)));
+      for (int i = 0; i < n; i++) EXPECT(out[i] == 3.0f * i + 2 * i);
+      CU_CHECK(cuModuleUnload(cmod));
+      std::printf("cubin: loaded and ran\n");
+    } else {
+      EXPECT(cr == CUDA_ERROR_INVALID_IMAGE);
+      CU_EXPECT(cuModuleLoad(&cmod, argv[3]), CUDA_ERROR_INVALID_IMAGE);
+      std::printf("cubin: refused as an invalid image (a SASS-only image on the sim device)\n");
+    }
+  }
+
   // ---- errors
   const char* ename = nullptr;
   const char* etext = nullptr;
@@ -617,6 +677,18 @@ int main(int argc, char** argv) {
   CU_EXPECT(cuLaunchKernel(saxpy, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_HANDLE);
   CU_EXPECT(cuFuncGetAttribute(&maxt, CU_FUNC_ATTRIBUTE_NUM_REGS, saxpy), CUDA_ERROR_INVALID_HANDLE);
   CU_CHECK(cuCtxSynchronize());  // and nothing was left behind for the next synchronising call
+  // A reset of the primary context ends its modules and allocations.
+  CUmodule rmod;
+  CU_CHECK(cuModuleLoadData(&rmod, ptx.c_str()));
+  CUfunction rfn;
+  CU_CHECK(cuModuleGetFunction(&rfn, rmod, "saxpy"));
+  CUdeviceptr rbuf;
+  CU_CHECK(cuMemAlloc(&rbuf, 64));
+  CU_CHECK(cuDevicePrimaryCtxReset(dev));
+  CU_EXPECT(cuLaunchKernel(rfn, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  CU_EXPECT(cuModuleGetFunction(&rfn, rmod, "saxpy"), CUDA_ERROR_INVALID_HANDLE);
+  CU_EXPECT(cuMemGetAddressRange(&base, &range, rbuf), CUDA_ERROR_NOT_FOUND);
+  CU_CHECK(cuDevicePrimaryCtxRetain(&primary, dev));
   CU_CHECK(cuDevicePrimaryCtxRelease(dev));
   std::printf("driver API test passed\n");
   return 0;

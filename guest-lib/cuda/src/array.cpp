@@ -117,6 +117,13 @@ CUresult res_of(const CUDA_RESOURCE_DESC* r, cudaResourceDesc* out, cudaChannelF
 
 extern "C" {
 
+CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t* w, CUarray_format f, unsigned channels, CUdevice d) {
+  WH_INIT();
+  cudaChannelFormatDesc desc;
+  if (!w || !desc_of(f, channels, &desc)) return CUDA_ERROR_INVALID_VALUE;
+  return rt(cudaDeviceGetTexture1DLinearMaxWidth(w, &desc, d));
+}
+
 CUresult cuArrayCreate_v2(CUarray* a, const CUDA_ARRAY_DESCRIPTOR* d) {
   WH_INIT();
   cudaChannelFormatDesc f;

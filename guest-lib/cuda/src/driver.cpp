@@ -1,7 +1,11 @@
 // Initialisation, devices, contexts, errors and cuGetProcAddress.
 #include "driver.hpp"
 
+#include <cuda_profiler_api.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -275,6 +279,46 @@ CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool) {
   return rt(cudaDeviceSetMemPool(d, reinterpret_cast<cudaMemPool_t>(pool)));
 }
 
+CUresult cuDeviceGetProperties(CUdevprop* p, CUdevice d) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = device_ok(d); r != CUDA_SUCCESS) return r;
+  cudaDeviceProp dp;
+  if (cudaError_t e = cudaGetDeviceProperties(&dp, d); e != cudaSuccess) return rt(e);
+  p->maxThreadsPerBlock = dp.maxThreadsPerBlock;
+  for (int i = 0; i < 3; i++) p->maxThreadsDim[i] = dp.maxThreadsDim[i], p->maxGridSize[i] = dp.maxGridSize[i];
+  p->sharedMemPerBlock = int(dp.sharedMemPerBlock);
+  p->totalConstantMemory = int(dp.totalConstMem);
+  p->SIMDWidth = dp.warpSize;
+  p->memPitch = int(std::min<size_t>(dp.memPitch, INT32_MAX));
+  p->regsPerBlock = dp.regsPerBlock;
+  p->textureAlign = int(dp.textureAlignment);
+  return cuDeviceGetAttribute(&p->clockRate, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, d);
+}
+
+// One device: no peer pairs (a device is not its own peer).
+CUresult cuDeviceGetP2PAttribute(int* v, CUdevice_P2PAttribute, CUdevice src, CUdevice dst) {
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = device_ok(src); r != CUDA_SUCCESS) return r;
+  if (CUresult r = device_ok(dst); r != CUDA_SUCCESS) return r;
+  return CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult cuDeviceGetExecAffinitySupport(int* v, CUexecAffinityType type, CUdevice d) {
+  if (!v || type >= CU_EXEC_AFFINITY_TYPE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = device_ok(d); r != CUDA_SUCCESS) return r;
+  *v = 0;  // no SM partitioning
+  return CUDA_SUCCESS;
+}
+
+CUresult cuProfilerStart(void) {
+  WH_INIT();
+  return rt(cudaProfilerStart());
+}
+CUresult cuProfilerStop(void) {
+  WH_INIT();
+  return rt(cudaProfilerStop());
+}
+
 // ---- the primary context
 CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) {
   if (!c) return CUDA_ERROR_INVALID_VALUE;
@@ -504,6 +548,18 @@ CUresult cuCtxSetCacheConfig(CUfunc_cache c) {
 CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
   WH_CTX();
   return rt(cudaDeviceGetStreamPriorityRange(least, greatest));
+}
+
+// Shared-memory bank configuration: fixed on current GPUs, accepted and ignored.
+CUresult cuCtxGetSharedMemConfig(CUsharedconfig* c) {
+  WH_CTX();
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  *c = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSetSharedMemConfig(CUsharedconfig c) {
+  WH_CTX();
+  return unsigned(c) <= CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuCtxResetPersistingL2Cache(void) {

@@ -25,6 +25,7 @@ void* wh_guest_connection(void);
 int wh_guest_module_load(const void* image, size_t size, void** module);
 int wh_guest_module_unload(void* module);
 int wh_guest_module_function(void* module, const char* name, void** fn);
+int wh_guest_module_function_names(void* module, const char** names, size_t cap, size_t* count);
 int wh_guest_module_global(void* module, const char* name, uint64_t* dptr, size_t* bytes);
 void* wh_guest_module_of(void* fn);
 const char* wh_guest_function_name(void* fn);

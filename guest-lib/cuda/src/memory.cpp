@@ -754,3 +754,73 @@ CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* t) {
 }
 
 }  // extern "C"
+
+// ---- capture queries and graph utilities: the runtime's (the driver's
+// structs share the runtime's layouts here).
+extern "C" {
+
+CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus* st, cuuint64_t* id, CUgraph* g,
+                                   const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* n) {
+  WH_INIT();
+  static_assert(sizeof(cuuint64_t) == sizeof(unsigned long long));
+  return rt(cudaStreamGetCaptureInfo(S(s), reinterpret_cast<cudaStreamCaptureStatus*>(st),
+                                     reinterpret_cast<unsigned long long*>(id), reinterpret_cast<cudaGraph_t*>(g),
+                                     reinterpret_cast<const cudaGraphNode_t**>(deps),
+                                     reinterpret_cast<const cudaGraphEdgeData**>(edges), n));
+}
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus* st, cuuint64_t* id, CUgraph* g,
+                                        const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* n) {
+  return cuStreamGetCaptureInfo_v3(s, st, id, g, deps, edges, n);
+}
+CUresult cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode* deps, const CUgraphEdgeData* edges, size_t n,
+                                              unsigned flags) {
+  WH_INIT();
+  return rt(cudaStreamUpdateCaptureDependencies(S(s), reinterpret_cast<cudaGraphNode_t*>(deps),
+                                                reinterpret_cast<const cudaGraphEdgeData*>(edges), n, flags));
+}
+CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream s, CUgraphNode* deps, const CUgraphEdgeData* edges,
+                                                   size_t n, unsigned flags) {
+  return cuStreamUpdateCaptureDependencies_v2(s, deps, edges, n, flags);
+}
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  WH_INIT();
+  return rt(cudaThreadExchangeStreamCaptureMode(reinterpret_cast<cudaStreamCaptureMode*>(mode)));
+}
+CUresult cuGraphInstantiateWithParams(CUgraphExec* x, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS* p) {
+  WH_INIT();
+  static_assert(sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) == sizeof(cudaGraphInstantiateParams));
+  return rt(cudaGraphInstantiateWithParams(reinterpret_cast<cudaGraphExec_t*>(x), reinterpret_cast<cudaGraph_t>(g),
+                                           reinterpret_cast<cudaGraphInstantiateParams*>(p)));
+}
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* x, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS* p) {
+  return cuGraphInstantiateWithParams(x, g, p);
+}
+CUresult cuGraphExecUpdate_v2(CUgraphExec x, CUgraph g, CUgraphExecUpdateResultInfo* info) {
+  WH_INIT();
+  static_assert(sizeof(CUgraphExecUpdateResultInfo) == sizeof(cudaGraphExecUpdateResultInfo));
+  return rt(cudaGraphExecUpdate(reinterpret_cast<cudaGraphExec_t>(x), reinterpret_cast<cudaGraph_t>(g),
+                                reinterpret_cast<cudaGraphExecUpdateResultInfo*>(info)));
+}
+CUresult cuGraphClone(CUgraph* out, CUgraph g) {
+  WH_INIT();
+  return rt(cudaGraphClone(reinterpret_cast<cudaGraph_t*>(out), reinterpret_cast<cudaGraph_t>(g)));
+}
+CUresult cuGraphGetRootNodes(CUgraph g, CUgraphNode* nodes, size_t* n) {
+  WH_INIT();
+  return rt(cudaGraphGetRootNodes(reinterpret_cast<cudaGraph_t>(g), reinterpret_cast<cudaGraphNode_t*>(nodes), n));
+}
+CUresult cuGraphNodeGetDependencies_v2(CUgraphNode node, CUgraphNode* deps, CUgraphEdgeData* edges, size_t* n) {
+  WH_INIT();
+  return rt(cudaGraphNodeGetDependencies(reinterpret_cast<cudaGraphNode_t>(node), reinterpret_cast<cudaGraphNode_t*>(deps),
+                                         reinterpret_cast<cudaGraphEdgeData*>(edges), n));
+}
+CUresult cuGraphDestroyNode(CUgraphNode node) {
+  WH_INIT();
+  return rt(cudaGraphDestroyNode(reinterpret_cast<cudaGraphNode_t>(node)));
+}
+CUresult cuGraphDebugDotPrint(CUgraph g, const char* path, unsigned flags) {
+  WH_INIT();
+  return rt(cudaGraphDebugDotPrint(reinterpret_cast<cudaGraph_t>(g), path, flags));
+}
+
+}  // extern "C"

@@ -276,6 +276,26 @@ CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
 CUresult cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule m, const char* name) {
   return global_of(m, name, dptr, bytes);
 }
+CUresult cuModuleGetFunctionCount(unsigned* count, CUmodule m) {
+  WH_INIT();
+  if (!count) return CUDA_ERROR_INVALID_VALUE;
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  size_t n = 0;
+  if (int e = wh_guest_module_function_names(m, nullptr, 0, &n); e != cudaSuccess) return cu(cudaError_t(e));
+  *count = unsigned(n);
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleEnumerateFunctions(CUfunction* fns, unsigned cap, CUmodule m) {
+  WH_INIT();
+  if (!fns || !cap) return CUDA_ERROR_INVALID_VALUE;
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  std::vector<const char*> names(cap);
+  size_t n = 0;
+  if (int e = wh_guest_module_function_names(m, names.data(), cap, &n); e != cudaSuccess) return cu(cudaError_t(e));
+  for (size_t i = 0; i < cap && i < n; i++)
+    if (CUresult r = function_of(m, names[i], reinterpret_cast<void**>(&fns[i])); r != CUDA_SUCCESS) return r;
+  return CUDA_SUCCESS;
+}
 CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
   WH_INIT();
   if (!mode) return CUDA_ERROR_INVALID_VALUE;
@@ -307,6 +327,12 @@ CUresult cuLibraryGetModule(CUmodule* m, CUlibrary lib) {
 }
 CUresult cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, const char* name) {
   return global_of(lib, name, dptr, bytes);
+}
+CUresult cuLibraryGetKernelCount(unsigned* count, CUlibrary lib) {
+  return cuModuleGetFunctionCount(count, reinterpret_cast<CUmodule>(lib));
+}
+CUresult cuLibraryEnumerateKernels(CUkernel* ks, unsigned cap, CUlibrary lib) {
+  return cuModuleEnumerateFunctions(reinterpret_cast<CUfunction*>(ks), cap, reinterpret_cast<CUmodule>(lib));
 }
 CUresult cuKernelGetFunction(CUfunction* f, CUkernel k) {
   WH_INIT();
@@ -354,6 +380,10 @@ CUresult cuKernelGetParamInfo(CUkernel k, size_t index, size_t* offset, size_t* 
 CUresult cuFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction f) { return func_attr(v, a, f); }
 CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) { return func_set_attr(f, a, v); }
 CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache) {
+  WH_INIT();
+  return f && wh_guest_function_name(f) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+CUresult cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig) {
   WH_INIT();
   return f && wh_guest_function_name(f) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }

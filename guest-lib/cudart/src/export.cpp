@@ -217,6 +217,51 @@ __attribute__((visibility("default"))) int wh_guest_module_function(void* module
   return cudaSuccess;
 }
 
+// The names of a driver module's kernels, from its image (the cubin's
+// .nv.info, else the PTX .entry lists), found once. *count gets their
+// number; the first `cap` go to `names` (valid while the module is).
+__attribute__((visibility("default"))) int wh_guest_module_function_names(void* module, const char** names,
+                                                                          size_t cap, size_t* count) {
+  if (!count || (cap && !names)) return cudaErrorInvalidValue;
+  Fatbin* fb = driver_module(module);
+  if (!fb) return cudaErrorInvalidResourceHandle;
+  std::lock_guard lk(g_load_mu);
+  if (!fb->names_known) {
+    fb->names_known = true;
+    std::map<std::string, std::vector<wh::fatbin::ParamInfo>> found;
+    std::string err;
+    uint32_t magic;
+    std::memcpy(&magic, fb->image, sizeof magic);
+    const auto* b = fb->image;
+    if (magic == wh::fatbin::kFatbinMagic) {
+      std::vector<wh::fatbin::Entry> entries;
+      if (wh::fatbin::parse(fb->image, fb->size, entries, &err)) {
+        for (auto& e : entries)
+          if (e.kind == wh::fatbin::Entry::ELF && wh::fatbin::cubin_kernel_params(e.bytes, found, &err)) break;
+        if (found.empty())
+          for (auto& e : entries)
+            if (e.kind == wh::fatbin::Entry::PTX &&
+                wh::fatbin::ptx_kernel_params(
+                    std::string_view(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size()), found, &err))
+              break;
+      }
+    } else if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') {
+      wh::fatbin::cubin_kernel_params(fb->rdc_image, found, &err);
+    } else {
+      const char* p = reinterpret_cast<const char*>(fb->image);
+      for (size_t i = 0; i < fb->size;) {
+        size_t n = strnlen(p + i, fb->size - i);
+        if (n) wh::fatbin::ptx_kernel_params(std::string_view(p + i, n), found, &err);
+        i += n + 1;
+      }
+    }
+    for (auto& [name, ps] : found) fb->kernel_names.push_back(name);
+  }
+  *count = fb->kernel_names.size();
+  for (size_t i = 0; i < cap && i < fb->kernel_names.size(); i++) names[i] = fb->kernel_names[i].c_str();
+  return cudaSuccess;
+}
+
 // A module variable: its device address and size (cuModuleGetGlobal).
 __attribute__((visibility("default"))) int wh_guest_module_global(void* module, const char* name, uint64_t* dptr,
                                                                   size_t* bytes) {
@@ -238,7 +283,11 @@ __attribute__((visibility("default"))) int wh_guest_module_global(void* module, 
 // checked against the records this library made.
 static KernelRec* kernel_record(void* fn) {
   std::lock_guard lk(rt().mu);
-  if (g_driver_functions.count(fn)) return static_cast<KernelRec*>(fn);
+  if (g_driver_functions.count(fn)) {
+    // Its module is gone after cudaDeviceReset / cuDevicePrimaryCtxReset.
+    auto* k = static_cast<KernelRec*>(fn);
+    return k->fb->module ? k : nullptr;
+  }
   // A runtime kernel (cudaGetKernel's cudaKernel_t passed as a CUkernel).
   for (auto& [host, k] : rt().kernels)
     if (k == fn) return k;

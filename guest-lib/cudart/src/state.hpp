@@ -40,6 +40,8 @@ struct Fatbin {
   // functions by name, each looked up once.
   bool driver = false;
   std::map<std::string, struct KernelRec*> functions;
+  bool names_known = false;
+  std::vector<std::string> kernel_names;  // its kernels (cuModuleEnumerateFunctions)
 };
 
 struct KernelRec {

@@ -17,6 +17,7 @@
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/fft.hpp"
+#include "vendor_lib.hpp"
 
 namespace wh::server {
 
@@ -88,9 +89,12 @@ struct Driver {
 #undef WH_CU_PTR
   void* lib = nullptr;
   bool load(std::string* err) {
-    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    // Never Wormhole's own guest libcuda.so.1 (on the server's library
+    // path it would forward the server's calls back to a server).
+    std::string why;
+    lib = open_vendor_library("libcuda.so.1", &why);
     if (!lib) {
-      if (err) *err = std::string("no CUDA driver: ") + dlerror();
+      if (err) *err = "no CUDA driver: " + why;
       return false;
     }
 #define WH_CU_LOAD(fn, sym)                                            \
