@@ -16,6 +16,7 @@
 
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
+#include "wormhole/server/blaslt.hpp"
 #include "wormhole/server/fft.hpp"
 
 namespace wh::server {
@@ -127,6 +128,7 @@ class CudaContext final : public Context {
   ~CudaContext() override {
     blas_.reset();  // cuBLAS handles and cuFFT plans before the context they live in
     fft_.reset();
+    blaslt_.reset();
     d_.cuCtxSetCurrent(ctx_);
     if (mapped_) d_.cuMemHostUnregister(mapped_);
     // Pools belong to the device, not to the context: give back what ours
@@ -487,6 +489,10 @@ class CudaContext final : public Context {
     if (!fft_) fft_ = make_cuda_fft([this] { cur(); }, err);
     return fft_.get();
   }
+  BlasLt* blaslt(std::string* err) override {
+    if (!blaslt_) blaslt_ = make_cuda_blaslt([this] { cur(); }, err);
+    return blaslt_.get();
+  }
 
  private:
   Driver& d_;
@@ -500,6 +506,7 @@ class CudaContext final : public Context {
   void* mapped_ = nullptr;
   std::unique_ptr<Blas> blas_;  // libcublas.so.13 (cuda_blas.cpp), on first use
   std::unique_ptr<Fft> fft_;    // libcufft.so.12 (cuda_fft.cpp), on first use
+  std::unique_ptr<BlasLt> blaslt_;  // libcublasLt.so.13 (cuda_blaslt.cpp), on first use
 };
 
 class CudaBackend final : public Backend {
