@@ -140,6 +140,25 @@ def seeds():
           struct.pack("<iiiIIIII", 16, 16, 16, 0, 0, 0, 0, 0))
     s.req("BlasDestroy", q(ref(h)))
     out["blas"] = s.b
+    # cuBLASLt: a handle, a 16x16 fp32 matmul with a bias + ReLU (mask in
+    # aux) epilogue, then the backward DReLU with a bias gradient.
+    s = Seq()
+    h = s.req("LtCreate", resp_words=2)
+    a = s.req("Malloc", q(4096), resp_words=1)
+    d = s.req("Malloc", q(4096), resp_words=1)
+    aux = s.req("Malloc", q(1024), resp_words=1)
+    one = struct.unpack("<I", struct.pack("<f", 1.0))[0]
+
+    def lt(epilogue):
+        return (q(ref(h), 0, one, 0, ref(a), ref(a), ref(d), ref(d), ref(a, 1024), ref(aux), 0, 0) +
+                struct.pack("<20q", *([16, 16, 16, 0] * 4 + [128, 0, 0, 0])) +
+                struct.pack("<16i", 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 68, 0, -1, -1) +
+                struct.pack("<6I", 0, 1, epilogue, 0, 0, 0))
+    s.req("LtMatmul", lt(2 | 4 | 128))
+    s.req("LtMatmul", lt(8 | 128 | 16))
+    s.req("DeviceSynchronize")
+    s.req("LtDestroy", q(ref(h)))
+    out["blaslt"] = s.b
     # Graphs: a node list (kernel, 4-byte memset, event record, a segment
     # split, copy to the data area, event wait) instantiated, launched
     # segment by segment, a kernel node updated, the list re-sent through
