@@ -12,6 +12,8 @@
 //   5. the heuristic query, algorithm ids/init/check/config/caps and the
 //      descriptor attributes round trip;
 //   6. cublasSgemm (libcublas) and cublasLtMatmul agree in one program;
+//   7. cublasLtMatrixTransform: COL fp32 + transposed B into ROW fp16, and
+//      a batched alpha * A (no B) in place;
 // plus the synchronous refusals of bad arguments.
 // Tolerances, relative to the largest magnitude of each reference: bf16
 // outputs 1e-2 (bf16 keeps 8 significant bits: 2^-8 = 3.9e-3 per rounding),
@@ -488,6 +490,51 @@ static void test_with_cublas(cublasLtHandle_t lt) {
   cudaFree(dA), cudaFree(dB), cudaFree(d1), cudaFree(d2);
 }
 
+// 7. Matrix transforms.
+static void test_transform(cublasLtHandle_t lt) {
+  const int m = 19, n = 13, batch = 3;
+  std::vector<float> A(size_t(m) * n * batch), B(size_t(n) * m);
+  for (auto& x : A) x = rnd();
+  for (auto& x : B) x = rnd();
+  auto *dA = dev_copy(A), *dB = dev_copy(B);
+  __half* dC;
+  CK(cudaMalloc(&dC, size_t(m) * n * 2));
+  cublasLtMatrixTransformDesc_t t;
+  CB(cublasLtMatrixTransformDescCreate(&t, CUDA_R_32F));
+  int32_t tb = CUBLAS_OP_T;
+  CB(cublasLtMatrixTransformDescSetAttribute(t, CUBLASLT_MATRIX_TRANSFORM_DESC_TRANSB, &tb, sizeof(tb)));
+  auto la = layout(CUDA_R_32F, m, n, m), lb = layout(CUDA_R_32F, n, m, n),
+       lc = layout(CUDA_R_16F, m, n, n, 1, 0, CUBLASLT_ORDER_ROW);
+  const float alpha = 2.f, beta = 0.5f;
+  CB(cublasLtMatrixTransform(lt, t, &alpha, dA, la, &beta, dB, lb, dC, lc, 0));
+  CK(cudaDeviceSynchronize());
+  auto C = host_copy(dC, size_t(m) * n);
+  std::vector<float> got(C.size()), want(C.size());
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      want[size_t(i) * n + j] = 2.f * A[size_t(j) * m + i] + 0.5f * B[size_t(i) * n + j];
+      got[size_t(i) * n + j] = __half2float(C[size_t(i) * n + j]);
+    }
+  double e = rel_err(got, want);
+  check(e <= 2e-3, "MatrixTransform: 2 A + 0.5 B^T, COL fp32 into ROW fp16", e, 2e-3);
+  // alpha * A in place over three batches, no B.
+  auto lab = layout(CUDA_R_32F, m, n, m, batch, int64_t(m) * n);
+  const float a3 = -3.f, zero = 0.f;
+  CB(cublasLtMatrixTransform(lt, t, &a3, dA, lab, &zero, nullptr, nullptr, dA, lab, 0));
+  CK(cudaDeviceSynchronize());
+  auto A2 = host_copy(dA, A.size());
+  std::vector<float> wa(A.size());
+  for (size_t i = 0; i < A.size(); i++) wa[i] = -3.f * A[i];
+  e = rel_err(A2, wa);
+  check(e <= 1e-6, "MatrixTransform: -3 A in place, 3 batches, B NULL", e, 1e-6);
+  expect_status(cublasLtMatrixTransform(lt, t, &a3, dA, lab, &beta, nullptr, nullptr, dA, lab, 0),
+                CUBLAS_STATUS_INVALID_VALUE, "MatrixTransform: B NULL with a nonzero beta");
+  cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatrixLayoutDestroy(lab);
+  cublasLtMatrixTransformDescDestroy(t);
+  cudaFree(dA), cudaFree(dB), cudaFree(dC);
+}
+
 // Refused at once, with cuBLASLt's status; nothing reaches the device.
 static void test_refusals(cublasLtHandle_t lt) {
   float* d;
@@ -538,6 +585,7 @@ int main() {
   test_transposes(lt, stream);
   test_queries(lt);
   test_with_cublas(lt);
+  test_transform(lt);
   test_refusals(lt);
   CK(cudaStreamDestroy(stream));
   CK(cudaFree(ws));

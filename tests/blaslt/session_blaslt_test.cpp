@@ -269,6 +269,40 @@ TEST_F(Fixture, EveryRangeIsChecked) {
   EXPECT_EQ(with([](LtMatmulReq& r) { r.stream = 0xdeadbeef; }), cudaErrorInvalidResourceHandle);
 }
 
+TEST_F(Fixture, TransformChecksEveryRange) {
+  auto t = [&](auto f) {
+    LtTransformReq r{};
+    r.handle = h;
+    r.alpha = fbits(2.f), r.beta = fbits(1.f);
+    r.A = dA, r.B = dD, r.C = dC;  // dA holds M x K >= M x N; dD N x M transposed
+    r.a_rows = M, r.a_cols = N, r.a_ld = M;
+    r.b_rows = N, r.b_cols = M, r.b_ld = N, r.transb = 1;
+    r.c_rows = M, r.c_cols = N, r.c_ld = M;
+    r.a_batch = r.b_batch = r.c_batch = 1;
+    r.a_type = r.b_type = r.c_type = r.scale_type = kLtR32F;
+    f(r);
+    int32_t st = run<Op::LtTransform>(r);
+    int32_t later = sync();
+    return st ? st : later;
+  };
+  EXPECT_EQ(t([](LtTransformReq&) {}), kOk);
+  EXPECT_EQ(t([](LtTransformReq& r) { r.handle ^= 1; }), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(t([](LtTransformReq& r) { r.C += 4; }), cudaErrorInvalidValue);
+  EXPECT_EQ(t([](LtTransformReq& r) { r.B = 0; }), cudaErrorInvalidValue);           // beta is not zero
+  EXPECT_EQ(t([](LtTransformReq& r) { r.B = 0, r.beta = 0; }), kOk);                // alpha A only
+  EXPECT_EQ(t([](LtTransformReq& r) { r.transb = 0; }), cudaErrorInvalidValue);      // op(B) is N x M
+  EXPECT_EQ(t([](LtTransformReq& r) { r.c_ld = M + 1; }), cudaErrorInvalidValue);    // past dC
+  EXPECT_EQ(t([](LtTransformReq& r) { r.c_order = 2; }), cudaErrorNotSupported);
+  EXPECT_EQ(t([](LtTransformReq& r) { r.a_type = 28; }), cudaErrorNotSupported);
+  EXPECT_EQ(t([](LtTransformReq& r) { r.scale_type = kLtR16F; }), cudaErrorNotSupported);
+  EXPECT_EQ(t([](LtTransformReq& r) { r.pad = 1; }), cudaErrorInvalidValue);
+  EXPECT_EQ(t([](LtTransformReq& r) { r.a_batch = r.b_batch = r.c_batch = 2, r.c_stride = M * N; }),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(t([&](LtTransformReq& r) { r.pointer_mode = kLtPtrDevice, r.alpha = dscal, r.beta = dscal + 8; }),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(t([&](LtTransformReq& r) { r.pointer_mode = kLtPtrDevice, r.alpha = dscal, r.beta = dscal + 4; }), kOk);
+}
+
 // A misaligned operand inside its allocation faults as on a GPU (a sticky
 // error: the session's context is unusable afterwards, so it goes last).
 TEST_F(Fixture, MisalignedOperandFaults) {

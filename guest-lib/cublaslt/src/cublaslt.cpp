@@ -242,6 +242,27 @@ Pref* pref_of(cublasLtMatmulPreference_t p) {
   return q && q->magic == kPrefMagic ? q : nullptr;
 }
 
+// ---------------------------------------------------------------- transform descriptor
+
+struct TDesc {
+  uint32_t magic;
+  int32_t scale_type, pointer_mode, transa, transb;
+};
+static_assert(sizeof(TDesc) <= sizeof(cublasLtMatrixTransformDescOpaque_t));
+constexpr uint32_t kTDescMagic = 0x4c545444;
+
+const Attr kTDescAttrs[] = {
+    WH_ATTR(CUBLASLT_MATRIX_TRANSFORM_DESC_SCALE_TYPE, TDesc, scale_type),
+    WH_ATTR(CUBLASLT_MATRIX_TRANSFORM_DESC_POINTER_MODE, TDesc, pointer_mode),
+    WH_ATTR(CUBLASLT_MATRIX_TRANSFORM_DESC_TRANSA, TDesc, transa),
+    WH_ATTR(CUBLASLT_MATRIX_TRANSFORM_DESC_TRANSB, TDesc, transb),
+};
+
+TDesc* tdesc_of(cublasLtMatrixTransformDesc_t d) {
+  auto* p = reinterpret_cast<TDesc*>(d);
+  return p && p->magic == kTDescMagic ? p : nullptr;
+}
+
 // ---------------------------------------------------------------- algorithm
 
 // The sim device's one algorithm, in cublasLtMatmulAlgo_t's 64 bytes.
@@ -788,6 +809,103 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
   r.stream = reinterpret_cast<uint64_t>(stream);
   r.algo = 0;
   return status(post<Op::LtMatmul>(r));
+}
+
+// ---------------------------------------------------------------- matrix transform
+
+cublasStatus_t cublasLtMatrixTransformDescInit_internal(cublasLtMatrixTransformDesc_t transformDesc, size_t size,
+                                                        cudaDataType scaleType) {
+  if (!transformDesc || size < sizeof(cublasLtMatrixTransformDescOpaque_t)) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memset(transformDesc, 0, sizeof(cublasLtMatrixTransformDescOpaque_t));
+  TDesc* d = reinterpret_cast<TDesc*>(transformDesc);
+  d->magic = kTDescMagic;
+  d->scale_type = scaleType;
+  d->pointer_mode = CUBLASLT_POINTER_MODE_HOST;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixTransformDescCreate(cublasLtMatrixTransformDesc_t* transformDesc,
+                                                 cudaDataType scaleType) {
+  if (!transformDesc) return CUBLAS_STATUS_INVALID_VALUE;
+  auto* d = new (std::nothrow) cublasLtMatrixTransformDescOpaque_t;
+  if (!d) return CUBLAS_STATUS_ALLOC_FAILED;
+  cublasLtMatrixTransformDescInit_internal(d, sizeof(*d), scaleType);
+  *transformDesc = d;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixTransformDescDestroy(cublasLtMatrixTransformDesc_t transformDesc) {
+  TDesc* d = tdesc_of(transformDesc);
+  if (!d) return transformDesc ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_SUCCESS;
+  d->magic = 0;
+  delete transformDesc;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixTransformDescSetAttribute(cublasLtMatrixTransformDesc_t transformDesc,
+                                                       cublasLtMatrixTransformDescAttributes_t attr, const void* buf,
+                                                       size_t sizeInBytes) {
+  TDesc* d = tdesc_of(transformDesc);
+  return d ? attr_set(d, kTDescAttrs, attr, buf, sizeInBytes) : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatrixTransformDescGetAttribute(cublasLtMatrixTransformDesc_t transformDesc,
+                                                       cublasLtMatrixTransformDescAttributes_t attr, void* buf,
+                                                       size_t sizeInBytes, size_t* sizeWritten) {
+  const TDesc* d = tdesc_of(transformDesc);
+  return d ? attr_get(d, kTDescAttrs, attr, buf, sizeInBytes, sizeWritten) : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatrixTransform(cublasLtHandle_t handle, cublasLtMatrixTransformDesc_t transformDesc,
+                                       const void* alpha, const void* A, cublasLtMatrixLayout_t Adesc,
+                                       const void* beta, const void* B, cublasLtMatrixLayout_t Bdesc, void* C,
+                                       cublasLtMatrixLayout_t Cdesc, cudaStream_t stream) {
+  if (!valid_handle(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  const TDesc* d = tdesc_of(transformDesc);
+  const Layout *a = layout_of(Adesc), *b = layout_of(Bdesc), *c = layout_of(Cdesc);
+  if (!d || !a || !c || (B && !b)) return CUBLAS_STATUS_INVALID_VALUE;
+  for (const Layout* l : {a, b, c})
+    if (l && (l->plane_offset || l->batch_mode)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  LtTransformReq r{};
+  r.handle = handle->server;
+  r.stream = reinterpret_cast<uint64_t>(stream);
+  r.scale_type = d->scale_type;
+  r.pointer_mode = uint32_t(d->pointer_mode);
+  r.transa = uint32_t(d->transa), r.transb = uint32_t(d->transb);
+  if (d->pointer_mode == CUBLASLT_POINTER_MODE_HOST) {
+    if (!alpha || !beta || d->scale_type != CUDA_R_32F) return d->scale_type != CUDA_R_32F
+                                                                  ? CUBLAS_STATUS_NOT_SUPPORTED
+                                                                  : CUBLAS_STATUS_INVALID_VALUE;
+    uint32_t ab, bb;
+    std::memcpy(&ab, alpha, 4);
+    std::memcpy(&bb, beta, 4);
+    float bf;
+    std::memcpy(&bf, &bb, 4);
+    r.alpha = ab;
+    r.beta = bf == 0.f ? 0 : bb;  // -0.0 is a zero too
+  } else {
+    r.alpha = reinterpret_cast<uint64_t>(alpha);
+    r.beta = reinterpret_cast<uint64_t>(beta);
+  }
+  auto put = [](const Layout* l, const void* p, uint64_t* ptr, int64_t* rows, int64_t* cols, int64_t* ld,
+                int64_t* stride, int32_t* type, int32_t* order, int32_t* batch) {
+    *ptr = reinterpret_cast<uint64_t>(p);
+    *rows = l->rows > uint64_t(INT64_MAX) ? -1 : int64_t(l->rows);
+    *cols = l->cols > uint64_t(INT64_MAX) ? -1 : int64_t(l->cols);
+    *ld = l->ld, *stride = l->stride, *type = int32_t(l->type), *order = l->order, *batch = l->batch;
+  };
+  put(a, A, &r.A, &r.a_rows, &r.a_cols, &r.a_ld, &r.a_stride, &r.a_type, &r.a_order, &r.a_batch);
+  if (b) put(b, B, &r.B, &r.b_rows, &r.b_cols, &r.b_ld, &r.b_stride, &r.b_type, &r.b_order, &r.b_batch);
+  put(c, C, &r.C, &r.c_rows, &r.c_cols, &r.c_ld, &r.c_stride, &r.c_type, &r.c_order, &r.c_batch);
+  // B absent, or its layout given without a pointer: only alpha op(A),
+  // which needs a zero beta.
+  if (!B) {
+    r.B = 0;
+    if (d->pointer_mode != CUBLASLT_POINTER_MODE_HOST || r.beta != 0) return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  LtTransformShape s;
+  if (cublasStatus_t st = status(lt_transform_check(r, &s)); st != CUBLAS_STATUS_SUCCESS) return st;
+  return status(post<Op::LtTransform>(r));
 }
 
 }  // extern "C"

@@ -34,7 +34,11 @@ using namespace wh::proto;
   X(cublasLtMatrixLayoutCreate)      \
   X(cublasLtMatrixLayoutDestroy)     \
   X(cublasLtMatrixLayoutSetAttribute) \
-  X(cublasLtMatmul)
+  X(cublasLtMatmul)                  \
+  X(cublasLtMatrixTransformDescCreate) \
+  X(cublasLtMatrixTransformDescDestroy) \
+  X(cublasLtMatrixTransformDescSetAttribute) \
+  X(cublasLtMatrixTransform)
 
 struct Lib {
 #define WH_PTR(fn) decltype(&::fn) fn = nullptr;
@@ -167,6 +171,53 @@ class CudaBlasLt final : public BlasLt {
                           reinterpret_cast<const void*>(r.B), o.lay[1], beta, reinterpret_cast<const void*>(r.C),
                           o.lay[2], reinterpret_cast<void*>(r.D), o.lay[3], nullptr,
                           reinterpret_cast<void*>(r.workspace), size_t(r.workspace_size), stream);
+    return map(st);
+  }
+
+  Err transform(LtHandle& lh, Stream* s, const LtTransformReq& r, const LtTransformShape& sh) override {
+    auto& h = static_cast<CuLtHandle&>(lh);
+    make_current_();
+    Lib& L = lib();
+    struct Objects {
+      cublasLtMatrixTransformDesc_t desc = nullptr;
+      cublasLtMatrixLayout_t lay[3] = {nullptr, nullptr, nullptr};
+      ~Objects() {
+        for (auto l : lay)
+          if (l) lib().cublasLtMatrixLayoutDestroy(l);
+        if (desc) lib().cublasLtMatrixTransformDescDestroy(desc);
+      }
+    } o;
+    cublasStatus_t st = L.cublasLtMatrixTransformDescCreate(&o.desc, cudaDataType(r.scale_type));
+    auto set = [&](cublasLtMatrixTransformDescAttributes_t a, int32_t v) {
+      if (st == CUBLAS_STATUS_SUCCESS) st = L.cublasLtMatrixTransformDescSetAttribute(o.desc, a, &v, sizeof(v));
+    };
+    set(CUBLASLT_MATRIX_TRANSFORM_DESC_POINTER_MODE, int32_t(r.pointer_mode));
+    set(CUBLASLT_MATRIX_TRANSFORM_DESC_TRANSA, int32_t(r.transa));
+    set(CUBLASLT_MATRIX_TRANSFORM_DESC_TRANSB, int32_t(r.transb));
+    const LtOperand ops[3] = {{r.A, r.a_rows, r.a_cols, r.a_ld, r.a_stride, r.a_type, r.a_order, r.a_batch},
+                              {r.B, r.b_rows, r.b_cols, r.b_ld, r.b_stride, r.b_type, r.b_order, r.b_batch},
+                              {r.C, r.c_rows, r.c_cols, r.c_ld, r.c_stride, r.c_type, r.c_order, r.c_batch}};
+    for (int i = 0; i < 3; i++) {
+      if (i == 1 && !sh.use_b) continue;
+      const LtOperand& x = ops[i];
+      if (st == CUBLAS_STATUS_SUCCESS)
+        st = L.cublasLtMatrixLayoutCreate(&o.lay[i], cudaDataType(x.type), uint64_t(x.rows), uint64_t(x.cols), x.ld);
+      auto lset = [&](cublasLtMatrixLayoutAttribute_t a, const auto& v) {
+        if (st == CUBLAS_STATUS_SUCCESS) st = L.cublasLtMatrixLayoutSetAttribute(o.lay[i], a, &v, sizeof(v));
+      };
+      lset(CUBLASLT_MATRIX_LAYOUT_ORDER, x.order);
+      lset(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, x.batch);
+      lset(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, x.stride);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) return map(st);
+    const bool host = r.pointer_mode == kLtPtrHost;
+    const uint64_t alpha_bits = r.alpha, beta_bits = r.beta;
+    const void* alpha = host ? static_cast<const void*>(&alpha_bits) : reinterpret_cast<const void*>(r.alpha);
+    const void* beta = host ? static_cast<const void*>(&beta_bits) : reinterpret_cast<const void*>(r.beta);
+    cudaStream_t stream = s ? static_cast<cudaStream_t>(s->native()) : nullptr;
+    st = L.cublasLtMatrixTransform(h.h, o.desc, alpha, reinterpret_cast<const void*>(r.A), o.lay[0], beta,
+                                   sh.use_b ? reinterpret_cast<const void*>(r.B) : nullptr, o.lay[1],
+                                   reinterpret_cast<void*>(r.C), o.lay[2], stream);
     return map(st);
   }
 

@@ -185,6 +185,46 @@ class SimBlasLt final : public BlasLt {
     return cudaSuccess;
   }
 
+  // C = alpha op(A) + beta op(B), per batch; op(A) and op(B) are read in
+  // full before C is written, so C may be A or B (in place).
+  Err transform(LtHandle&, Stream*, const LtTransformReq& r, const LtTransformShape& s) override {
+    const int ea = lt_type_size(r.a_type), eb = lt_type_size(r.b_type), ec = lt_type_size(r.c_type);
+    if (r.A % uint64_t(ea) || (s.use_b && r.B % uint64_t(eb)) || r.C % uint64_t(ec) ||
+        (s.alpha_bytes && (r.alpha % 4 || r.beta % 4)))
+      return cudaErrorMisalignedAddress;
+    const uint8_t* A = ctx_.host_view(r.A, s.a_bytes);
+    const uint8_t* B = s.use_b ? ctx_.host_view(r.B, s.b_bytes) : nullptr;
+    uint8_t* C = ctx_.host_view(r.C, s.c_bytes);
+    const uint8_t* al = s.alpha_bytes ? ctx_.host_view(r.alpha, 4) : nullptr;
+    const uint8_t* be = s.beta_bytes ? ctx_.host_view(r.beta, 4) : nullptr;
+    if (!A || (s.use_b && !B) || !C || (s.alpha_bytes && (!al || !be))) return cudaErrorIllegalAddress;
+    float alpha, beta = 0;
+    if (al) {
+      alpha = load(al, kLtR32F, 0), beta = load(be, kLtR32F, 0);
+    } else {
+      const uint32_t ab = uint32_t(r.alpha), bb = uint32_t(r.beta);
+      std::memcpy(&alpha, &ab, 4);
+      std::memcpy(&beta, &bb, 4);
+    }
+    const int64_t m = s.m, n = s.n;
+    std::vector<float> out(size_t(m * n));
+    for (int32_t b = 0; b < s.batch; b++) {
+      const uint8_t* Ab = A + uint64_t(b) * uint64_t(r.a_stride) * uint64_t(ea);
+      const uint8_t* Bb = B ? B + uint64_t(b) * uint64_t(r.b_stride) * uint64_t(eb) : nullptr;
+      uint8_t* Cb = C + uint64_t(b) * uint64_t(r.c_stride) * uint64_t(ec);
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < m; i++) {
+          float v = alpha * load(Ab, r.a_type, r.transa ? at(r.a_order, r.a_ld, j, i) : at(r.a_order, r.a_ld, i, j));
+          if (Bb && beta != 0.f)
+            v += beta * load(Bb, r.b_type, r.transb ? at(r.b_order, r.b_ld, j, i) : at(r.b_order, r.b_ld, i, j));
+          out[size_t(j * m + i)] = v;
+        }
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < m; i++) store(Cb, r.c_type, at(r.c_order, r.c_ld, i, j), out[size_t(j * m + i)]);
+    }
+    return cudaSuccess;
+  }
+
  private:
   Context& ctx_;
 };

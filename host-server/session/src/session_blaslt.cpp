@@ -58,4 +58,25 @@ int32_t Session::on_LtMatmul(const LtMatmulReq& rq, std::span<const uint8_t>, Lt
   return lt->matmul(*e->h, st, rq, s);
 }
 
+int32_t Session::on_LtTransform(const LtTransformReq& rq, std::span<const uint8_t>, LtTransformResp&,
+                                std::vector<uint8_t>&) {
+  LtEntry* e = lt_handles_.get(rq.handle);
+  if (!e) return cudaErrorInvalidResourceHandle;
+  LtTransformShape s;
+  switch (lt_transform_check(rq, &s)) {
+    case LtCheck::Ok: break;
+    case LtCheck::NotSupported: return cudaErrorNotSupported;
+    default: return cudaErrorInvalidValue;
+  }
+  if (!device_range(rq.A, s.a_bytes) || (s.use_b && !device_range(rq.B, s.b_bytes)) ||
+      !device_range(rq.C, s.c_bytes) || !device_range(rq.alpha, s.alpha_bytes) ||
+      !device_range(rq.beta, s.beta_bytes))
+    return cudaErrorInvalidValue;
+  Stream* st;
+  if (Err r = resolve_stream(rq.stream, &st); r != cudaSuccess) return r;
+  BlasLt* lt = ctx_->blaslt(nullptr);
+  if (!lt) return cudaErrorNotSupported;
+  return lt->transform(*e->h, st, rq, s);
+}
+
 }  // namespace wh::server

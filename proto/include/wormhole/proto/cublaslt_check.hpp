@@ -210,4 +210,49 @@ inline LtCheck lt_check(const LtMatmulReq& r, LtShape* s) {
   return LtCheck::Ok;
 }
 
+// cublasLtMatrixTransform: C = alpha op(A) + beta op(B), any of fp32, fp16
+// and bf16 per matrix, fp32 scale, COL or ROW order each, strided batches.
+struct LtTransformShape {
+  int64_t m = 0, n = 0;
+  int32_t batch = 1;
+  bool use_b = true;  // false: B is absent (host beta zero)
+  uint64_t a_bytes = 0, b_bytes = 0, c_bytes = 0, alpha_bytes = 0, beta_bytes = 0;
+};
+
+inline LtCheck lt_transform_check(const LtTransformReq& r, LtTransformShape* s) {
+  using namespace lt_detail;
+  if (r.scale_type != kLtR32F) return LtCheck::NotSupported;
+  if (r.pointer_mode != kLtPtrHost && r.pointer_mode != kLtPtrDevice) return LtCheck::NotSupported;
+  if (r.transa > 2 || r.transb > 2 || r.pad) return LtCheck::InvalidValue;
+  s->use_b = !(r.pointer_mode == kLtPtrHost && uint32_t(r.beta) == 0 && !r.B);
+  const LtOperand ops[3] = {{r.A, r.a_rows, r.a_cols, r.a_ld, r.a_stride, r.a_type, r.a_order, r.a_batch},
+                            {r.B, r.b_rows, r.b_cols, r.b_ld, r.b_stride, r.b_type, r.b_order, r.b_batch},
+                            {r.C, r.c_rows, r.c_cols, r.c_ld, r.c_stride, r.c_type, r.c_order, r.c_batch}};
+  uint64_t* bytes[3] = {&s->a_bytes, &s->b_bytes, &s->c_bytes};
+  for (int i = 0; i < 3; i++) {
+    const LtOperand& o = ops[i];
+    if (i == 1 && !s->use_b) continue;
+    if (lt_type_size(o.type) == 0) return LtCheck::NotSupported;
+    if (o.order != kLtOrderCol && o.order != kLtOrderRow) return LtCheck::NotSupported;
+    if (!o.ptr || o.rows < 1 || o.cols < 1 || o.rows > kLtMaxDim || o.cols > kLtMaxDim) return LtCheck::InvalidValue;
+    if (o.ld < (o.order == kLtOrderCol ? o.rows : o.cols) || o.ld > kLtMaxDim) return LtCheck::InvalidValue;
+    if (o.batch < 1 || o.batch != r.c_batch || o.stride < 0 || o.stride > (int64_t(1) << 40))
+      return LtCheck::InvalidValue;
+    uint64_t e;
+    if (!span(o.rows, o.cols, o.ld, o.order, o.batch, o.stride, &e) || !mul(e, lt_type_size(o.type), bytes[i]) ||
+        *bytes[i] > kLtMaxSpan)
+      return LtCheck::InvalidValue;
+  }
+  s->m = r.c_rows, s->n = r.c_cols, s->batch = r.c_batch;
+  if ((r.transa ? r.a_cols : r.a_rows) != s->m || (r.transa ? r.a_rows : r.a_cols) != s->n)
+    return LtCheck::InvalidValue;
+  if (s->use_b && ((r.transb ? r.b_cols : r.b_rows) != s->m || (r.transb ? r.b_rows : r.b_cols) != s->n))
+    return LtCheck::InvalidValue;
+  if (r.pointer_mode == kLtPtrDevice) {
+    s->alpha_bytes = s->beta_bytes = 4;
+    if (!r.alpha || !r.beta) return LtCheck::InvalidValue;
+  }
+  return LtCheck::Ok;
+}
+
 }  // namespace wh::proto

@@ -35,6 +35,9 @@ class BlasLt {
   virtual int version() const = 0;  // cublasLtGetVersion's answer
   // `s` nullptr: the legacy default stream.
   virtual Err matmul(LtHandle& h, Stream* s, const proto::LtMatmulReq& r, const proto::LtShape& shape) = 0;
+  // cublasLtMatrixTransform, checked by lt_transform_check and the session.
+  virtual Err transform(LtHandle& h, Stream* s, const proto::LtTransformReq& r,
+                        const proto::LtTransformShape& shape) = 0;
 };
 
 // The sim device's cuBLASLt: OpenBLAS and host code over `ctx.host_view()`.
