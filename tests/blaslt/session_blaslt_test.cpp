@@ -112,6 +112,13 @@ TEST_F(Fixture, ForgedAndStaleHandles) {
   EXPECT_EQ(mm(r), cudaErrorInvalidResourceHandle);
   r.handle = 0;
   EXPECT_EQ(mm(r), cudaErrorInvalidResourceHandle);
+  // A cuBLAS handle is not a cuBLASLt handle, nor the reverse.
+  BlasCreateResp b{};
+  ASSERT_EQ(run<Op::BlasCreate>({}, &b), kOk);
+  r.handle = b.handle;
+  EXPECT_EQ(mm(r), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(run<Op::LtDestroy>({b.handle}), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(run<Op::BlasDestroy>({h}), cudaErrorInvalidResourceHandle);
   EXPECT_EQ(run<Op::LtDestroy>({h}), kOk);
   EXPECT_EQ(run<Op::LtDestroy>({h}), cudaErrorInvalidResourceHandle);
   EXPECT_EQ(mm(good()), cudaErrorInvalidResourceHandle);

@@ -156,6 +156,10 @@ def seeds():
                 struct.pack("<6I", 0, 1, epilogue, 0, 0, 0))
     s.req("LtMatmul", lt(2 | 4 | 128))
     s.req("LtMatmul", lt(8 | 128 | 16))
+    # A transform: D = 2 A + D^T (both 16 x 16 fp32), posted.
+    s.req("LtTransform", q(ref(h), 0, struct.unpack("<I", struct.pack("<f", 2.0))[0], one, ref(a), ref(d), ref(d)) +
+          struct.pack("<12q", *([16, 16, 16, 0] * 3)) + struct.pack("<4i", 0, 0, 0, 0) +
+          struct.pack("<iiiI", 0, 0, 0, 0) + struct.pack("<iiiIII", 1, 1, 1, 0, 1, 0))
     s.req("DeviceSynchronize")
     s.req("LtDestroy", q(ref(h)))
     out["blaslt"] = s.b
