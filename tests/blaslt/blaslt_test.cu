@@ -8,7 +8,7 @@
 //   3. RELU_AUX_BIAS forward then DRELU_BGRAD backward through the bit mask,
 //      GELU_AUX_BIAS then DGELU, BGRADA and BGRADB;
 //   4. fp32 transposes, ROW order D, device pointer mode and a per-row
-//      alpha vector;
+//      alpha vector; ROW-order A and B (fp32 and bf16);
 //   5. the heuristic query, algorithm ids/init/check/config/caps and the
 //      descriptor attributes round trip;
 //   6. cublasSgemm (libcublas) and cublasLtMatmul agree in one program;
@@ -390,6 +390,49 @@ static void test_transposes(cublasLtHandle_t lt, cudaStream_t stream) {
   cudaFree(dA), cudaFree(dB), cudaFree(dC), cudaFree(dD), cudaFree(dS), cudaFree(dalpha);
 }
 
+// 4b. ROW-order inputs: A (m x k, ROW, padded ld) with B stored n x k in
+// ROW order and transposed, fp32 and bf16, into a COL-order fp32 D.
+static void test_row_inputs(cublasLtHandle_t lt, cudaDataType type) {
+  const int m = 21, n = 17, k = 31;
+  const int64_t lda = k + 2, ldb = k + 5;
+  std::vector<float> A(size_t(m) * lda), B(size_t(n) * ldb);
+  for (auto& x : A) x = rnd();
+  for (auto& x : B) x = rnd();
+  void *dA, *dB;
+  if (type == CUDA_R_16BF) {
+    std::vector<__nv_bfloat16> a(A.size()), b(B.size());
+    for (size_t i = 0; i < A.size(); i++) a[i] = __float2bfloat16(A[i]), A[i] = __bfloat162float(a[i]);
+    for (size_t i = 0; i < B.size(); i++) b[i] = __float2bfloat16(B[i]), B[i] = __bfloat162float(b[i]);
+    dA = dev_copy(a), dB = dev_copy(b);
+  } else {
+    dA = dev_copy(A), dB = dev_copy(B);
+  }
+  float* dD;
+  CK(cudaMalloc(&dD, size_t(m) * n * 4));
+  cublasLtMatmulDesc_t op;
+  CB(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set(op, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(CUBLAS_OP_T));
+  auto la = layout(type, m, k, lda, 1, 0, CUBLASLT_ORDER_ROW), lb = layout(type, n, k, ldb, 1, 0, CUBLASLT_ORDER_ROW),
+       ld = layout(CUDA_R_32F, m, n, m);
+  const float one = 1.f, zero = 0.f;
+  CB(cublasLtMatmul(lt, op, &one, dA, la, dB, lb, &zero, dD, ld, dD, ld, nullptr, nullptr, 0, 0));
+  CK(cudaDeviceSynchronize());
+  auto D = host_copy(dD, size_t(m) * n);
+  std::vector<float> want(D.size());
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      float s = 0;
+      for (int kk = 0; kk < k; kk++) s += A[size_t(i) * lda + kk] * B[size_t(j) * ldb + kk];
+      want[size_t(j) * m + i] = s;
+    }
+  double e = rel_err(D, want);
+  check(e <= 1e-5, type == CUDA_R_16BF ? "ROW-order bf16 A and B^T into fp32 D" : "ROW-order fp32 A and B^T", e,
+        1e-5);
+  cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatmulDescDestroy(op);
+  cudaFree(dA), cudaFree(dB), cudaFree(dD);
+}
+
 // 5. Heuristic, algorithm and attribute queries.
 static void test_queries(cublasLtHandle_t lt) {
   expect(cublasLtGetVersion() == CUBLAS_VERSION, "cublasLtGetVersion");
@@ -583,6 +626,8 @@ int main() {
   test_fp16_strided_batch(lt, true);
   test_aux_and_grads(lt);
   test_transposes(lt, stream);
+  test_row_inputs(lt, CUDA_R_32F);
+  test_row_inputs(lt, CUDA_R_16BF);
   test_queries(lt);
   test_with_cublas(lt);
   test_transform(lt);

@@ -67,6 +67,35 @@ float dgelu(float x) {
   return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kSqrt2OverPi * (1.f + 3.f * kGeluC * x * x);
 }
 
+// A stored matrix as an fp32 column-major operand of sgemm.
+struct Fp32View {
+  const float* p;
+  int64_t ld;
+  bool trans;  // sgemm's transpose flag for op(X)
+  // op(X)(i, j), from the view.
+  float op(int64_t i, int64_t j) const { return trans ? p[i * ld + j] : p[j * ld + i]; }
+};
+Fp32View fp32_view(const uint8_t* x, int32_t type, int32_t order, int64_t rows, int64_t cols, int64_t ld, bool trans,
+                   std::vector<float>* buf) {
+  // In COL order the matrix is rows x cols with `ld`; in ROW order the same
+  // memory is its transpose, cols x rows, column-major.
+  const bool row = order == kLtOrderRow;
+  const int64_t inner = row ? cols : rows, outer = row ? rows : cols;
+  if (type == kLtR32F) return {reinterpret_cast<const float*>(x), ld, trans != row};
+  buf->resize(size_t(inner * outer));
+  float* out = buf->data();
+  for (int64_t o = 0; o < outer; o++) {
+    const uint8_t* src = x + uint64_t(o) * uint64_t(ld) * 2;
+    float* dst = out + o * inner;
+    uint16_t h;
+    if (type == kLtR16F)
+      for (int64_t i = 0; i < inner; i++) std::memcpy(&h, src + i * 2, 2), dst[i] = lt_half_to_float(h);
+    else
+      for (int64_t i = 0; i < inner; i++) std::memcpy(&h, src + i * 2, 2), dst[i] = lt_bf16_to_float(h);
+  }
+  return {out, inner, trans != row};
+}
+
 class SimBlasLt final : public BlasLt {
  public:
   explicit SimBlasLt(Context& ctx) : ctx_(ctx) {}
@@ -109,21 +138,19 @@ class SimBlasLt final : public BlasLt {
       std::memcpy(&f, &b, 4);
       return f;
     };
-    std::vector<float> fa(size_t(m * k)), fb(size_t(k * n)), acc(size_t(m * n));
+    const size_t mn = size_t(m) * size_t(n), rows = size_t(m);
+    std::vector<float> fa, fb, acc(mn), al(rows), be(rows);
     for (int32_t b = 0; b < s.batch; b++) {
       const uint8_t* Ab = A + uint64_t(b) * uint64_t(r.a_stride) * lt_type_size(r.a_type);
       const uint8_t* Bb = B + uint64_t(b) * uint64_t(r.b_stride) * lt_type_size(r.b_type);
       const uint8_t* Cb = C + uint64_t(b) * uint64_t(r.c_stride) * lt_type_size(r.c_type);
       uint8_t* Db = D + uint64_t(b) * uint64_t(r.d_stride) * lt_type_size(r.d_type);
-      // op(A)(i, kk) and op(B)(kk, j), column-major fp32.
-      for (int64_t kk = 0; kk < k; kk++)
-        for (int64_t i = 0; i < m; i++)
-          fa[size_t(kk * m + i)] = load(Ab, r.a_type, r.transa ? at(r.a_order, r.a_ld, kk, i) : at(r.a_order, r.a_ld, i, kk));
-      for (int64_t j = 0; j < n; j++)
-        for (int64_t kk = 0; kk < k; kk++)
-          fb[size_t(j * k + kk)] = load(Bb, r.b_type, r.transb ? at(r.b_order, r.b_ld, j, kk) : at(r.b_order, r.b_ld, kk, j));
-      cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.f, fa.data(), int(m),
-                  fb.data(), int(k), 0.f, acc.data(), int(m));
+      // A and B as fp32 column-major views for sgemm: fp32 operands in place,
+      // fp16/bf16 converted; a ROW-order matrix is its transpose in COL order.
+      Fp32View va = fp32_view(Ab, r.a_type, r.a_order, r.a_rows, r.a_cols, r.a_ld, r.transa != 0, &fa);
+      Fp32View vb = fp32_view(Bb, r.b_type, r.b_order, r.b_rows, r.b_cols, r.b_ld, r.transb != 0, &fb);
+      cblas_sgemm(CblasColMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans, int(m),
+                  int(n), int(k), 1.f, va.p, int(va.ld), vb.p, int(vb.ld), 0.f, acc.data(), int(m));
 
       uint8_t* biasb = bias ? bias + uint64_t(b) * uint64_t(r.bias_stride) * lt_type_size(s.bias_type) : nullptr;
       uint8_t* auxb = nullptr;
@@ -136,29 +163,35 @@ class SimBlasLt final : public BlasLt {
         const int64_t len = epi == kLtEpiBgradA ? m : n;
         for (int64_t x = 0; x < len; x++) {
           float sum = 0;
-          for (int64_t kk = 0; kk < k; kk++)
-            sum += epi == kLtEpiBgradA ? fa[size_t(kk * m + x)] : fb[size_t(x * k + kk)];
+          for (int64_t kk = 0; kk < k; kk++) sum += epi == kLtEpiBgradA ? va.op(x, kk) : vb.op(kk, x);
           store(biasb, s.bias_type, uint64_t(x), sum);
+        }
+      }
+      // alpha and beta of each row of D.
+      for (int64_t i = 0; i < m; i++) {
+        switch (r.pointer_mode) {
+          case kLtPtrHost: al[size_t(i)] = by_value(r.alpha), be[size_t(i)] = by_value(r.beta); break;
+          case kLtPtrDevice:
+            al[size_t(i)] = load(alpha, r.scale_type, 0), be[size_t(i)] = load(beta, r.scale_type, 0);
+            break;
+          case kLtPtrDeviceVector:
+            al[size_t(i)] = load(alpha, r.scale_type, uint64_t(i));
+            be[size_t(i)] = load(beta, r.scale_type, uint64_t(i));
+            break;
+          case kLtPtrAlphaVecBetaZero:
+            al[size_t(i)] = load(alpha, r.scale_type, uint64_t(i)), be[size_t(i)] = 0;
+            break;
+          default:
+            al[size_t(i)] = load(alpha, r.scale_type, uint64_t(b) * uint64_t(r.alpha_stride) + uint64_t(i));
+            be[size_t(i)] = by_value(r.beta);
+            break;
         }
       }
       std::vector<float> row_sum(epi & kLtEpiBgrad ? size_t(m) : 0, 0.f);
       for (int64_t j = 0; j < n; j++) {
         for (int64_t i = 0; i < m; i++) {
-          float al, be = 0;
-          switch (r.pointer_mode) {
-            case kLtPtrHost: al = by_value(r.alpha), be = by_value(r.beta); break;
-            case kLtPtrDevice: al = load(alpha, r.scale_type, 0), be = load(beta, r.scale_type, 0); break;
-            case kLtPtrDeviceVector:
-              al = load(alpha, r.scale_type, uint64_t(i)), be = load(beta, r.scale_type, uint64_t(i));
-              break;
-            case kLtPtrAlphaVecBetaZero: al = load(alpha, r.scale_type, uint64_t(i)); break;
-            default:
-              al = load(alpha, r.scale_type, uint64_t(b) * uint64_t(r.alpha_stride) + uint64_t(i));
-              be = by_value(r.beta);
-              break;
-          }
-          float v = al * acc[size_t(j * m + i)];
-          if (be != 0.f) v += be * load(Cb, r.c_type, at(r.c_order, r.c_ld, i, j));
+          float v = al[size_t(i)] * acc[size_t(j * m + i)];
+          if (be[size_t(i)] != 0.f) v += be[size_t(i)] * load(Cb, r.c_type, at(r.c_order, r.c_ld, i, j));
           if ((epi & kLtEpiBias) && !(epi & kLtEpiBgrad)) v += load(biasb, s.bias_type, uint64_t(i));
           const uint64_t ai = uint64_t(j) * uint64_t(r.aux_ld) + uint64_t(i);
           if (epi == kLtEpiDRelu || epi == (kLtEpiDRelu | kLtEpiBgrad)) {
