@@ -126,7 +126,7 @@ class CudaContext final : public Context {
  public:
   CudaContext(Driver& d, CUcontext ctx, CUdevice dev, uint64_t quota) : d_(d), ctx_(ctx), dev_(dev), quota_(quota) {}
   ~CudaContext() override {
-    blas_.reset();  // cuBLAS handles and cuFFT plans before the context they live in
+    blas_.reset();  // cuBLAS(Lt) handles and cuFFT plans before the context they live in
     fft_.reset();
     blaslt_.reset();
     d_.cuCtxSetCurrent(ctx_);
