@@ -16,6 +16,7 @@
 
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
+#include "wormhole/server/blaslt.hpp"
 #include "wormhole/server/fft.hpp"
 #include "vendor_lib.hpp"
 
@@ -133,8 +134,9 @@ class CudaContext final : public Context {
  public:
   CudaContext(Driver& d, CUcontext ctx, CUdevice dev, uint64_t quota) : d_(d), ctx_(ctx), dev_(dev), quota_(quota) {}
   ~CudaContext() override {
-    blas_.reset();  // cuBLAS handles and cuFFT plans before the context they live in
+    blas_.reset();  // cuBLAS(Lt) handles and cuFFT plans before the context they live in
     fft_.reset();
+    blaslt_.reset();
     d_.cuCtxSetCurrent(ctx_);
     if (mapped_) d_.cuMemHostUnregister(mapped_);
     // Pools belong to the device, not to the context: give back what ours
@@ -531,6 +533,10 @@ class CudaContext final : public Context {
     if (!fft_) fft_ = make_cuda_fft([this] { cur(); }, err);
     return fft_.get();
   }
+  BlasLt* blaslt(std::string* err) override {
+    if (!blaslt_) blaslt_ = make_cuda_blaslt([this] { cur(); }, err);
+    return blaslt_.get();
+  }
 
  private:
   Driver& d_;
@@ -544,6 +550,7 @@ class CudaContext final : public Context {
   void* mapped_ = nullptr;
   std::unique_ptr<Blas> blas_;  // libcublas.so.13 (cuda_blas.cpp), on first use
   std::unique_ptr<Fft> fft_;    // libcufft.so.12 (cuda_fft.cpp), on first use
+  std::unique_ptr<BlasLt> blaslt_;  // libcublasLt.so.13 (cuda_blaslt.cpp), on first use
 };
 
 class CudaBackend final : public Backend {

@@ -22,6 +22,7 @@
 #include "wormhole/ptx/fatbin.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
+#include "wormhole/server/blaslt.hpp"
 #include "wormhole/server/fft.hpp"
 
 namespace wh::server {
@@ -781,6 +782,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     if (!fft_) fft_ = make_sim_fft(*this);
     return fft_.get();
   }
+  BlasLt* blaslt(std::string*) override {
+    if (!blaslt_) blaslt_ = make_sim_blaslt(*this);
+    return blaslt_.get();
+  }
 
  private:
   // Texture/surface objects: changed only on the session thread, never
@@ -888,6 +893,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   proto::DeviceDescription device_;  // the modeled device (occupancy of cooperative launches)
   std::unique_ptr<Blas> blas_;  // OpenBLAS over host_view (sim_blas.cpp)
   std::unique_ptr<Fft> fft_;    // FFTW over host_view (sim_fft.cpp)
+  std::unique_ptr<BlasLt> blaslt_;  // OpenBLAS over host_view (sim_blaslt.cpp)
 };
 
 class SimBackend final : public Backend {

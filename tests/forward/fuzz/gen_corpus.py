@@ -16,7 +16,8 @@ import sys
 # Opcodes: the order of proto/include/wormhole/proto/cudart_api.def then
 # cublas_api.def, starting at 1 (read from the table so seeds follow it).
 HERE = os.path.dirname(os.path.abspath(__file__))
-TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f) for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def")]
+TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f) for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def",
+                                                                                "cublaslt_api.def")]
 OPS = []
 for t in TABLES:
     for line in open(t):
@@ -166,6 +167,29 @@ def seeds():
     s.req("StreamSynchronize", q(0))
     s.req("BlasDestroy", q(ref(h)))
     out["blas_generic"] = s.b
+    # cuBLASLt: a handle, a 16x16 fp32 matmul with a bias + ReLU (mask in
+    # aux) epilogue, then the backward DReLU with a bias gradient.
+    s = Seq()
+    h = s.req("LtCreate", resp_words=2)
+    a = s.req("Malloc", q(4096), resp_words=1)
+    d = s.req("Malloc", q(4096), resp_words=1)
+    aux = s.req("Malloc", q(1024), resp_words=1)
+    one = struct.unpack("<I", struct.pack("<f", 1.0))[0]
+
+    def lt(epilogue):
+        return (q(ref(h), 0, one, 0, ref(a), ref(a), ref(d), ref(d), ref(a, 1024), ref(aux), 0, 0) +
+                struct.pack("<20q", *([16, 16, 16, 0] * 4 + [128, 0, 0, 0])) +
+                struct.pack("<16i", 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 68, 0, -1, -1) +
+                struct.pack("<6I", 0, 1, epilogue, 0, 0, 0))
+    s.req("LtMatmul", lt(2 | 4 | 128))
+    s.req("LtMatmul", lt(8 | 128 | 16))
+    # A transform: D = 2 A + D^T (both 16 x 16 fp32), posted.
+    s.req("LtTransform", q(ref(h), 0, struct.unpack("<I", struct.pack("<f", 2.0))[0], one, ref(a), ref(d), ref(d)) +
+          struct.pack("<12q", *([16, 16, 16, 0] * 3)) + struct.pack("<4i", 0, 0, 0, 0) +
+          struct.pack("<iiiI", 0, 0, 0, 0) + struct.pack("<iiiIII", 1, 1, 1, 0, 1, 0))
+    s.req("DeviceSynchronize")
+    s.req("LtDestroy", q(ref(h)))
+    out["blaslt"] = s.b
     # Graphs: a node list (kernel, 4-byte memset, event record, a segment
     # split, copy to the data area, event wait) instantiated, launched
     # segment by segment, a kernel node updated, the list re-sent through

@@ -15,6 +15,7 @@
 #include "wormhole/proto/graph_wire.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
+#include "wormhole/server/blaslt.hpp"
 #include "wormhole/server/fft.hpp"
 #include "wormhole/server/handles.hpp"
 
@@ -107,6 +108,9 @@ class Session {
   };
   struct PoolEntry {
     MemPool* pool;  // owned by the context
+  };
+  struct LtEntry {  // a cuBLASLt handle (session_blaslt.cpp)
+    std::unique_ptr<LtHandle> h;
   };
   Err run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
                  std::span<const uint8_t> params, bool cooperative = false);
@@ -203,6 +207,7 @@ class Session {
   HandleTable<EventEntry> events_{0x45, 1 << 16};
   HandleTable<BlasEntry> blas_handles_{0x42, 1024};
   HandleTable<FftEntry> fft_plans_{0x46, 4096};
+  HandleTable<LtEntry> lt_handles_{0x4c, 1024};
   HandleTable<PoolEntry> pools_{0x50, 256};
   uint64_t default_pool_ = 0, current_pool_ = 0;  // pool handles (0: not made yet)
   HandleTable<GraphExecEntry> graphs_{0x47, proto::kMaxGraphExecs};
