@@ -113,6 +113,36 @@ CUresult res_of(const CUDA_RESOURCE_DESC* r, cudaResourceDesc* out, cudaChannelF
   }
 }
 
+// The runtime's resource description back in the driver's terms.
+CUresult res_to_cu(const cudaResourceDesc& r, CUDA_RESOURCE_DESC* out) {
+  std::memset(out, 0, sizeof *out);
+  out->resType = CUresourcetype(r.resType);
+  switch (r.resType) {
+    case cudaResourceTypeArray:
+      out->res.array.hArray = reinterpret_cast<CUarray>(r.res.array.array);
+      return CUDA_SUCCESS;
+    case cudaResourceTypeMipmappedArray:
+      out->res.mipmap.hMipmappedArray = reinterpret_cast<CUmipmappedArray>(r.res.mipmap.mipmap);
+      return CUDA_SUCCESS;
+    case cudaResourceTypeLinear:
+      if (!format_of(r.res.linear.desc, &out->res.linear.format, &out->res.linear.numChannels))
+        return CUDA_ERROR_INVALID_VALUE;
+      out->res.linear.devPtr = CUdeviceptr(uintptr_t(r.res.linear.devPtr));
+      out->res.linear.sizeInBytes = r.res.linear.sizeInBytes;
+      return CUDA_SUCCESS;
+    case cudaResourceTypePitch2D:
+      if (!format_of(r.res.pitch2D.desc, &out->res.pitch2D.format, &out->res.pitch2D.numChannels))
+        return CUDA_ERROR_INVALID_VALUE;
+      out->res.pitch2D.devPtr = CUdeviceptr(uintptr_t(r.res.pitch2D.devPtr));
+      out->res.pitch2D.width = r.res.pitch2D.width;
+      out->res.pitch2D.height = r.res.pitch2D.height;
+      out->res.pitch2D.pitchInBytes = r.res.pitch2D.pitchInBytes;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -256,6 +286,61 @@ CUresult cuTexObjectCreate(CUtexObject* obj, const CUDA_RESOURCE_DESC* r, const 
   return rt(cudaCreateTextureObject(reinterpret_cast<cudaTextureObject_t*>(obj), &rr, &tt, nullptr));
 }
 
+CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC* out, CUtexObject obj) {
+  WH_INIT();
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  cudaResourceDesc r;
+  if (cudaError_t e = cudaGetTextureObjectResourceDesc(&r, cudaTextureObject_t(obj)); e != cudaSuccess) return rt(e);
+  return res_to_cu(r, out);
+}
+
+CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC* out, CUtexObject obj) {
+  WH_INIT();
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  cudaTextureDesc t;
+  if (cudaError_t e = cudaGetTextureObjectTextureDesc(&t, cudaTextureObject_t(obj)); e != cudaSuccess) return rt(e);
+  std::memset(out, 0, sizeof *out);
+  for (int k = 0; k < 3; k++) out->addressMode[k] = CUaddress_mode(t.addressMode[k]);
+  out->filterMode = CUfilter_mode(t.filterMode);
+  // The inverse of cuTexObjectCreate's mapping: element-type reads of an
+  // integer format are the driver's READ_AS_INTEGER.
+  cudaResourceDesc r;
+  if (cudaError_t e = cudaGetTextureObjectResourceDesc(&r, cudaTextureObject_t(obj)); e != cudaSuccess) return rt(e);
+  cudaChannelFormatKind kind = r.resType == cudaResourceTypeLinear    ? r.res.linear.desc.f
+                               : r.resType == cudaResourceTypePitch2D ? r.res.pitch2D.desc.f
+                                                                      : cudaChannelFormatKindFloat;
+  if (r.resType == cudaResourceTypeArray) {
+    cudaChannelFormatDesc d;
+    cudaExtent ext;
+    unsigned fl;
+    if (cudaArrayGetInfo(&d, &ext, &fl, r.res.array.array) == cudaSuccess) kind = d.f;
+  }
+  const bool integer = kind == cudaChannelFormatKindSigned || kind == cudaChannelFormatKindUnsigned;
+  if (integer && t.readMode == cudaReadModeElementType) out->flags |= CU_TRSF_READ_AS_INTEGER;
+  if (t.sRGB) out->flags |= CU_TRSF_SRGB;
+  if (t.normalizedCoords) out->flags |= CU_TRSF_NORMALIZED_COORDINATES;
+  if (t.disableTrilinearOptimization) out->flags |= CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION;
+  if (t.seamlessCubemap) out->flags |= CU_TRSF_SEAMLESS_CUBEMAP;
+  out->maxAnisotropy = t.maxAnisotropy;
+  out->mipmapFilterMode = CUfilter_mode(t.mipmapFilterMode);
+  out->mipmapLevelBias = t.mipmapLevelBias;
+  out->minMipmapLevelClamp = t.minMipmapLevelClamp;
+  out->maxMipmapLevelClamp = t.maxMipmapLevelClamp;
+  std::memcpy(out->borderColor, t.borderColor, sizeof out->borderColor);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC* out, CUtexObject obj) {
+  WH_INIT();
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  // Objects are made without views (cuTexObjectCreate refuses one): an
+  // all-zero view, as the driver reports for an object made without one.
+  cudaResourceDesc r;
+  if (cudaError_t e = cudaGetTextureObjectResourceDesc(&r, cudaTextureObject_t(obj)); e != cudaSuccess) return rt(e);
+  std::memset(out, 0, sizeof *out);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuTexObjectDestroy(CUtexObject obj) {
   WH_INIT();
   return rt(cudaDestroyTextureObject(cudaTextureObject_t(obj)));
@@ -268,6 +353,14 @@ CUresult cuSurfObjectCreate(CUsurfObject* obj, const CUDA_RESOURCE_DESC* r) {
   cudaChannelFormatDesc fmt;
   if (CUresult e = res_of(r, &rr, &fmt); e != CUDA_SUCCESS) return e;
   return rt(cudaCreateSurfaceObject(reinterpret_cast<cudaSurfaceObject_t*>(obj), &rr));
+}
+
+CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC* out, CUsurfObject obj) {
+  WH_INIT();
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  cudaResourceDesc r;
+  if (cudaError_t e = cudaGetSurfaceObjectResourceDesc(&r, cudaSurfaceObject_t(obj)); e != cudaSuccess) return rt(e);
+  return res_to_cu(r, out);
 }
 
 CUresult cuSurfObjectDestroy(CUsurfObject obj) {

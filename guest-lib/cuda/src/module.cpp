@@ -307,12 +307,25 @@ CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
 CUresult cuLibraryLoadData(CUlibrary* lib, const void* code, CUjit_option* jo, void** jv, unsigned njo,
                            CUlibraryOption*, void**, unsigned) {
   jit_options(njo, jo, jv);
-  return load(code, 0, reinterpret_cast<void**>(lib));
+  CUresult r = load(code, 0, reinterpret_cast<void**>(lib));
+  return r == CUDA_SUCCESS ? cu(cudaError_t(wh_guest_module_set_library(*lib))) : r;
 }
 CUresult cuLibraryLoadFromFile(CUlibrary* lib, const char* path, CUjit_option* jo, void** jv, unsigned njo,
                                CUlibraryOption*, void**, unsigned) {
   jit_options(njo, jo, jv);
-  return load_file(path, reinterpret_cast<void**>(lib));
+  CUresult r = load_file(path, reinterpret_cast<void**>(lib));
+  return r == CUDA_SUCCESS ? cu(cudaError_t(wh_guest_module_set_library(*lib))) : r;
+}
+CUresult cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, const char* name) {
+  WH_INIT();
+  if (!name) return CUDA_ERROR_INVALID_VALUE;
+  if (!lib) return CUDA_ERROR_INVALID_HANDLE;
+  void* p = nullptr;
+  int e = wh_guest_module_managed(lib, name, &p, bytes);
+  if (e == cudaErrorInvalidSymbol || e == cudaErrorSymbolNotFound) return CUDA_ERROR_NOT_FOUND;
+  if (e != cudaSuccess) return cu(cudaError_t(e));
+  if (dptr) *dptr = CUdeviceptr(uintptr_t(p));
+  return CUDA_SUCCESS;
 }
 CUresult cuLibraryUnload(CUlibrary lib) { return cuModuleUnload(reinterpret_cast<CUmodule>(lib)); }
 CUresult cuLibraryGetKernel(CUkernel* k, CUlibrary lib, const char* name) {

@@ -160,10 +160,62 @@ __attribute__((visibility("default"))) int wh_guest_module_load(const void* imag
 }
 
 static Fatbin* driver_module(void* m) {
+  Fatbin* found = nullptr;
+  {
+    std::lock_guard lk(rt().mu);
+    for (Fatbin* fb : rt().fatbins)
+      if (fb == m && fb->driver && (fb->module || fb->library)) found = fb;
+  }
+  // A library after a context reset: loaded again, its handle unchanged.
+  if (found && !found->module && ensure_fatbin_module(*found) != cudaSuccess) return nullptr;
+  return found;
+}
+
+// cuLibraryLoadData / cuLibraryLoadFromFile: the module is context-independent.
+__attribute__((visibility("default"))) int wh_guest_module_set_library(void* module) {
+  Fatbin* fb = driver_module(module);
+  if (!fb) return cudaErrorInvalidResourceHandle;
   std::lock_guard lk(rt().mu);
-  for (Fatbin* fb : rt().fatbins)
-    if (fb == m && fb->driver && fb->module) return fb;
-  return nullptr;
+  fb->library = true;
+  return cudaSuccess;
+}
+
+// cuLibraryGetManaged: a __managed__ variable of a driver module, placed in
+// managed memory (host and device see it at one address) and bound to the
+// module's global, once per variable; a reload after a context reset binds
+// it again (bind_managed_vars).
+__attribute__((visibility("default"))) int wh_guest_module_managed(void* module, const char* name, void** ptr,
+                                                                   size_t* bytes) {
+  if (!name) return cudaErrorInvalidValue;
+  Fatbin* fb = driver_module(module);
+  if (!fb) return cudaErrorInvalidResourceHandle;
+  {
+    std::lock_guard lk(rt().mu);
+    if (auto it = fb->managed_vars.find(name); it != fb->managed_vars.end()) {
+      if (ptr) *ptr = it->second.first;
+      if (bytes) *bytes = it->second.second;
+      return cudaSuccess;
+    }
+  }
+  uint64_t dptr = 0;
+  size_t size = 0;
+  if (int e = wh_guest_module_global(module, name, &dptr, &size); e != cudaSuccess) return e;
+  Connection* c = Connection::get();
+  if (!c) return cudaErrorDevicesUnavailable;
+  void* p = nullptr;
+  if (cudaError_t e = managed_alloc(size, &p); e != cudaSuccess) return e;
+  ModuleBindManagedResp rs{};
+  if (cudaError_t e = c->call<Op::ModuleBindManaged>({fb->module, reinterpret_cast<uint64_t>(p)}, &rs,
+                                                     {reinterpret_cast<const uint8_t*>(name), std::strlen(name)});
+      e != cudaSuccess)
+    return e;
+  std::lock_guard lk(rt().mu);
+  auto& slot = fb->managed_vars[name];
+  slot = {p, size};
+  fb->managed.push_back({&slot.first, name, size});
+  if (ptr) *ptr = p;
+  if (bytes) *bytes = size;
+  return cudaSuccess;
 }
 
 __attribute__((visibility("default"))) int wh_guest_module_unload(void* module) {
@@ -286,7 +338,7 @@ static KernelRec* kernel_record(void* fn) {
   if (g_driver_functions.count(fn)) {
     // Its module is gone after cudaDeviceReset / cuDevicePrimaryCtxReset.
     auto* k = static_cast<KernelRec*>(fn);
-    return k->fb->module ? k : nullptr;
+    return k->fb->module || k->fb->library ? k : nullptr;  // a library's kernel is loaded again on use
   }
   // A runtime kernel (cudaGetKernel's cudaKernel_t passed as a CUkernel).
   for (auto& [host, k] : rt().kernels)

@@ -39,6 +39,12 @@ struct Fatbin {
   // Loaded by the driver API (libcuda's cuModuleLoad*, export.cpp): its
   // functions by name, each looked up once.
   bool driver = false;
+  // Loaded through cuLibrary* (context-independent, as CUDA 12 defines it):
+  // its handles and kernels outlive a context reset, the module is loaded
+  // again on next use. Modules from cuModuleLoad* end with the context.
+  bool library = false;
+  // cuLibraryGetManaged: the managed copy of each variable asked for.
+  std::map<std::string, std::pair<void*, size_t>> managed_vars;
   std::map<std::string, struct KernelRec*> functions;
   bool names_known = false;
   std::vector<std::string> kernel_names;  // its kernels (cuModuleEnumerateFunctions)
@@ -107,6 +113,7 @@ bool is_managed_ptr(const void* p);
 cudaError_t ensure_mapped(Connection* c, uint64_t* base);  // the data area's device address
 bool managed_free(Connection* c, void* p, cudaError_t* e);
 cudaError_t bind_managed_vars(Connection* c, Fatbin& fb);
+cudaError_t managed_alloc(size_t size, void** p);  // managed memory (cudaMallocManaged)
 // Host pointer -> data-area offset, if it lies inside the shared data area.
 bool in_data_area(const void* p, size_t n, uint64_t* off);
 // Device pointer inside a known allocation (or the mapped data area)?
