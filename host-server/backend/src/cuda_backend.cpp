@@ -17,6 +17,7 @@
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/fft.hpp"
+#include "wormhole/server/rand.hpp"
 
 namespace wh::server {
 
@@ -127,6 +128,7 @@ class CudaContext final : public Context {
   ~CudaContext() override {
     blas_.reset();  // cuBLAS handles and cuFFT plans before the context they live in
     fft_.reset();
+    rand_.reset();
     d_.cuCtxSetCurrent(ctx_);
     if (mapped_) d_.cuMemHostUnregister(mapped_);
     // Pools belong to the device, not to the context: give back what ours
@@ -487,6 +489,10 @@ class CudaContext final : public Context {
     if (!fft_) fft_ = make_cuda_fft([this] { cur(); }, err);
     return fft_.get();
   }
+  Rand* rand(std::string* err) override {
+    if (!rand_) rand_ = make_cuda_rand([this] { cur(); }, err);
+    return rand_.get();
+  }
 
  private:
   Driver& d_;
@@ -500,6 +506,7 @@ class CudaContext final : public Context {
   void* mapped_ = nullptr;
   std::unique_ptr<Blas> blas_;  // libcublas.so.13 (cuda_blas.cpp), on first use
   std::unique_ptr<Fft> fft_;    // libcufft.so.12 (cuda_fft.cpp), on first use
+  std::unique_ptr<Rand> rand_;  // libcurand.so.10 (cuda_rand.cpp), on first use
 };
 
 class CudaBackend final : public Backend {

@@ -22,6 +22,7 @@
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/fft.hpp"
+#include "wormhole/server/rand.hpp"
 
 namespace wh::server {
 
@@ -748,6 +749,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     if (!fft_) fft_ = make_sim_fft(*this);
     return fft_.get();
   }
+  Rand* rand(std::string*) override {
+    if (!rand_) rand_ = make_sim_rand(*this);
+    return rand_.get();
+  }
 
  private:
   // Texture/surface objects: changed only on the session thread, never
@@ -855,6 +860,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   proto::DeviceDescription device_;  // the modeled device (occupancy of cooperative launches)
   std::unique_ptr<Blas> blas_;  // OpenBLAS over host_view (sim_blas.cpp)
   std::unique_ptr<Fft> fft_;    // FFTW over host_view (sim_fft.cpp)
+  std::unique_ptr<Rand> rand_;  // cuRAND's algorithms over host_view (sim_rand.cpp)
 };
 
 class SimBackend final : public Backend {

@@ -121,6 +121,7 @@ Session::~Session() {
   graphs_.clear();
   blas_handles_.clear();
   fft_plans_.clear();
+  rand_gens_.clear();
   kernels_.clear();
   modules_.for_each([&](uint64_t, ModuleEntry& m) { ctx_->module_unload(*m.mod); });
   modules_.clear();

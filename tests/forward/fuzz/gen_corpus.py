@@ -16,7 +16,7 @@ import sys
 # Opcodes: the order of proto/include/wormhole/proto/cudart_api.def then
 # cublas_api.def, starting at 1 (read from the table so seeds follow it).
 HERE = os.path.dirname(os.path.abspath(__file__))
-TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f) for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def")]
+TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f) for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def", "curand_api.def")]
 OPS = []
 for t in TABLES:
     for line in open(t):

@@ -16,6 +16,7 @@
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/fft.hpp"
+#include "wormhole/server/rand.hpp"
 #include "wormhole/server/handles.hpp"
 
 namespace wh::server {
@@ -104,6 +105,10 @@ class Session {
   struct FftEntry {
     FftDesc desc;
     std::unique_ptr<FftPlan> plan;
+  };
+  struct RandEntry {
+    RandSettings settings;
+    std::unique_ptr<RandGen> gen;
   };
   struct PoolEntry {
     MemPool* pool;  // owned by the context
@@ -197,6 +202,7 @@ class Session {
   HandleTable<EventEntry> events_{0x45, 1 << 16};
   HandleTable<BlasEntry> blas_handles_{0x42, 1024};
   HandleTable<FftEntry> fft_plans_{0x46, 4096};
+  HandleTable<RandEntry> rand_gens_{0x52, 4096};
   HandleTable<PoolEntry> pools_{0x50, 256};
   uint64_t default_pool_ = 0, current_pool_ = 0;  // pool handles (0: not made yet)
   HandleTable<GraphExecEntry> graphs_{0x47, proto::kMaxGraphExecs};
