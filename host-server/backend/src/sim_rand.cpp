@@ -341,7 +341,11 @@ E engine_at(std::vector<E>& cache, std::vector<uint64_t>& pos, bool& have, uint6
   if (!have || seed_cached != seed) {
     cache.assign(kThreads, E::init(seed));
     pos.assign(kThreads, 0);
-    for (uint64_t i = 0; i < kThreads; i++) cache[i].subsequence(i);
+    // Thread i+1 starts one subsequence after thread i: one jump each.
+    for (uint64_t i = 1; i < kThreads; i++) {
+      cache[i] = cache[i - 1];
+      cache[i].subsequence(1);
+    }
     have = true;
     seed_cached = seed;
   }
