@@ -7,8 +7,10 @@
 //      thread's k-th value), and both estimates of pi;
 //   2. raw bits, normals and an offset against the device API for XORWOW,
 //      Philox4_32_10 and MRG32k3a;
-//   3. MT19937 and MTGP32: mean, variance, chi-square (100 bins) and
-//      Kolmogorov-Smirnov on 2^20 uniforms;
+//   3. MTGP32 against the device API (64 states made by
+//      curandMakeMTGP32KernelState, a kernel of 64 blocks of 256 threads);
+//      MT19937 and MTGP32 (and Philox, MRG32k3a): mean, variance,
+//      chi-square (100 bins) and Kolmogorov-Smirnov on 2^20 uniforms;
 //   4. normal, log-normal and Poisson moments;
 //   5. Sobol32 (plain and scrambled, 3 dimensions): the first points against
 //      the van der Corput sequence and against Gray-code sums of the
@@ -22,6 +24,8 @@
 #include <cuda_runtime.h>
 #include <curand.h>
 #include <curand_kernel.h>
+#include <curand_mtgp32_host.h>
+#include <curand_mtgp32dc_p_11213.h>
 
 #include <algorithm>
 #include <cmath>
@@ -99,6 +103,11 @@ __global__ void pi_kernel(int pairs, unsigned long long seed, unsigned int* hits
     if (x * x + y * y <= 1.0f) in++;
   }
   hits[t] = in;
+}
+// MTGP32 with the device API: block b, thread t writes its j-th value at
+// out[16384 j + 256 b + t].
+__global__ void mtgp_kernel(curandStateMtgp32_t* st, int k, unsigned int* out) {
+  for (int j = 0; j < k; j++) out[j * 16384 + blockIdx.x * 256 + threadIdx.x] = curand(&st[blockIdx.x]);
 }
 // Sobol32 with the device API: one dimension per thread, n points from `offset`.
 __global__ void sobol_kernel(curandDirectionVectors32_t* dirs, const unsigned int* scramble, int dims, int n,
@@ -318,6 +327,34 @@ void uniform_statistics(const char* name, const std::vector<float>& u) {
   EXPECT(same < 10, "%s: %zu equal neighbours", name, same);
 }
 void mersenne_twisters() {
+  {
+    const int k = 4, n = 16384 * k;
+    curandStateMtgp32_t* st;
+    mtgp32_kernel_params_t* kp;
+    unsigned int* d;
+    CK(cudaMalloc(&st, 64 * sizeof(curandStateMtgp32_t)));
+    CK(cudaMalloc(&kp, sizeof(mtgp32_kernel_params_t)));
+    CK(cudaMalloc(&d, n * sizeof(unsigned int)));
+    CR(curandMakeMTGP32Constants(mtgp32dc_params_fast_11213, kp));
+    CR(curandMakeMTGP32KernelState(st, mtgp32dc_params_fast_11213, kp, 64, kSeed));
+    mtgp_kernel<<<64, 256>>>(st, k, d);
+    CK(cudaGetLastError());
+    std::vector<unsigned int> dev(n);
+    CK(cudaMemcpy(dev.data(), d, n * sizeof(unsigned int), cudaMemcpyDeviceToHost));
+    CK(cudaFree(st));
+    CK(cudaFree(kp));
+    CK(cudaFree(d));
+    auto host = device_generate<unsigned int>(CURAND_RNG_PSEUDO_MTGP32, n, gen_bits);
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += host[i] != dev[i];
+    std::printf("MTGP32 bits: %d values compared with the device API (64 blocks x 256 threads), %d differ\n", n, bad);
+    EXPECT(bad == 0, "MTGP32 differs from the device API in %d values", bad);
+    // And from an offset of one round plus 300 (the host API continues each block).
+    auto off = device_generate<unsigned int>(CURAND_RNG_PSEUDO_MTGP32, n - 16384 - 300, gen_bits, 16384 + 300);
+    bad = 0;
+    for (size_t i = 0; i < off.size(); i++) bad += off[i] != dev[16384 + 300 + i];
+    EXPECT(bad == 0, "MTGP32 at an offset differs in %d values", bad);
+  }
   const size_t n = 1 << 20;
   uniform_statistics("MT19937", device_generate<float>(CURAND_RNG_PSEUDO_MT19937, n, gen_uniform));
   uniform_statistics("MTGP32", device_generate<float>(CURAND_RNG_PSEUDO_MTGP32, n, gen_uniform));
@@ -328,7 +365,8 @@ void mersenne_twisters() {
 // ------------------------------------------------------------ 4. distributions
 void distributions() {
   const size_t n = 1 << 20;
-  for (curandRngType_t type : {CURAND_RNG_PSEUDO_XORWOW, CURAND_RNG_PSEUDO_MRG32K3A, CURAND_RNG_PSEUDO_MT19937}) {
+  for (curandRngType_t type : {CURAND_RNG_PSEUDO_XORWOW, CURAND_RNG_PSEUDO_MRG32K3A, CURAND_RNG_PSEUDO_MT19937,
+                               CURAND_RNG_PSEUDO_MTGP32, CURAND_RNG_PSEUDO_PHILOX4_32_10}) {
     curandGenerator_t g;
     CR(curandCreateGenerator(&g, type));
     CR(curandSetPseudoRandomGeneratorSeed(g, 42));

@@ -142,6 +142,22 @@ TEST_F(Fixture, GenerationsAreChecked) {
   for (uint32_t v : read<uint32_t>(d, 1024)) ASSERT_EQ(v, 0u);
 }
 
+// The Mersenne Twisters step to an offset; one too far is refused, not
+// computed for hours. The jumping generators take any offset.
+TEST_F(Fixture, FarOffsets) {
+  const uint64_t d = alloc(4096);
+  for (int32_t t : {kRngMt19937, kRngMtgp32}) {
+    const uint64_t h = create(t);
+    ASSERT_EQ(set(h, kRandSetOffset, 0, 1ull << 50, 0, 0), 0);
+    EXPECT_EQ(gen(h, d, 16, kRandBits32), 801) << t;  // cudaErrorNotSupported
+  }
+  for (int32_t t : {kRngXorwow, kRngMrg32k3a, kRngPhilox, kRngSobol32}) {
+    const uint64_t h = create(t);
+    ASSERT_EQ(set(h, kRandSetOffset, 0, ~0ull - 100, 0, 0), 0);
+    EXPECT_EQ(gen(h, d, 16, kRandUniform), 0) << t;
+  }
+}
+
 TEST_F(Fixture, ValidGenerationsWrite) {
   const uint64_t x = create(kRngXorwow), q = create(kRngSobol32);
   const uint64_t d = alloc(4096 * 8);

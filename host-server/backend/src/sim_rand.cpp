@@ -19,11 +19,21 @@
 // BEST, SEEDED and DYNAMIC orderings produce the LEGACY sequence on the sim
 // device (cuRAND lets them be any well-distributed ordering).
 //
+// MTGP32: 64 generator states (blocks) of 256 threads, state b with
+// parameter set b of NVIDIA's 11213 table (curand_mtgp32dc_p_11213.h, the
+// toolkit's header) seeded as curandMakeMTGP32KernelState seeds it
+// (seed ^ seed >> 32, plus b + 1); value g goes to block (g / 256) mod 64
+// as its value (g mod 256) + 256 (g / 16384). So a kernel of 64 blocks of
+// 256 threads on curandMakeMTGP32KernelState(64 states, seed) in which
+// thread t of block b writes its j-th curand() to out[16384 j + 256 b + t]
+// yields the host API's output. This block layout is this file's
+// reading of cuRAND's description; a GPU's library was not compared.
+// Distributions from MTGP32 use one output per value (normals by the
+// inverse CDF, as the device API's curand_normal does for MTGP32).
+//
 // MT19937 is the reference Mersenne Twister (init_genrand with the low 32
-// bits of the seed), one sequential stream. MTGP32 is produced by the same
-// MT19937 engine seeded with the seed's 64 bits folded: the same period
-// (2^19937-1) but NOT MTGP32's 11213 parameter sets, so neither matches a
-// GPU's numbers (statistical equivalence only).
+// bits of the seed), one sequential stream: statistically equivalent to a
+// GPU's MT19937, not the same numbers.
 //
 // Quasirandom (Sobol'): with d dimensions, a call of n values writes
 // n/d points, dimension j's in out[j*(n/d) ...], point p of dimension j
@@ -39,6 +49,8 @@
 #include <random>
 #include <vector>
 
+#include <curand_mtgp32dc_p_11213.h>
+
 #include "wormhole/proto/curand_api.def"
 #include "wormhole/proto/sobol_dirs.hpp"
 #include "wormhole/server/rand.hpp"
@@ -50,6 +62,10 @@ using namespace wh::proto;
 namespace {
 
 constexpr uint64_t kThreads = 4096;
+// The Mersenne Twisters cannot jump: reaching an offset means stepping
+// there. The sim device steps at most this far in one generation (a few
+// seconds) and refuses a farther offset with cudaErrorNotSupported.
+constexpr uint64_t kMaxSteps = 1ull << 30;
 constexpr float kInv32f = 2.3283064e-10f;
 constexpr double kInv32 = 2.3283064365386963e-10, kInv53 = 1.1102230246251565e-16;
 
@@ -240,6 +256,53 @@ struct Philox {
   }
 };
 
+// ------------------------------------------------------------ MTGP32
+// One block's state: a ring of 1024 words of which MTGPDC_N are live; the
+// recursion and tempering of curand_mtgp32_kernel.h, one value at a time
+// (a block's 256 threads compute 256 consecutive values of this sequence).
+constexpr int kMtgpBlocks = 64, kMtgpThreads = 256;
+struct Mtgp {
+  uint32_t s[MTGP32_STATE_SIZE];
+  uint32_t off = 0;
+  uint64_t pos = 0;  // values given
+  const mtgp32_params_fast_t* p = nullptr;
+  void init(uint64_t seed, int b) {
+    p = &mtgp32dc_params_fast_11213[b];
+    const uint32_t seed32 = uint32_t(seed ^ (seed >> 32)) + uint32_t(b) + 1;
+    const int size = p->mexp / 32 + 1;
+    const uint32_t hidden = p->tbl[4] ^ (p->tbl[8] << 16);
+    uint32_t fill = hidden;
+    fill += fill >> 16;
+    fill += fill >> 8;
+    fill &= 0xff;
+    std::memset(s, 0, sizeof s);
+    for (int i = 0; i < size; i++) s[i] = fill * 0x01010101u;
+    s[0] = seed32;
+    s[1] = hidden;
+    for (int i = 1; i < size; i++) s[i] ^= 1812433253u * (s[i - 1] ^ (s[i - 1] >> 30)) + uint32_t(i);
+    off = 0;
+    pos = 0;
+  }
+  uint32_t next() {
+    constexpr uint32_t m = MTGP32_STATE_MASK;
+    const uint32_t pp = uint32_t(p->pos);
+    uint32_t x = (s[off & m] & p->mask) ^ s[(off + 1) & m];
+    x ^= x << p->sh1;
+    uint32_t y = x ^ (s[(off + pp) & m] >> p->sh2);
+    const uint32_t r = y ^ p->tbl[y & 0x0f];
+    s[(off + MTGPDC_N) & m] = r;
+    uint32_t t = s[(off + pp - 1) & m];
+    t ^= t >> 16;
+    t ^= t >> 8;
+    off = (off + 1) & m;
+    pos++;
+    return r ^ p->tmp_tbl[t & 0x0f];
+  }
+  void skip(uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) next();
+  }
+};
+
 // ------------------------------------------------------------ distributions
 // The inverse of the standard normal CDF (Acklam's rational approximation,
 // refined by one Halley step on erfc).
@@ -328,11 +391,13 @@ struct SimGen : RandGen {
   std::vector<uint64_t> pos;  // each engine's output position in its subsequence
   uint64_t seed_cached = 0;
   bool have = false;
+  std::vector<Mtgp> mtgp;  // kMtgpBlocks states where the last call left them
+  uint64_t mtgp_seed = 0;
   std::mt19937 mt;
   uint64_t mt_pos = 0;  // outputs mt has given
   bool mt_have = false;
   std::vector<std::vector<uint64_t>> dirs;  // Sobol' direction numbers per dimension (as 64-bit)
-  void reset() { have = false, mt_have = false; }
+  void reset() { have = false, mt_have = false, mtgp.clear(); }
 };
 
 template <class E>
@@ -387,8 +452,8 @@ class SimRand final : public Rand {
       case kRngXorwow: return parallel<Xorwow>(g, st, kind, dst, n, p0, p1);
       case kRngPhilox: return parallel<Philox>(g, st, kind, dst, n, p0, p1);
       case kRngMrg32k3a: return parallel<Mrg>(g, st, kind, dst, n, p0, p1);
-      case kRngMt19937:
-      case kRngMtgp32: return sequential(g, st, kind, dst, n, p0, p1);
+      case kRngMtgp32: return mtgp(g, st, kind, dst, n, p0, p1);
+      case kRngMt19937: return sequential(g, st, kind, dst, n, p0, p1);
       default: return cudaErrorInvalidValue;
     }
   }
@@ -496,10 +561,10 @@ class SimRand final : public Rand {
     return cudaSuccess;
   }
 
-  // MT19937 (and MTGP32 here): one stream; value k uses outputs from
+  // MT19937: one stream; value k uses outputs from
   // raw_of(k), drawn into a small buffer the value is computed from.
   Err sequential(SimGen& g, const RandSettings& st, int kind, uint8_t* dst, uint64_t n, double p0, double p1) {
-    const uint64_t seed = st.type == kRngMtgp32 ? (st.seed ^ (st.seed >> 32) ^ 0x4d544750u) : st.seed;
+    const uint64_t seed = st.seed;
     const bool pairs = is_pair_kind(kind);
     const uint64_t c = raws_per_value(kind, p0, false);
     auto raw_of = [&](uint64_t k) { return pairs ? (k / 2) * 2 * c : k * c; };
@@ -510,6 +575,7 @@ class SimRand final : public Rand {
       g.mt_have = true;
       g.seed_cached = seed;
     }
+    if (start - g.mt_pos > kMaxSteps) return cudaErrorNotSupported;
     g.mt.discard(start - g.mt_pos);
     g.mt_pos = start;
     struct Buf {
@@ -533,6 +599,59 @@ class SimRand final : public Rand {
     // Stop where the next value starts (a pair's second value re-draws its pair).
     if (pairs && k % 2) {
       g.mt_have = false;
+    }
+    return cudaSuccess;
+  }
+
+  // MTGP32: block b's values from its own state (see the header); one
+  // output per value (a window of 32 for PTRS Poisson values).
+  Err mtgp(SimGen& g, const RandSettings& st, int kind, uint8_t* dst, uint64_t n, double p0, double p1) {
+    const uint64_t c = kind == kRandPoisson && p0 > 64 ? 32 : 1;
+    if (g.mtgp.size() != kMtgpBlocks || g.mtgp_seed != st.seed) {
+      g.mtgp.resize(kMtgpBlocks);
+      for (int b = 0; b < kMtgpBlocks; b++) g.mtgp[b].init(st.seed, b);
+      g.mtgp_seed = st.seed;
+    }
+    constexpr uint64_t round = uint64_t(kMtgpBlocks) * kMtgpThreads;
+    for (int b = 0; b < kMtgpBlocks; b++) {
+      Mtgp& e = g.mtgp[b];
+      // The block's values in [offset, offset + n), in order.
+      for (uint64_t gi = st.offset; gi < st.offset + n;) {
+        const uint64_t r = gi / round, in_round = gi % round;
+        const uint64_t blk = in_round / kMtgpThreads;
+        if (blk != uint64_t(b)) {  // the next run of this block's values
+          const uint64_t next = blk < uint64_t(b) ? r * round + uint64_t(b) * kMtgpThreads
+                                                  : (r + 1) * round + uint64_t(b) * kMtgpThreads;
+          gi = next;
+          continue;
+        }
+        const uint64_t v = r * kMtgpThreads + in_round % kMtgpThreads;  // the block's value index
+        const uint64_t want = v * c;
+        if (e.pos > want) e.init(st.seed, b);
+        if (want - e.pos > kMaxSteps) return cudaErrorNotSupported;
+        e.skip(want - e.pos);
+        const uint64_t i = gi - st.offset;
+        if (c > 1) {  // PTRS Poisson over this value's window of 32 outputs
+          Mtgp w = e;
+          put<uint32_t>(dst, i, poisson_ptrs(p0, [&] { return double(uniform_f(w.next())); }, 16));
+          e.skip(c);
+          gi++;
+          continue;
+        }
+        const uint32_t x = e.next();
+        const double u = double(x) * kInv32 + kInv32 / 2;
+        switch (kind) {
+          case kRandBits32: put<uint32_t>(dst, i, x); break;
+          case kRandUniform: put<float>(dst, i, uniform_f(x)); break;
+          case kRandUniformD: put<double>(dst, i, double(x) * kInv32 + kInv32); break;
+          case kRandNormal: put<float>(dst, i, float(normal_icdf(u) * p1 + p0)); break;
+          case kRandNormalD: put<double>(dst, i, normal_icdf(u) * p1 + p0); break;
+          case kRandLogNormal: put<float>(dst, i, float(std::exp(normal_icdf(u) * p1 + p0))); break;
+          case kRandLogNormalD: put<double>(dst, i, std::exp(normal_icdf(u) * p1 + p0)); break;
+          case kRandPoisson: put<uint32_t>(dst, i, poisson_inversion(double(uniform_f(x)), p0)); break;
+        }
+        gi++;
+      }
     }
     return cudaSuccess;
   }
