@@ -158,6 +158,35 @@ TEST_F(Fixture, FarOffsets) {
   }
 }
 
+// Calls continue one stream: split calls (starting inside a pair of
+// normals, too) give what one call from the same offset gives.
+TEST_F(Fixture, SplitCallsEqualOneCall) {
+  const uint64_t d = alloc(64 * 8);
+  for (int32_t t : {kRngXorwow, kRngMrg32k3a, kRngMtgp32, kRngMt19937, kRngPhilox, kRngSobol32}) {
+    for (int32_t kind : {kRandUniform, kRandNormal, kRandNormalD, kRandPoisson}) {
+      const bool quasi = rand_is_quasi(t);
+      const uint64_t a = create(t), b = create(t);
+      // Start inside a pair: offset 1 (pseudorandom normals come in pairs).
+      ASSERT_EQ(set(a, kRandSetOffset | (quasi ? 0 : kRandSetSeed), 99, 1, 0, 0), 0);
+      ASSERT_EQ(set(b, kRandSetOffset | (quasi ? 0 : kRandSetSeed), 99, 1, 0, 0), 0);
+      const double p0 = kind == kRandPoisson ? 300.0 : 0.5, p1 = 2.0;
+      const uint64_t es = kind == kRandNormalD ? 8 : 4;
+      ASSERT_EQ(gen(a, d, 4, kind, p0, p1), 0);
+      ASSERT_EQ(gen(a, d + 4 * es, 6, kind, p0, p1), 0);
+      ASSERT_EQ(gen(a, d + 10 * es, 2, kind, p0, p1), 0);
+      auto split = read<uint8_t>(d, 12 * es);
+      ASSERT_EQ(gen(b, d, 12, kind, p0, p1), 0);
+      auto one = read<uint8_t>(d, 12 * es);
+      EXPECT_EQ(split, one) << "type " << t << " kind " << kind;
+      bool nonzero = false;
+      for (uint8_t x : one) nonzero |= x != 0;
+      EXPECT_TRUE(nonzero);
+      run<Op::RandDestroy>({a});
+      run<Op::RandDestroy>({b});
+    }
+  }
+}
+
 TEST_F(Fixture, ValidGenerationsWrite) {
   const uint64_t x = create(kRngXorwow), q = create(kRngSobol32);
   const uint64_t d = alloc(4096 * 8);

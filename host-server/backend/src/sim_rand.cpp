@@ -46,6 +46,7 @@
 // a window of 32 outputs per value.
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -528,7 +529,7 @@ class SimRand final : public Rand {
     std::vector<E>* cache = nullptr;
     if constexpr (std::is_same_v<E, Xorwow>) cache = &g.xw;
     if constexpr (std::is_same_v<E, Mrg>) cache = &g.mrg;
-    for (uint64_t t = 0; t < kThreads && t < n; t++) {
+    for (uint64_t t = 0; t < kThreads; t++) {
       // This thread's first value in the call: the first g >= offset with g mod 4096 == t.
       const uint64_t first = (t + kThreads - st.offset % kThreads) % kThreads;
       if (first >= n) continue;
@@ -585,9 +586,11 @@ class SimRand final : public Rand {
     } buf;
     const uint64_t group = pairs ? 2 * c : c;
     uint64_t k = st.offset, filled_for = ~0ull;
+    std::unique_ptr<std::mt19937> pair_start;  // the engine before a pair the call ends inside
     for (uint64_t i = 0; i < n; i++, k++) {
       const uint64_t at = raw_of(k);
       if (at != filled_for) {
+        if (pairs && i == n - 1 && k % 2 == 0) pair_start = std::make_unique<std::mt19937>(g.mt);
         for (uint64_t j = 0; j < group; j++) buf.r[j] = uint32_t(g.mt());
         g.mt_pos += group;
         filled_for = at;
@@ -596,9 +599,10 @@ class SimRand final : public Rand {
       w.i = 0;
       value(w, kind, k, p0, p1, dst, i);
     }
-    // Stop where the next value starts (a pair's second value re-draws its pair).
-    if (pairs && k % 2) {
-      g.mt_have = false;
+    // Stop where the next value starts: a pair's second value re-draws its pair.
+    if (pair_start) {
+      g.mt = *pair_start;
+      g.mt_pos -= group;
     }
     return cudaSuccess;
   }
