@@ -18,7 +18,10 @@
 //      device API's curand_init(direction vectors, offset); Sobol64 bits;
 //   6. a host generator equals the device generator with the same seed;
 //      a generator on a stream;
-//   7. cuRAND's refusals (type, length, range) and version queries.
+//   7. a discrete Poisson distribution (curandCreatePoissonDistribution)
+//      sampled in a kernel by curand_discrete, and the device API's
+//      curand_poisson: mean and variance;
+//   8. cuRAND's refusals (type, length, range) and version queries.
 // Bounds: moments within 5 standard errors; chi-square below 148.2 (99
 // degrees of freedom, p = 0.001); KS distance below 1.95/sqrt(n) (p = 0.001).
 #include <cuda_runtime.h>
@@ -108,6 +111,17 @@ __global__ void pi_kernel(int pairs, unsigned long long seed, unsigned int* hits
 // out[16384 j + 256 b + t].
 __global__ void mtgp_kernel(curandStateMtgp32_t* st, int k, unsigned int* out) {
   for (int j = 0; j < k; j++) out[j * 16384 + blockIdx.x * 256 + threadIdx.x] = curand(&st[blockIdx.x]);
+}
+// Discrete Poisson samples: curand_discrete (the library's table) and curand_poisson.
+__global__ void discrete_kernel(curandDiscreteDistribution_t dist, double lambda, int k, unsigned int* a,
+                                unsigned int* b) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  curandStatePhilox4_32_10_t s;
+  curand_init(77, t, 0, &s);
+  for (int j = 0; j < k; j++) {
+    a[t * k + j] = curand_discrete(&s, dist);
+    b[t * k + j] = curand_poisson(&s, lambda);
+  }
 }
 // Sobol32 with the device API: one dimension per thread, n points from `offset`.
 __global__ void sobol_kernel(curandDirectionVectors32_t* dirs, const unsigned int* scramble, int dims, int n,
@@ -547,7 +561,37 @@ void host_generator_and_stream() {
   CK(cudaStreamDestroy(s));
 }
 
-// ------------------------------------------------------------ 7. refusals, versions
+// ------------------------------------------------------------ 7. discrete distributions
+void discrete() {
+  const int threads = 256, k = 64, n = threads * k;
+  unsigned int *a, *b;
+  CK(cudaMalloc(&a, n * sizeof(unsigned int)));
+  CK(cudaMalloc(&b, n * sizeof(unsigned int)));
+  for (double lambda : {3.5, 40.0, 2000.0}) {
+    curandDiscreteDistribution_t dist;
+    CR(curandCreatePoissonDistribution(lambda, &dist));
+    discrete_kernel<<<threads / 64, 64>>>(dist, lambda, k, a, b);
+    CK(cudaGetLastError());
+    std::vector<unsigned int> ha(n), hb(n);
+    CK(cudaMemcpy(ha.data(), a, n * sizeof(unsigned int), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hb.data(), b, n * sizeof(unsigned int), cudaMemcpyDeviceToHost));
+    CR(curandDestroyDistribution(dist));
+    for (auto* v : {&ha, &hb}) {
+      Moments m = moments(*v);
+      const char* what = v == &ha ? "curand_discrete" : "curand_poisson";
+      std::printf("%s Poisson(%g), %d samples: mean %.3f var %.3f\n", what, lambda, n, m.mean, m.var);
+      EXPECT(std::fabs(m.mean - lambda) < 5 * std::sqrt(lambda / n), "%s(%g) mean %g", what, lambda, m.mean);
+      EXPECT(std::fabs(m.var - lambda) < 5 * std::sqrt((lambda + 2 * lambda * lambda) / n), "%s(%g) var %g", what,
+             lambda, m.var);
+    }
+  }
+  curandDiscreteDistribution_t dist;
+  EXPECT(curandCreatePoissonDistribution(-1.0, &dist) == CURAND_STATUS_OUT_OF_RANGE, "negative lambda");
+  CK(cudaFree(a));
+  CK(cudaFree(b));
+}
+
+// ------------------------------------------------------------ 8. refusals, versions
 void refusals() {
   int v = 0;
   CR(curandGetVersion(&v));
@@ -588,6 +632,7 @@ int main() {
   distributions();
   sobol();
   host_generator_and_stream();
+  discrete();
   refusals();
   if (failures) {
     std::printf("%d FAILED\n", failures);

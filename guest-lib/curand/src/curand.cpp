@@ -20,14 +20,25 @@
 // numbers are in place, as cuRAND's host generators do. Generating in the
 // guest instead would need a second implementation of every generator.
 //
+// curandCreatePoissonDistribution builds, in the guest, the table the device
+// API's curand_discrete reads (curand_discrete.h / curand_poisson.h: a
+// square histogram, "M2": u uniform in (0, 1], j = floor(length u), the
+// value is shift + j if u < V[j], else shift + K[j]) over the Poisson
+// probabilities that are not negligible (each tail beyond it below 1e-16),
+// and places it in device memory with cudaMalloc/cudaMemcpy: the returned
+// handle is a device pointer a kernel passes to curand_discrete.
+//
 // curandGetDirectionVectors* / curandGetScrambleConstants* return this
 // library's tables (wormhole/proto/sobol_dirs.hpp), the ones the server's
 // Sobol' generators use.
 #include <cuda_runtime_api.h>
 #include <curand.h>
+#include <curand_discrete.h>
 #include <library_types.h>
 
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -218,6 +229,63 @@ const T* scramble_table() {
   return table.data();
 }
 
+// The device allocations of each discrete distribution (by its handle).
+std::mutex g_dist_mu;
+std::map<void*, std::vector<void*>> g_dists;
+
+// Poisson probabilities from `shift` on, `length` of them, normalised.
+std::vector<double> poisson_window(double lambda, unsigned* shift) {
+  const double sd = std::sqrt(lambda);
+  const double lo = std::max(0.0, std::floor(lambda - 10 * sd - 10));
+  const double hi = std::ceil(lambda + 12 * sd + 20);
+  std::vector<double> p;
+  double sum = 0;
+  for (double k = lo; k <= hi; k++) {
+    const double v = std::exp(k * std::log(lambda) - lambda - std::lgamma(k + 1));
+    p.push_back(v);
+    sum += v;
+  }
+  for (double& v : p) v /= sum;
+  *shift = unsigned(lo);
+  return p;
+}
+
+// Vose's alias method, written as the square histogram curand_discrete
+// reads: column j keeps j with probability q_j, else gives K[j];
+// V[j] = (j + q_j) / length so that u < V[j] within column j keeps j.
+void square_histogram(const std::vector<double>& p, std::vector<double>* V, std::vector<unsigned>* K) {
+  const size_t n = p.size();
+  std::vector<double> q(n);
+  std::vector<size_t> small, large;
+  for (size_t j = 0; j < n; j++) {
+    q[j] = p[j] * n;
+    (q[j] < 1 ? small : large).push_back(j);
+  }
+  K->assign(n, 0);
+  for (size_t j = 0; j < n; j++) (*K)[j] = unsigned(j);
+  while (!small.empty() && !large.empty()) {
+    const size_t s = small.back(), l = large.back();
+    small.pop_back();
+    (*K)[s] = unsigned(l);
+    q[l] -= 1 - q[s];
+    if (q[l] < 1) {
+      large.pop_back();
+      small.push_back(l);
+    }
+  }
+  for (size_t j : large) q[j] = 1;
+  for (size_t j : small) q[j] = 1;  // rounding leftovers
+  V->resize(n);
+  for (size_t j = 0; j < n; j++) (*V)[j] = (double(j) + q[j]) / double(n);
+}
+
+template <class T>
+cudaError_t to_device(const T* host, size_t count, void** dev, std::vector<void*>* owned) {
+  if (cudaError_t e = cudaMalloc(dev, count * sizeof(T)); e != cudaSuccess) return e;
+  owned->push_back(*dev);
+  return cudaMemcpy(*dev, host, count * sizeof(T), cudaMemcpyHostToDevice);
+}
+
 }  // namespace
 
 extern "C" {
@@ -346,6 +414,64 @@ curandStatus_t curandGeneratePoisson(curandGenerator_t generator, unsigned int* 
 curandStatus_t curandGeneratePoissonMethod(curandGenerator_t generator, unsigned int* outputPtr, size_t n,
                                            double lambda, curandMethod_t method) {
   return generate(generator, outputPtr, n, kRandPoisson, lambda, 0);
+}
+
+// ------------------------------------------------------------ discrete distributions
+
+curandStatus_t curandCreatePoissonDistribution(double lambda, curandDiscreteDistribution_t* discrete_distribution) {
+  if (!discrete_distribution) return CURAND_STATUS_OUT_OF_RANGE;
+  if (!(lambda > 0) || lambda > 1e9) return CURAND_STATUS_OUT_OF_RANGE;
+  unsigned shift = 0;
+  std::vector<double> p = poisson_window(lambda, &shift), V;
+  std::vector<unsigned> K;
+  square_histogram(p, &V, &K);
+  std::vector<void*> owned;
+  auto fail = [&](cudaError_t e) {
+    for (void* a : owned) cudaFree(a);
+    return e == cudaErrorMemoryAllocation ? CURAND_STATUS_ALLOCATION_FAILED : status(e);
+  };
+  void *dV, *dK, *dH, *dM2, *dD;
+  if (cudaError_t e = to_device(V.data(), V.size(), &dV, &owned); e != cudaSuccess) return fail(e);
+  if (cudaError_t e = to_device(K.data(), K.size(), &dK, &owned); e != cudaSuccess) return fail(e);
+  curandHistogramM2_st h{};
+  h.V = static_cast<curandHistogramM2V_t>(dV);
+  h.K = static_cast<curandHistogramM2K_t>(dK);
+  if (cudaError_t e = to_device(&h, 1, &dH, &owned); e != cudaSuccess) return fail(e);
+  curandDistributionM2Shift_st m2{};
+  m2.histogram = static_cast<curandHistogramM2_t>(dH);
+  m2.shift = shift;
+  m2.length = unsigned(V.size());
+  if (cudaError_t e = to_device(&m2, 1, &dM2, &owned); e != cudaSuccess) return fail(e);
+  curandDiscreteDistribution_st d{};
+  d.M2 = static_cast<curandDistributionM2Shift_t>(dM2);
+  d.stddev = std::sqrt(lambda);
+  d.mean = lambda;
+  d.method = CURAND_M2;
+  if (cudaError_t e = cudaMalloc(&dD, sizeof d); e != cudaSuccess) return fail(e);
+  owned.push_back(dD);
+  d.self_host_ptr = static_cast<curandDiscreteDistribution_t>(dD);
+  if (cudaError_t e = cudaMemcpy(dD, &d, sizeof d, cudaMemcpyHostToDevice); e != cudaSuccess) return fail(e);
+  {
+    std::lock_guard lk(g_dist_mu);
+    g_dists[dD] = std::move(owned);
+  }
+  *discrete_distribution = static_cast<curandDiscreteDistribution_t>(dD);
+  return CURAND_STATUS_SUCCESS;
+}
+
+curandStatus_t curandDestroyDistribution(curandDiscreteDistribution_t discrete_distribution) {
+  std::vector<void*> owned;
+  {
+    std::lock_guard lk(g_dist_mu);
+    auto it = g_dists.find(discrete_distribution);
+    if (it == g_dists.end()) return CURAND_STATUS_OUT_OF_RANGE;
+    owned = std::move(it->second);
+    g_dists.erase(it);
+  }
+  curandStatus_t r = CURAND_STATUS_SUCCESS;
+  for (void* a : owned)
+    if (cudaFree(a) != cudaSuccess) r = CURAND_STATUS_PREEXISTING_FAILURE;
+  return r;
 }
 
 // ------------------------------------------------------------ Sobol' tables
