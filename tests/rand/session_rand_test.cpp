@@ -155,6 +155,9 @@ TEST_F(Fixture, FarOffsets) {
     const uint64_t h = create(t);
     ASSERT_EQ(set(h, kRandSetOffset, 0, ~0ull - 100, 0, 0), 0);
     EXPECT_EQ(gen(h, d, 16, kRandUniform), 0) << t;
+    // Through the last offset there is, and past it (the offset wraps).
+    ASSERT_EQ(set(h, kRandSetOffset, 0, ~0ull - 4, 0, 0), 0);
+    EXPECT_EQ(gen(h, d, 16, kRandBits32), 0) << t;
   }
 }
 

@@ -47,6 +47,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <vector>
 
@@ -397,7 +398,6 @@ struct SimGen : RandGen {
   std::mt19937 mt;
   uint64_t mt_pos = 0;  // outputs mt has given
   bool mt_have = false;
-  std::vector<std::vector<uint64_t>> dirs;  // Sobol' direction numbers per dimension (as 64-bit)
   void reset() { have = false, mt_have = false, mtgp.clear(); }
 };
 
@@ -424,6 +424,18 @@ E engine_at(std::vector<E>& cache, std::vector<uint64_t>& pos, bool& have, uint6
     e.skip(raw);
   }
   return e;
+}
+
+// The 64-bit Sobol' direction numbers of dimensions [0, dims), one table
+// for the whole server (10 MiB at 20000 dimensions), filled on demand.
+const uint64_t* sobol_table(uint32_t dims) {
+  static std::mutex mu;
+  static std::unique_ptr<uint64_t[]> table;
+  static uint32_t filled = 0;
+  std::lock_guard lk(mu);
+  if (!table) table.reset(new uint64_t[size_t(kRandMaxDims) * 64]);
+  for (; filled < dims; filled++) sobol::directions<uint64_t>(filled, &table[size_t(filled) * 64]);
+  return table.get();
 }
 
 class SimRand final : public Rand {
@@ -665,20 +677,11 @@ class SimRand final : public Rand {
     const bool scrambled = st.type == kRngScrambledSobol32 || st.type == kRngScrambledSobol64;
     const uint32_t dims = st.dims;
     const uint64_t per = n / dims;
-    while (g.dirs.size() < dims) {
-      std::vector<uint64_t> v(64);
-      const uint32_t d = uint32_t(g.dirs.size());
-      if (is64) {
-        sobol::directions<uint64_t>(d, v.data());
-      } else {
-        uint32_t v32[32];
-        sobol::directions<uint32_t>(d, v32);
-        for (int k = 0; k < 32; k++) v[k] = v32[k];
-      }
-      g.dirs.push_back(std::move(v));
-    }
+    const uint64_t* table = sobol_table(dims);
     for (uint32_t d = 0; d < dims; d++) {
-      const auto& v = g.dirs[d];
+      // The 32-bit direction numbers are the 64-bit ones' upper halves.
+      uint64_t v[64];
+      for (int b = 0; b < 64; b++) v[b] = is64 ? table[d * 64 + b] : (b < 32 ? table[d * 64 + b] >> 32 : 0);
       // The state at point `offset`: the XOR of v[b] over gray(offset)'s bits.
       const uint64_t p = st.offset, gray = p ^ (p >> 1);
       uint64_t x = scrambled ? (is64 ? sobol::scramble64(d) : sobol::scramble32(d)) : 0;
@@ -707,7 +710,7 @@ class SimRand final : public Rand {
               else put<double>(dst, i, r);
             }
         }
-        x ^= v[__builtin_ctzll(~idx)];
+        if (~idx) x ^= v[__builtin_ctzll(~idx)];  // (the last point of 2^64 has no successor)
       }
     }
     return cudaSuccess;

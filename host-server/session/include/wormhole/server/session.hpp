@@ -202,7 +202,7 @@ class Session {
   HandleTable<EventEntry> events_{0x45, 1 << 16};
   HandleTable<BlasEntry> blas_handles_{0x42, 1024};
   HandleTable<FftEntry> fft_plans_{0x46, 4096};
-  HandleTable<RandEntry> rand_gens_{0x52, 4096};
+  HandleTable<RandEntry> rand_gens_{0x52, 256};  // a generator may hold ~256 KiB (MTGP32)
   HandleTable<PoolEntry> pools_{0x50, 256};
   uint64_t default_pool_ = 0, current_pool_ = 0;  // pool handles (0: not made yet)
   HandleTable<GraphExecEntry> graphs_{0x47, proto::kMaxGraphExecs};
