@@ -783,6 +783,14 @@ TEST_F(Hostile, ForgedAndStaleHandlesOfEveryKind) {
   EXPECT_EQ(c->call<Op::FftExec>({b1.handle, 0, 0, 0, kFftC2C, -1}), bad);
   fp.n[0] = -8;
   EXPECT_NE(c->call<Op::FftPlan>(fp, &f1), 0);
+  // cuRAND generators: stale, double-destroyed, and a cuBLAS handle used as one.
+  RandCreateResp r1{};
+  ASSERT_EQ(c->call<Op::RandCreate>({kRngXorwow, 0}, &r1), 0);
+  ASSERT_EQ(c->call<Op::RandDestroy>({r1.handle}), 0);
+  EXPECT_EQ(c->call<Op::RandDestroy>({r1.handle}), bad);
+  EXPECT_EQ(c->call<Op::RandGenerate>({r1.handle, 0, 0, 4, 0, 0, kRandBits32, 0}), bad);
+  EXPECT_EQ(c->call<Op::RandGenerate>({b1.handle, 0, 0, 4, 0, 0, kRandBits32, 0}), bad);
+  EXPECT_NE(c->call<Op::RandCreate>({7, 0}, &r1), 0);
   uint64_t m1 = 0;
   ASSERT_EQ(c->load_module(image, &m1), 0);
   const uint64_t k1 = c->kernel(m1, "empty_kernel");

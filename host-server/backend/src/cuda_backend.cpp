@@ -19,6 +19,7 @@
 #include "wormhole/server/blaslt.hpp"
 #include "wormhole/server/fft.hpp"
 #include "vendor_lib.hpp"
+#include "wormhole/server/rand.hpp"
 
 namespace wh::server {
 
@@ -137,6 +138,7 @@ class CudaContext final : public Context {
     blas_.reset();  // cuBLAS(Lt) handles and cuFFT plans before the context they live in
     fft_.reset();
     blaslt_.reset();
+    rand_.reset();
     d_.cuCtxSetCurrent(ctx_);
     if (mapped_) d_.cuMemHostUnregister(mapped_);
     // Pools belong to the device, not to the context: give back what ours
@@ -537,6 +539,10 @@ class CudaContext final : public Context {
     if (!blaslt_) blaslt_ = make_cuda_blaslt([this] { cur(); }, err);
     return blaslt_.get();
   }
+  Rand* rand(std::string* err) override {
+    if (!rand_) rand_ = make_cuda_rand([this] { cur(); }, err);
+    return rand_.get();
+  }
 
  private:
   Driver& d_;
@@ -551,6 +557,7 @@ class CudaContext final : public Context {
   std::unique_ptr<Blas> blas_;  // libcublas.so.13 (cuda_blas.cpp), on first use
   std::unique_ptr<Fft> fft_;    // libcufft.so.12 (cuda_fft.cpp), on first use
   std::unique_ptr<BlasLt> blaslt_;  // libcublasLt.so.13 (cuda_blaslt.cpp), on first use
+  std::unique_ptr<Rand> rand_;  // libcurand.so.10 (cuda_rand.cpp), on first use
 };
 
 class CudaBackend final : public Backend {

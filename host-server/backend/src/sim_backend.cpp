@@ -24,6 +24,7 @@
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/blaslt.hpp"
 #include "wormhole/server/fft.hpp"
+#include "wormhole/server/rand.hpp"
 
 namespace wh::server {
 
@@ -786,6 +787,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     if (!blaslt_) blaslt_ = make_sim_blaslt(*this);
     return blaslt_.get();
   }
+  Rand* rand(std::string*) override {
+    if (!rand_) rand_ = make_sim_rand(*this);
+    return rand_.get();
+  }
 
  private:
   // Texture/surface objects: changed only on the session thread, never
@@ -894,6 +899,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   std::unique_ptr<Blas> blas_;  // OpenBLAS over host_view (sim_blas.cpp)
   std::unique_ptr<Fft> fft_;    // FFTW over host_view (sim_fft.cpp)
   std::unique_ptr<BlasLt> blaslt_;  // OpenBLAS over host_view (sim_blaslt.cpp)
+  std::unique_ptr<Rand> rand_;  // cuRAND's algorithms over host_view (sim_rand.cpp)
 };
 
 class SimBackend final : public Backend {

@@ -122,6 +122,7 @@ Session::~Session() {
   blas_handles_.clear();
   fft_plans_.clear();
   lt_handles_.clear();
+  rand_gens_.clear();
   kernels_.clear();
   modules_.for_each([&](uint64_t, ModuleEntry& m) { ctx_->module_unload(*m.mod); });
   modules_.clear();

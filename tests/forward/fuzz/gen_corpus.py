@@ -16,8 +16,8 @@ import sys
 # Opcodes: the order of proto/include/wormhole/proto/cudart_api.def then
 # cublas_api.def, starting at 1 (read from the table so seeds follow it).
 HERE = os.path.dirname(os.path.abspath(__file__))
-TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f) for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def",
-                                                                                "cublaslt_api.def")]
+TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f)
+          for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def", "cublaslt_api.def", "curand_api.def")]
 OPS = []
 for t in TABLES:
     for line in open(t):
@@ -215,6 +215,29 @@ def seeds():
     s.req("GraphInstantiate", q(ref(g), 50000, len(nodes)) + struct.pack("<II", 5, 2), resp_words=1)
     s.req("GraphExecDestroy", q(ref(g)))
     out["graphs"] = s.b
+    # cuRAND: generators, settings, every kind of generation, refusals
+    # (a count that is no multiple of the dimensions, a range past the
+    # allocation, a stale handle).
+    s = Seq()
+    d = s.req("Malloc", q(8192), resp_words=1)
+    x = s.req("RandCreate", struct.pack("<iI", 101, 0), resp_words=2)
+    so = s.req("RandCreate", struct.pack("<iI", 201, 0), resp_words=2)
+    s.req("RandSet", q(ref(x), 1234, 5) + struct.pack("<iIII", 103, 0, 7, 0), resp_words=1)
+    s.req("RandSet", q(ref(so), 0, 0) + struct.pack("<iIII", 201, 3, 8, 0), resp_words=1)
+    gen = lambda h, off, n, kind, p0=0.0, p1=1.0: s.req(
+        "RandGenerate", q(ref(h), 0, ref(d, off), n) + struct.pack("<ddiI", p0, p1, kind, 0), posted=True)
+    gen(x, 0, 256, 3)
+    gen(x, 1024, 128, 5, 0.0, 2.0)
+    gen(x, 2048, 64, 9, 300.0)
+    gen(so, 4096, 96, 1)
+    gen(so, 0, 10, 3)
+    gen(x, 8000, 1024, 3)
+    s.req("DeviceSynchronize")
+    s.req("RandDestroy", q(ref(x)))
+    s.req("RandDestroy", q(ref(x)))
+    s.req("RandDestroy", q(ref(so)))
+    s.req("Free", q(ref(d)))
+    out["rand"] = s.b
     # Device queries and protocol edge cases.
     s = Seq()
     s.req("GetDeviceCount")

@@ -12,10 +12,11 @@
 #include "wormhole/proto/cublaslt_api.def"
 #include "wormhole/proto/cudart_api.def"
 #include "wormhole/proto/cufft_api.def"
+#include "wormhole/proto/curand_api.def"
 #include "wormhole/region.h"
 
 // Every forwarded library's table, in one opcode numbering.
-#define WH_ALL_OPS(X) WH_CUDART_OPS(X) WH_CUBLAS_OPS(X) WH_CUFFT_OPS(X) WH_CUBLASLT_OPS(X)
+#define WH_ALL_OPS(X) WH_CUDART_OPS(X) WH_CUBLAS_OPS(X) WH_CUFFT_OPS(X) WH_CUBLASLT_OPS(X) WH_CURAND_OPS(X)
 
 namespace wh::proto {
 

@@ -62,6 +62,7 @@ struct MemPoolProps {
 class Blas;  // wormhole/server/blas.hpp
 class Fft;   // wormhole/server/fft.hpp
 class BlasLt;  // wormhole/server/blaslt.hpp
+class Rand;  // wormhole/server/rand.hpp
 
 // What a kernel printed, for the application (collected on the sim device;
 // a GPU prints into the server's own stdout, see docs/hardware.md): printf
@@ -198,6 +199,12 @@ class Context {
   // the backend has none.
   virtual BlasLt* blaslt(std::string* err) {
     if (err) *err = "no cuBLASLt on this backend";
+    return nullptr;
+  }
+  // This context's random-number generators (cuRAND host-API semantics),
+  // created on first use; nullptr (and *err) when the backend has none.
+  virtual Rand* rand(std::string* err) {
+    if (err) *err = "no cuRAND on this backend";
     return nullptr;
   }
 };

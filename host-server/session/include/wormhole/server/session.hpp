@@ -17,6 +17,7 @@
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/blaslt.hpp"
 #include "wormhole/server/fft.hpp"
+#include "wormhole/server/rand.hpp"
 #include "wormhole/server/handles.hpp"
 
 namespace wh::server {
@@ -105,6 +106,10 @@ class Session {
   struct FftEntry {
     FftDesc desc;
     std::unique_ptr<FftPlan> plan;
+  };
+  struct RandEntry {
+    RandSettings settings;
+    std::unique_ptr<RandGen> gen;
   };
   struct PoolEntry {
     MemPool* pool;  // owned by the context
@@ -208,6 +213,7 @@ class Session {
   HandleTable<BlasEntry> blas_handles_{0x42, 1024};
   HandleTable<FftEntry> fft_plans_{0x46, 4096};
   HandleTable<LtEntry> lt_handles_{0x4c, 1024};
+  HandleTable<RandEntry> rand_gens_{0x52, 256};  // a generator may hold ~256 KiB (MTGP32)
   HandleTable<PoolEntry> pools_{0x50, 256};
   uint64_t default_pool_ = 0, current_pool_ = 0;  // pool handles (0: not made yet)
   HandleTable<GraphExecEntry> graphs_{0x47, proto::kMaxGraphExecs};
