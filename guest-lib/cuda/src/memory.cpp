@@ -129,10 +129,12 @@ CUresult copy2d(const CUDA_MEMCPY2D* c, CUstream s, bool async) {
   return rt(e);
 }
 
-CUresult copy3d(const CUDA_MEMCPY3D* c, CUstream s, bool async) {
-  WH_INIT();
+// The driver's 3D copy description in the runtime's terms (also a graph
+// memcpy node's parameters).
+CUresult params3d(const CUDA_MEMCPY3D* c, cudaMemcpy3DParms* out) {
   if (!c || c->reserved0 || c->reserved1 || c->srcLOD || c->dstLOD) return CUDA_ERROR_INVALID_VALUE;
-  cudaMemcpy3DParms p{};
+  cudaMemcpy3DParms& p = *out;
+  p = cudaMemcpy3DParms{};
   const size_t sh = c->srcHeight ? c->srcHeight : c->Height, dh = c->dstHeight ? c->dstHeight : c->Height;
   auto side = [&](CUmemorytype t, const void* host, CUdeviceptr dev, CUarray arr, size_t pitch, size_t height,
                   cudaArray_t* a, cudaPitchedPtr* pp) {
@@ -174,6 +176,13 @@ CUresult copy3d(const CUDA_MEMCPY3D* c, CUstream s, bool async) {
   }
   p.extent = cudaExtent{width, c->Height, c->Depth};
   p.kind = kind_of(c->srcMemoryType, c->dstMemoryType);
+  return CUDA_SUCCESS;
+}
+
+CUresult copy3d(const CUDA_MEMCPY3D* c, CUstream s, bool async) {
+  WH_INIT();
+  cudaMemcpy3DParms p;
+  if (CUresult r = params3d(c, &p); r != CUDA_SUCCESS) return r;
   return rt(async ? cudaMemcpy3DAsync(&p, S(s)) : cudaMemcpy3D(&p));
 }
 
@@ -733,6 +742,45 @@ CUresult cuGraphAddHostNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   cudaHostNodeParams r{p->fn, p->userData};
   return rt(cudaGraphAddHostNode(N(out), G(g), N(deps), n, &r));
+}
+CUresult cuGraphAddMemcpyNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, const CUDA_MEMCPY3D* c,
+                              CUcontext ctx) {
+  WH_INIT();
+  if (ctx && !valid_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  cudaMemcpy3DParms p;
+  if (CUresult r = params3d(c, &p); r != CUDA_SUCCESS) return r;
+  return rt(cudaGraphAddMemcpyNode(N(out), G(g), N(deps), n, &p));
+}
+CUresult cuGraphAddChildGraphNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, CUgraph child) {
+  WH_INIT();
+  return rt(cudaGraphAddChildGraphNode(N(out), G(g), N(deps), n, G(child)));
+}
+CUresult cuGraphAddEventRecordNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, CUevent e) {
+  WH_INIT();
+  return rt(cudaGraphAddEventRecordNode(N(out), G(g), N(deps), n, E(e)));
+}
+CUresult cuGraphAddEventWaitNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, CUevent e) {
+  WH_INIT();
+  return rt(cudaGraphAddEventWaitNode(N(out), G(g), N(deps), n, E(e)));
+}
+CUresult cuGraphGetEdges_v2(CUgraph g, CUgraphNode* from, CUgraphNode* to, CUgraphEdgeData* edges, size_t* n) {
+  WH_INIT();
+  return rt(cudaGraphGetEdges(G(g), N(from), N(to), reinterpret_cast<cudaGraphEdgeData*>(edges), n));
+}
+CUresult cuGraphGetEdges(CUgraph g, CUgraphNode* from, CUgraphNode* to, size_t* n) {
+  return cuGraphGetEdges_v2(g, from, to, nullptr, n);
+}
+CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode* out, CUgraphEdgeData* edges, size_t* n) {
+  WH_INIT();
+  return rt(cudaGraphNodeGetDependentNodes(reinterpret_cast<cudaGraphNode_t>(node), N(out),
+                                           reinterpret_cast<cudaGraphEdgeData*>(edges), n));
+}
+CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode* out, size_t* n) {
+  return cuGraphNodeGetDependentNodes_v2(node, out, nullptr, n);
+}
+CUresult cuGraphNodeFindInClone(CUgraphNode* out, CUgraphNode original, CUgraph clone) {
+  WH_INIT();
+  return rt(cudaGraphNodeFindInClone(N(out), reinterpret_cast<cudaGraphNode_t>(original), G(clone)));
 }
 CUresult cuGraphAddEmptyNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n) {
   WH_INIT();
