@@ -628,6 +628,9 @@ int32_t Session::on_ModuleLoad(const ModuleLoadReq& rq, std::span<const uint8_t>
   std::unique_ptr<Module> m;
   if (Err e = ctx_->module_load(copy, &m, &last_log_); e != cudaSuccess) {
     spdlog::warn("session {}: module load failed: {}", id_, last_log_);
+    // The application hears why too (a SASS-only module names its kernels),
+    // on its stderr at its next synchronising call.
+    add_output(kOutputStderr, "wormhole: module load failed: " + last_log_ + "\n");
     return e;
   }
   uint64_t h = modules_.add(std::make_unique<ModuleEntry>(ModuleEntry{std::move(m), {}}));
