@@ -180,6 +180,9 @@ __attribute__((visibility("default"))) int wh_guest_module_set_library(void* mod
   return cudaSuccess;
 }
 
+__attribute__((visibility("default"))) int wh_guest_module_global(void* module, const char* name, uint64_t* dptr,
+                                                                  size_t* bytes);
+
 // cuLibraryGetManaged: a __managed__ variable of a driver module, placed in
 // managed memory (host and device see it at one address) and bound to the
 // module's global, once per variable; a reload after a context reset binds
