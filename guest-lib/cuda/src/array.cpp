@@ -270,7 +270,9 @@ CUresult cuTexObjectCreate(CUtexObject* obj, const CUDA_RESOURCE_DESC* r, const 
   tt.filterMode = cudaTextureFilterMode(t->filterMode);
   // The driver promotes integer texels to normalised floats unless told to
   // read them as integers; float texels are read as they are.
-  const bool integer = fmt.f == cudaChannelFormatKindSigned || fmt.f == cudaChannelFormatKindUnsigned;
+  // 32-bit integers cannot be normalised: they are read as integers whatever
+  // the flag says (NVIDIA's runtime leaves the flag clear for them).
+  const bool integer = (fmt.f == cudaChannelFormatKindSigned || fmt.f == cudaChannelFormatKindUnsigned) && fmt.x < 32;
   tt.readMode = integer && !(t->flags & CU_TRSF_READ_AS_INTEGER) ? cudaReadModeNormalizedFloat : cudaReadModeElementType;
   tt.sRGB = (t->flags & CU_TRSF_SRGB) != 0;
   tt.normalizedCoords = (t->flags & CU_TRSF_NORMALIZED_COORDINATES) != 0;

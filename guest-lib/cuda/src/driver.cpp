@@ -80,8 +80,12 @@ CUresult to_cu(int e) {
     case cudaErrorInitializationError: return CUDA_ERROR_NOT_INITIALIZED;
     case cudaErrorCudartUnloading: return CUDA_ERROR_DEINITIALIZED;
     case cudaErrorProfilerDisabled: return CUDA_ERROR_PROFILER_DISABLED;
-    case cudaErrorInvalidConfiguration: return CUDA_ERROR_INVALID_VALUE;
-    case cudaErrorInvalidPitchValue: return CUDA_ERROR_INVALID_VALUE;
+    // A launch configuration or pitch the device refuses: the driver's code
+    // has the runtime's number, which NVIDIA's static runtime passes on as
+    // cudaErrorInvalidConfiguration / cudaErrorInvalidPitchValue (observed:
+    // docs/export-tables.md), as programs built the default way expect.
+    case cudaErrorInvalidConfiguration: return CUresult(cudaErrorInvalidConfiguration);
+    case cudaErrorInvalidPitchValue: return CUresult(cudaErrorInvalidPitchValue);
     case cudaErrorInvalidSymbol: return CUDA_ERROR_NOT_FOUND;
     case cudaErrorInvalidHostPointer: return CUDA_ERROR_INVALID_VALUE;
     case cudaErrorInvalidDevicePointer: return CUDA_ERROR_INVALID_VALUE;
@@ -368,6 +372,9 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
     g_primary_refs = 0;
     g_primary.flags = 0;
   }
+  // Whoever keeps state in the context (a static CUDA runtime: its streams,
+  // events, modules) is told it is gone, as the driver does.
+  wh::driver::context_storage_destroyed(primary());
   return rt(cudaDeviceReset());
 }
 CUresult cuDevicePrimaryCtxReset(CUdevice d) { return cuDevicePrimaryCtxReset_v2(d); }

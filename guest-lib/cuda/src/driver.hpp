@@ -57,6 +57,9 @@ bool initialized();
   do {                                             \
     if (!::wh::driver::initialized()) return CUDA_ERROR_NOT_INITIALIZED; \
   } while (0)
+// Context-local storage (export_tables.cpp): runs and drops the destructors
+// its users registered for `ctx`, when that context is reset.
+void context_storage_destroyed(CUcontext ctx);
 // The single context's handle (the primary context) and its checks.
 CUcontext primary();
 bool valid_context(CUcontext c);

@@ -37,6 +37,8 @@
 #include <utility>
 #include <vector>
 
+#include "driver.hpp"
+
 namespace {
 
 using Slot = const void*;
@@ -203,6 +205,26 @@ CUresult cls_get(void** value, CUcontext ctx, void* key) {
     }
   return CUDA_ERROR_INVALID_HANDLE;  // the runtime's "not yet": it then puts
 }
+}  // namespace
+
+// On cuDevicePrimaryCtxReset: each entry's destructor, then the entries go.
+void wh::driver::context_storage_destroyed(CUcontext ctx) {
+  std::vector<ClsEntry> gone;
+  {
+    std::lock_guard lk(g_cls_mu);
+    for (size_t i = 0; i < g_cls.size();)
+      if (g_cls[i].ctx == ctx) {
+        gone.push_back(g_cls[i]);
+        g_cls.erase(g_cls.begin() + long(i));
+      } else {
+        ++i;
+      }
+  }
+  for (const ClsEntry& e : gone)  // outside the lock: a destructor may call back in
+    if (e.dtor) e.dtor(e.ctx, e.key, e.value);
+}
+
+namespace {
 constexpr const char* kClsName = "context-local-storage";
 Table<&kClsName, 4>& cls_table() {
   static Table<&kClsName, 4> t =

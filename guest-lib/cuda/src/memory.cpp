@@ -141,11 +141,13 @@ CUresult params3d(const CUDA_MEMCPY3D* c, cudaMemcpy3DParms* out) {
     switch (t) {
       case CU_MEMORYTYPE_HOST:
         if (!host) return false;
+        if (!pitch && height <= 1 && c->Depth <= 1) pitch = c->WidthInBytes;  // a 1D copy (graph memcpy node)
         *pp = cudaPitchedPtr{const_cast<void*>(host), pitch, c->WidthInBytes, height};
         return true;
       case CU_MEMORYTYPE_DEVICE:
       case CU_MEMORYTYPE_UNIFIED:
         if (!dev) return false;
+        if (!pitch && height <= 1 && c->Depth <= 1) pitch = c->WidthInBytes;
         *pp = cudaPitchedPtr{P(dev), pitch, c->WidthInBytes, height};
         return true;
       case CU_MEMORYTYPE_ARRAY:
@@ -712,7 +714,11 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS
   if (cudaError_t e = cudaGraphKernelNodeGetParams(reinterpret_cast<cudaGraphNode_t>(node), &r); e != cudaSuccess)
     return rt(e);
   *p = CUDA_KERNEL_NODE_PARAMS{};
+  // A CUkernel and its CUfunction are one handle here: both fields carry it,
+  // so a caller that added the node with either finds its own back.
   p->func = static_cast<CUfunction>(r.func);
+  p->kern = static_cast<CUkernel>(r.func);
+  p->ctx = primary();
   p->gridDimX = r.gridDim.x, p->gridDimY = r.gridDim.y, p->gridDimZ = r.gridDim.z;
   p->blockDimX = r.blockDim.x, p->blockDimY = r.blockDim.y, p->blockDimZ = r.blockDim.z;
   p->sharedMemBytes = r.sharedMemBytes;
@@ -742,6 +748,31 @@ CUresult cuGraphAddHostNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   cudaHostNodeParams r{p->fn, p->userData};
   return rt(cudaGraphAddHostNode(N(out), G(g), N(deps), n, &r));
+}
+CUresult cuStreamSetAttribute(CUstream s, CUstreamAttrID id, const CUstreamAttrValue* v) {
+  WH_INIT();
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  return rt(cudaStreamSetAttribute(S(s), cudaStreamAttrID(id), reinterpret_cast<const cudaStreamAttrValue*>(v)));
+}
+CUresult cuStreamSetAttribute_ptsz(CUstream s, CUstreamAttrID id, const CUstreamAttrValue* v) {
+  return cuStreamSetAttribute(s, id, v);
+}
+CUresult cuStreamGetAttribute(CUstream s, CUstreamAttrID id, CUstreamAttrValue* v) {
+  WH_INIT();
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  return rt(cudaStreamGetAttribute(S(s), cudaStreamAttrID(id), reinterpret_cast<cudaStreamAttrValue*>(v)));
+}
+CUresult cuStreamGetAttribute_ptsz(CUstream s, CUstreamAttrID id, CUstreamAttrValue* v) {
+  return cuStreamGetAttribute(s, id, v);
+}
+CUresult cuMemRangeGetAttribute(void* data, size_t bytes, CUmem_range_attribute a, CUdeviceptr p, size_t n) {
+  WH_INIT();
+  return rt(cudaMemRangeGetAttribute(data, bytes, cudaMemRangeAttribute(a), P(p), n));
+}
+CUresult cuMemRangeGetAttributes(void** data, size_t* bytes, CUmem_range_attribute* a, size_t na, CUdeviceptr p,
+                                 size_t n) {
+  WH_INIT();
+  return rt(cudaMemRangeGetAttributes(data, bytes, reinterpret_cast<cudaMemRangeAttribute*>(a), na, P(p), n));
 }
 CUresult cuGraphAddMemcpyNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, const CUDA_MEMCPY3D* c,
                               CUcontext ctx) {

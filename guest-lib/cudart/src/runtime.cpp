@@ -161,7 +161,10 @@ cudaError_t cudaDeviceReset(void) {
   flush_device_output(c);
   std::lock_guard lk(rt().mu);
   Runtime& r = rt();
-  for (auto* fb : r.fatbins) fb->module = 0;  // reloaded lazily
+  for (auto* fb : r.fatbins) {
+    fb->module = 0;  // reloaded lazily
+    for (auto& [name, k] : fb->functions) k->handle.store(0);  // the driver API's functions of it
+  }
   for (auto& [h, k] : r.kernels) k->handle.store(0);
   for (auto& [h, v] : r.vars) v->dptr = 0;
   r.allocs.clear();
