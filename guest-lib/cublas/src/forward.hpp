@@ -8,12 +8,11 @@
 #include <cublas_v2.h>
 
 #include "connection.hpp"  // guest-lib/cudart/src: wh::guest::Connection
+#include "library_call.hpp"
 #include "wormhole/proto/wire.hpp"
 
 extern "C" {
 void* wh_guest_connection(void);
-int wh_guest_call(uint16_t op, const void* rq, size_t rq_len, const void* tail, size_t tail_len, void* rs,
-                  size_t rs_len, int posted);
 }
 
 // The guest side of a cuBLAS handle.
@@ -30,16 +29,8 @@ namespace wh::guest::blas {
 
 inline wh::guest::Connection* conn() { return static_cast<wh::guest::Connection*>(wh_guest_connection()); }
 
-template <proto::Op O>
-cudaError_t call(const typename proto::OpTraits<O>::Request& rq, typename proto::OpTraits<O>::Response* rs) {
-  return cudaError_t(wh_guest_call(uint16_t(O), &rq, proto::wire_size<typename proto::OpTraits<O>::Request>, nullptr, 0,
-                                   rs, proto::wire_size<typename proto::OpTraits<O>::Response>, 0));
-}
-template <proto::Op O>
-cudaError_t post(const typename proto::OpTraits<O>::Request& rq) {
-  return cudaError_t(wh_guest_call(uint16_t(O), &rq, proto::wire_size<typename proto::OpTraits<O>::Request>, nullptr, 0,
-                                   nullptr, 0, 1));
-}
+using wh::guest::lib::call;
+using wh::guest::lib::post;
 
 // A server status (cudaError_t) as the cublasStatus_t cuBLAS would return.
 inline cublasStatus_t status(cudaError_t e) {

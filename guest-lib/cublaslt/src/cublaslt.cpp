@@ -28,11 +28,10 @@
 #include <string>
 
 #include "wormhole/proto/cublaslt_check.hpp"
+#include "library_call.hpp"
 #include "wormhole/proto/wire.hpp"
 
 extern "C" {
-int wh_guest_call(uint16_t op, const void* rq, size_t rq_len, const void* tail, size_t tail_len, void* rs,
-                  size_t rs_len, int posted);
 void wh_cublaslt_unsupported(const char* name);
 }
 
@@ -50,23 +49,9 @@ constexpr uint64_t kHandleMagic = 0x746c4c4254484d57ull;  // "WMHTBLlt"
 constexpr uint64_t kAlgoMagic = 0x6f676c414c484d57ull;    // "WMHLAlgo"
 constexpr uint32_t kDescMagic = 0x4c54444d, kLayoutMagic = 0x4c544c59, kPrefMagic = 0x4c545046;
 
-void log_once(const std::string& what) {
-  static std::mutex mu;
-  static std::set<std::string> seen;
-  std::lock_guard lk(mu);
-  if (seen.insert(what).second) std::fprintf(stderr, "wormhole: %s\n", what.c_str());
-}
-
-template <Op O>
-cudaError_t call(const typename OpTraits<O>::Request& rq, typename OpTraits<O>::Response* rs) {
-  return cudaError_t(wh_guest_call(uint16_t(O), &rq, wire_size<typename OpTraits<O>::Request>, nullptr, 0, rs,
-                                   wire_size<typename OpTraits<O>::Response>, 0));
-}
-template <Op O>
-cudaError_t post(const typename OpTraits<O>::Request& rq) {
-  return cudaError_t(
-      wh_guest_call(uint16_t(O), &rq, wire_size<typename OpTraits<O>::Request>, nullptr, 0, nullptr, 0, 1));
-}
+using wh::guest::lib::call;
+using wh::guest::lib::log_once;
+using wh::guest::lib::post;
 
 cublasStatus_t status(cudaError_t e) {
   switch (e) {

@@ -45,11 +45,10 @@
 #include <vector>
 
 #include "wormhole/proto/sobol_dirs.hpp"
+#include "library_call.hpp"
 #include "wormhole/proto/wire.hpp"
 
 extern "C" {
-int wh_guest_call(uint16_t op, const void* rq, size_t rq_len, const void* tail, size_t tail_len, void* rs,
-                  size_t rs_len, int posted);
 void wh_curand_unsupported(const char* name);
 }
 
@@ -67,23 +66,9 @@ struct curandGenerator_st {
 
 namespace {
 
-void log_once(const std::string& what) {
-  static std::mutex mu;
-  static std::set<std::string> seen;
-  std::lock_guard lk(mu);
-  if (seen.insert(what).second) std::fprintf(stderr, "wormhole: %s\n", what.c_str());
-}
-
-template <Op O>
-cudaError_t call(const typename OpTraits<O>::Request& rq, typename OpTraits<O>::Response* rs) {
-  return cudaError_t(wh_guest_call(uint16_t(O), &rq, wire_size<typename OpTraits<O>::Request>, nullptr, 0, rs,
-                                   wire_size<typename OpTraits<O>::Response>, 0));
-}
-template <Op O>
-cudaError_t post(const typename OpTraits<O>::Request& rq) {
-  return cudaError_t(
-      wh_guest_call(uint16_t(O), &rq, wire_size<typename OpTraits<O>::Request>, nullptr, 0, nullptr, 0, 1));
-}
+using wh::guest::lib::call;
+using wh::guest::lib::log_once;
+using wh::guest::lib::post;
 
 curandStatus_t status(cudaError_t e) {
   switch (e) {

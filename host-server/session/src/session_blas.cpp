@@ -678,7 +678,10 @@ int32_t Session::on_BlasL3(const BlasL3Req& rq, std::span<const uint8_t>, BlasL3
   }
   if (r == kL3Dgmm && rq.ldb == 0) return cudaErrorInvalidValue;  // x's increment
   const bool empty = C.rows == 0 || C.cols == 0 || batch == 0;
-  if (empty) return b->l3(*h, c, a);
+  if (empty) {
+    a.batch = 0;  // nothing to compute: no operand (nor pointer list) is read
+    return b->l3(*h, c, a);
+  }
   auto check = [&](const Opnd& o, std::vector<uint64_t>* list) -> Err {
     uint64_t one, bytes;
     if (!matrix_elems(o.rows, o.cols, o.ld, &one)) return cudaErrorInvalidValue;
@@ -744,7 +747,10 @@ int32_t Session::on_BlasGemmExBatched(const BlasGemmExBatchedReq& rq, std::span<
     return cudaErrorInvalidValue;
   a.atype = rq.atype, a.btype = rq.btype, a.ctype = rq.ctype, a.compute = rq.compute, a.algo = rq.algo;
   a.mode = rq.mode, a.batch = int(batch), a.sa = rq.strideA, a.sb = rq.strideB, a.sc = rq.strideC;
-  if (rq.m == 0 || rq.n == 0 || batch == 0) return b->gemm_ex_batched(*h, c, a);
+  if (rq.m == 0 || rq.n == 0 || batch == 0) {
+    a.batch = 0;  // nothing to compute: no operand (nor pointer list) is read
+    return b->gemm_ex_batched(*h, c, a);
+  }
   auto check = [&](uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, int64_t stride, uint64_t es, bool used,
                    std::vector<uint64_t>* list) -> Err {
     uint64_t one, bytes;
