@@ -35,8 +35,30 @@ void log_once(const std::string& msg) {
 }
 
 ring::Message& Connection::reply_buffer() {
-  thread_local ring::Message m;
-  return m;
+  // One buffer per thread, freed when the thread ends. A call made after
+  // that on the same thread (an exit handler flushing kernel output once
+  // the main thread's thread-locals are gone) gets a process-wide buffer
+  // instead of a destroyed one; exit handlers run one at a time. The two
+  // plain thread-locals stay valid to the end (nothing destroys them).
+  thread_local ring::Message* mine = nullptr;
+  thread_local bool ended = false;
+  struct Owner {
+    ~Owner() {
+      delete mine;
+      mine = nullptr;
+      ended = true;
+    }
+  };
+  if (ended) {
+    static ring::Message* late = new ring::Message();
+    return *late;
+  }
+  if (!mine) {
+    mine = new ring::Message();
+    thread_local Owner owner;
+    (void)owner;
+  }
+  return *mine;
 }
 
 cudaError_t Connection::link_error(ring::Status s) {
