@@ -40,33 +40,7 @@ using namespace wh::proto;
   X(cublasLtMatrixTransformDescSetAttribute) \
   X(cublasLtMatrixTransform)
 
-struct Lib {
-#define WH_PTR(fn) decltype(&::fn) fn = nullptr;
-  WH_CUBLASLT_FUNCS(WH_PTR)
-#undef WH_PTR
-  void* h = nullptr;
-  std::string error;
-  bool ok = false;
-};
-
-Lib& lib() {
-  static Lib l;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    l.h = open_vendor_library("libcublasLt.so.13", &l.error);
-    if (!l.h) return;
-#define WH_LOAD(fn)                                         \
-  l.fn = reinterpret_cast<decltype(l.fn)>(dlsym(l.h, #fn)); \
-  if (!l.fn) {                                              \
-    l.error = "libcublasLt.so.13 lacks " #fn;               \
-    return;                                                 \
-  }
-    WH_CUBLASLT_FUNCS(WH_LOAD)
-#undef WH_LOAD
-    l.ok = true;
-  });
-  return l;
-}
+WH_VENDOR_LIBRARY(Lib, lib, "libcublasLt.so.13", WH_CUBLASLT_FUNCS)
 
 Err map(cublasStatus_t s) {
   switch (s) {

@@ -34,33 +34,7 @@ namespace {
   X(cufftExecD2Z)         \
   X(cufftExecZ2D)
 
-struct Lib {
-#define WH_PTR(fn) decltype(&::fn) fn = nullptr;
-  WH_CUFFT_FUNCS(WH_PTR)
-#undef WH_PTR
-  void* h = nullptr;
-  std::string error;
-  bool ok = false;
-};
-
-Lib& lib() {
-  static Lib l;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    l.h = open_vendor_library("libcufft.so.12", &l.error);
-    if (!l.h) return;
-#define WH_LOAD(fn)                                         \
-  l.fn = reinterpret_cast<decltype(l.fn)>(dlsym(l.h, #fn)); \
-  if (!l.fn) {                                              \
-    l.error = "libcufft.so.12 lacks " #fn;                  \
-    return;                                                 \
-  }
-    WH_CUFFT_FUNCS(WH_LOAD)
-#undef WH_LOAD
-    l.ok = true;
-  });
-  return l;
-}
+WH_VENDOR_LIBRARY(Lib, lib, "libcufft.so.12", WH_CUFFT_FUNCS)
 
 Err map(cufftResult r) {
   switch (r) {

@@ -41,33 +41,7 @@ using namespace wh::proto;
   X(curandGenerateLogNormalDouble)            \
   X(curandGeneratePoisson)
 
-struct Lib {
-#define WH_PTR(fn) decltype(&::fn) fn = nullptr;
-  WH_CURAND_FUNCS(WH_PTR)
-#undef WH_PTR
-  void* h = nullptr;
-  std::string error;
-  bool ok = false;
-};
-
-Lib& lib() {
-  static Lib l;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    l.h = open_vendor_library("libcurand.so.10", &l.error);
-    if (!l.h) return;
-#define WH_LOAD(fn)                                         \
-  l.fn = reinterpret_cast<decltype(l.fn)>(dlsym(l.h, #fn)); \
-  if (!l.fn) {                                              \
-    l.error = "libcurand.so.10 lacks " #fn;                 \
-    return;                                                 \
-  }
-    WH_CURAND_FUNCS(WH_LOAD)
-#undef WH_LOAD
-    l.ok = true;
-  });
-  return l;
-}
+WH_VENDOR_LIBRARY(Lib, lib, "libcurand.so.10", WH_CURAND_FUNCS)
 
 Err map(curandStatus_t r) {
   switch (r) {

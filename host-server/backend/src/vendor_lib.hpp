@@ -1,9 +1,14 @@
-// Opens one of NVIDIA's libraries for the cuda backend (cuBLAS, cuFFT).
+// Opens one of NVIDIA's libraries for the cuda backend (cuBLAS, cuBLASLt,
+// cuFFT, cuRAND) and loads the functions a backend calls.
 #pragma once
 
 #include <dlfcn.h>
 
+#include <cstring>
+#include <initializer_list>
+#include <mutex>
 #include <string>
+#include <utility>
 
 namespace wh::server {
 
@@ -25,4 +30,45 @@ inline void* open_vendor_library(const char* soname, std::string* error) {
   return h;
 }
 
+// Loads `soname` and each (name, slot) into its function pointer; false and
+// *error naming the first missing one.
+inline bool load_vendor_symbols(const char* soname, void** handle,
+                                std::initializer_list<std::pair<const char*, void*>> syms, std::string* error) {
+  *handle = open_vendor_library(soname, error);
+  if (!*handle) return false;
+  for (const auto& [name, slot] : syms) {
+    void* f = dlsym(*handle, name);
+    if (!f) {
+      *error = std::string(soname) + " lacks " + name;
+      return false;
+    }
+    std::memcpy(slot, &f, sizeof f);  // a function pointer's bits, as dlsym returns them
+  }
+  return true;
+}
+
 }  // namespace wh::server
+
+// One NVIDIA library's functions for a backend, loaded once per server
+// process on first use. With FUNCS(X) listing X(cufftPlanMany) X(...):
+//   WH_VENDOR_LIBRARY(Lib, lib, "libcufft.so.12", FUNCS)
+// declares struct Lib { a pointer per function; void* h; std::string error;
+// bool ok; } and Lib& lib() (ok false, error set, when the library or a
+// function is missing).
+#define WH_VENDOR_PTR(fn) decltype(&::fn) fn = nullptr;
+#define WH_VENDOR_SYM(fn) {#fn, static_cast<void*>(&l.fn)},
+#define WH_VENDOR_LIBRARY(Type, getter, soname, FUNCS)                                               \
+  struct Type {                                                                                      \
+    FUNCS(WH_VENDOR_PTR)                                                                             \
+    void* h = nullptr;                                                                               \
+    std::string error;                                                                               \
+    bool ok = false;                                                                                 \
+  };                                                                                                 \
+  Type& getter() {                                                                                   \
+    static Type l;                                                                                   \
+    static std::once_flag once;                                                                      \
+    std::call_once(once, [] {                                                                        \
+      l.ok = ::wh::server::load_vendor_symbols(soname, &l.h, {FUNCS(WH_VENDOR_SYM)}, &l.error);      \
+    });                                                                                              \
+    return l;                                                                                        \
+  }
