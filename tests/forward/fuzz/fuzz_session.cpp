@@ -22,9 +22,11 @@
 // so inputs can name live objects and the corpus stays meaningful.
 //
 // Harness limits (not server checks): launches of more than 2^16 threads
-// in all (graph node lists and kernel node updates included) and BLAS
-// batches above 256 are skipped, so one input cannot spend the whole time
-// budget legitimately computing.
+// in all (graph node lists and kernel node updates included), BLAS
+// batches above 256 and BLAS vectors of more than 2^20 elements (with a
+// zero increment a vector of 2^31 elements fits in one element's memory)
+// are skipped, so one input cannot spend the whole time budget
+// legitimately computing.
 //
 // Invariant checked after each input: destroying the session returns every
 // byte of device memory (a fresh context sees the whole device free).
@@ -102,6 +104,16 @@ bool skip_expensive(uint16_t op, const std::vector<uint8_t>& p) {
       pos += h.body_bytes;
     }
     return total > (1u << 16);
+  }
+  if (Op(op) == Op::BlasL1 && p.size() >= sizeof(BlasL1Req)) {
+    BlasL1Req rq;
+    std::memcpy(&rq, p.data(), sizeof rq);
+    return rq.n > (1 << 20);
+  }
+  if (Op(op) == Op::BlasL2 && p.size() >= sizeof(BlasL2Req)) {
+    BlasL2Req rq;
+    std::memcpy(&rq, p.data(), sizeof rq);
+    return rq.m > (1 << 20) || rq.n > (1 << 20);
   }
   if (Op(op) == Op::BlasGemmStridedBatched && p.size() >= sizeof(BlasGemmStridedBatchedReq)) {
     BlasGemmStridedBatchedReq rq;
