@@ -19,7 +19,9 @@
 #                      first on the client's LD_LIBRARY_PATH; OTHER_NAME names it.
 # Knobs: ROUNDS (3) ITERS (20000 null calls) COPIES (5) COPY_MIB (64)
 #        ASYNC (20000) CLIENT_CPU (0) SERVER_CPU (1) COMPARE_TRAIN (0: 1 also
-#        runs wh-train-legacy through both, step time and loss curves).
+#        runs wh-train-legacy through both, step time and loss curves; through
+#        GVirtuS it needs GVirtuS's cuBLAS plugin, and kernels run on the
+#        backend's device: a GPU, or Wormhole's sim device when layered).
 set -u
 build="$(cd "$1" && pwd)"
 out="${2:-$build/compare}"
@@ -151,8 +153,8 @@ awk -F'\t' -v other="$other" -v keys="$keys" -v tkeys="$tkeys" '
     for (i = 1; i <= nk; i++) {
       k = K[i]; w = med(v["wormhole" SUBSEP k]); o = med(v["other" SUBSEP k])
       t = (k in floor) ? med(v["tcp" SUBSEP floor[k]]) : ""
-      r1 = (o != "" && w + 0 > 0) ? sprintf("%.2f", o / w) : "-"
-      r2 = (o != "" && t != "" && t + 0 > 0) ? sprintf("%.2f", o / t) : "-"
+      r1 = (o != "" && w + 0 > 0) ? sprintf("%.3g", o / w) : "-"
+      r2 = (o != "" && t != "" && t + 0 > 0) ? sprintf("%.3g", o / t) : "-"
       printf "%-20s %14s %14s %14s %12s %12s\n", k, w, (o == "" ? "-" : o), (t == "" ? "-" : t), r1, r2
       printf "%s\t%s\t%s\t%s\n", k, w, (o == "" ? "nan" : o), (t == "" ? "nan" : t) > "/dev/stderr"
     }
@@ -199,8 +201,8 @@ if [ "${COMPARE_TRAIN:-0}" = 1 ]; then
     --loss-out "$out/loss-wormhole.txt" >"$out/train-wormhole.txt" 2>&1
   echo "wormhole: exit $?; $(grep -E '^final' "$out/train-wormhole.txt")"
   if [ -n "$other" ]; then
-    if [ ! -e /dev/nvidia0 ] && [ -n "${GVIRTUS_HOME:-}" ]; then
-      echo "$other: skipped: GVirtuS executes kernels on a real GPU only, and wh-train needs its cuBLAS plugin"
+    if [ -n "${GVIRTUS_HOME:-}" ] && ! ls "$GVIRTUS_HOME"/lib/frontend/libcublas.so* >/dev/null 2>&1; then
+      echo "$other: skipped: wh-train needs GVirtuS's cuBLAS plugin ($GVIRTUS_HOME/lib/frontend/libcublas.so.13), not installed"
     else
       env "${other_env[@]}" $pin_c timeout 1200 "$prog" "${targs[@]}" --loss-out "$out/loss-other.txt" \
         >"$out/train-other.txt" 2>&1
