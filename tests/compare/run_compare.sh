@@ -17,6 +17,8 @@
 #   OTHER_LIBDIR=DIR OTHER_SERVER="command"  any forwarder: the command starts
 #                      its server (run in the background, pinned), DIR goes
 #                      first on the client's LD_LIBRARY_PATH; OTHER_NAME names it.
+#                      The command sees WORMHOLE_SOCKET (this run's Wormhole
+#                      server), to layer a GPU-less server on Wormhole.
 # Knobs: ROUNDS (3) ITERS (20000 null calls) COPIES (5) COPY_MIB (64)
 #        ASYNC (20000) CLIENT_CPU (0) SERVER_CPU (1) COMPARE_TRAIN (0: 1 also
 #        runs wh-train-legacy through both, step time and loss curves; through
@@ -85,7 +87,7 @@ JSON
              LD_LIBRARY_PATH="$GVIRTUS_HOME/lib/frontend:$GVIRTUS_HOME/lib")
 elif [ -n "${OTHER_LIBDIR:-}" ] && [ -n "${OTHER_SERVER:-}" ]; then
   other=${OTHER_NAME:-other}
-  bash -c "exec $pin_s $OTHER_SERVER" >"$out/other-server.log" 2>&1 &
+  WORMHOLE_SOCKET="$sock" bash -c "exec $pin_s $OTHER_SERVER" >"$out/other-server.log" 2>&1 &
   pids+=($!)
   sleep "${OTHER_START_WAIT:-2}"
   kill -0 "${pids[-1]}" 2>/dev/null || { echo "FAIL: OTHER_SERVER exited:"; tail -20 "$out/other-server.log"; exit 3; }
@@ -141,7 +143,8 @@ awk -F'\t' -v other="$other" -v keys="$keys" -v tkeys="$tkeys" '
   function med(s,   a, n, i, j, t) {
     n = split(s, a, " "); if (n == 0) return ""
     for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    t = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    return (t >= 1000) ? sprintf("%.0f", t) : sprintf("%.4g", t)
   }
   END {
     nk = split(keys, K, " "); split(tkeys, T, " ")
