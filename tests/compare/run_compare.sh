@@ -43,7 +43,21 @@ pin_c="taskset -c $CCPU"; pin_s="taskset -c $SCPU"
 tmp=$(mktemp -d /tmp/wh-compare-XXXXXX)
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  # The servers and the children they forked (GVirtuS forks one process per
+  # client, which outlives its parent), by process id.
+  local all=() p c
+  for p in "${pids[@]}"; do
+    all+=("$p")
+    for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do all+=("$c"); done
+  done
+  for p in "${all[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for _ in $(seq 1 20); do
+    local alive=0
+    for p in "${all[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive -eq 0 ] && break
+    sleep 0.1
+  done
+  for p in "${all[@]}"; do kill -KILL "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   rm -rf "$tmp"
 }
@@ -54,11 +68,12 @@ sock="$tmp/wh.sock"
 $pin_s "$build/bin/wormhole-server" --backend "${WH_BACKEND:-sim}" --socket "$sock" --log-level warn \
   >"$out/wormhole-server.log" 2>&1 &
 pids+=($!)
+wh_pid=$!
 for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.05; done
 [ -S "$sock" ] || { echo "FAIL: wormhole-server did not start"; cat "$out/wormhole-server.log"; exit 3; }
 
 # The other forwarder.
-other=""; other_env=(); other_note=""
+other=""; other_env=(); other_note=""; layered=0
 if [ -n "${GVIRTUS_HOME:-}" ]; then
   other=${OTHER_NAME:-GVirtuS}
   [ -x "$GVIRTUS_HOME/bin/gvirtus-backend" ] || { echo "FAIL: no $GVIRTUS_HOME/bin/gvirtus-backend"; exit 2; }
@@ -72,7 +87,8 @@ JSON
   bl="$GVIRTUS_HOME/lib"
   if [ "$over" = 1 ]; then
     bl="$build/guest-lib:$bl"
-    other_note="GVirtuS backend runs on Wormhole's drop-in libcudart (sim device): its figures include one Wormhole hop, measured alone in the Wormhole column"
+    other_note="GVirtuS backend runs on Wormhole's drop-in libcudart (sim device): its figures include one Wormhole hop, measured alone in the Wormhole column; during GVirtuS rounds wormhole-server moves to CPU $CCPU (the client sleeps in recv) so that it does not share a CPU with the GVirtuS backend"
+    layered=1
   fi
   WORMHOLE_SOCKET="$sock" GVIRTUS_HOME="$GVIRTUS_HOME" LD_LIBRARY_PATH="$bl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     $pin_s "$GVIRTUS_HOME/bin/gvirtus-backend" "$tmp/gvirtus.json" >"$out/other-server.log" 2>&1 &
@@ -124,8 +140,10 @@ for r in $(seq 1 "$ROUNDS"); do
   record tcp "$r" "$f"
   if [ -n "$other" ]; then
     f="$tmp/other-$r.txt"
+    [ $layered = 1 ] && taskset -a -p -c "$CCPU" "$wh_pid" >/dev/null
     env "${other_env[@]}" $pin_c timeout "${OTHER_TIMEOUT:-600}" "$bench" "${args[@]}" >"$f" 2>"$tmp/other-$r.err"
     rc=$?
+    [ $layered = 1 ] && taskset -a -p -c "$SCPU" "$wh_pid" >/dev/null
     cp "$tmp/other-$r.err" "$out/other-client-$r.log"
     if ! grep -q '^async_check=' "$f"; then
       echo "$other round $r: did not finish (exit $rc); partial figures kept:"; cat "$f"; tail -3 "$tmp/other-$r.err"
