@@ -78,9 +78,12 @@ if [ -n "${GVIRTUS_HOME:-}" ]; then
   other=${OTHER_NAME:-GVirtuS}
   [ -x "$GVIRTUS_HOME/bin/gvirtus-backend" ] || { echo "FAIL: no $GVIRTUS_HOME/bin/gvirtus-backend"; exit 2; }
   port=${GVIRTUS_PORT:-$(( 20000 + RANDOM % 20000 ))}
+  plugins='"cudart"'
+  [ -e "$GVIRTUS_HOME/lib/libgvirtus-plugin-cublas.so" ] && plugins='"cudart", "cublas"'
+
   cat >"$tmp/gvirtus.json" <<JSON
 { "communicator": [ { "endpoint": { "suite": "tcp/ip", "protocol": "tcp",
-    "server_address": "127.0.0.1", "port": "$port" }, "plugins": [ "cudart" ] } ],
+    "server_address": "127.0.0.1", "port": "$port" }, "plugins": [ $plugins ] } ],
   "secure_application": false }
 JSON
   over=${GVIRTUS_OVER_WORMHOLE:-$([ -e /dev/nvidia0 ] && echo 0 || echo 1)}
@@ -225,7 +228,7 @@ if [ "${COMPARE_TRAIN:-0}" = 1 ]; then
     if [ -n "${GVIRTUS_HOME:-}" ] && ! ls "$GVIRTUS_HOME"/lib/frontend/libcublas.so* >/dev/null 2>&1; then
       echo "$other: skipped: wh-train needs GVirtuS's cuBLAS plugin ($GVIRTUS_HOME/lib/frontend/libcublas.so.13), not installed"
     else
-      env "${other_env[@]}" $pin_c timeout 1200 "$prog" "${targs[@]}" --loss-out "$out/loss-other.txt" \
+      env "${other_env[@]}" $pin_c timeout "${OTHER_TRAIN_TIMEOUT:-300}" "$prog" "${targs[@]}" --loss-out "$out/loss-other.txt" \
         >"$out/train-other.txt" 2>&1
       echo "$other: exit $?; $(grep -E '^final' "$out/train-other.txt")"
       [ -s "$out/loss-other.txt" ] && paste "$out/loss-wormhole.txt" "$out/loss-other.txt" >"$out/loss-side-by-side.txt" \
