@@ -1290,6 +1290,12 @@ void Parser::decode_mem(std::string_view base, const std::vector<std::string_vie
   if (ty == T_B128) { mark_unsupported(I.line, ".b128 memory access"); return; }
   int sz = ty_bytes(ty);
   if (ty == T_Pred || sz == 0) fail(I.line, "bad type for " + std::string(base));
+  // `.L2::cache_hint` adds a 64-bit cache-policy operand (from createpolicy): a hint the
+  // sim device's flat memory has no use for, so it is checked and dropped.
+  if (ops.size() == 3 && std::find(mods.begin(), mods.end(), "L2::cache_hint") != mods.end()) {
+    if (ops[2].k != Opd::Reg && ops[2].k != Opd::Imm) fail(I.line, "cache policy must be a register or immediate");
+    ops.pop_back();
+  }
   need(ops, 2, I.line, base);
   bool is_ld = base != "st";
   Opd& val = is_ld ? ops[0] : ops[1];
@@ -2099,7 +2105,18 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
   if (base == "membar" || base == "fence" || base == "prefetch" || base == "prefetchu" ||
       base == "pmevent" || base == "brkpt" || base == "griddepcontrol" || base == "discard" || base == "applypriority" ||
       base == "createpolicy") {
-    if (base == "createpolicy") { mark_unsupported(line, "createpolicy"); return; }
+    if (base == "createpolicy") {
+      // The policy is an opaque 64-bit value only consumed by .L2::cache_hint accesses,
+      // which ignore it here: any value is faithful. Operands after the first are checked.
+      if (ops.empty() || ops.size() > 4) fail(line, "createpolicy expects 2 to 4 operands");
+      for (size_t k = 1; k < ops.size(); ++k)
+        if (ops[k].k == Opd::Vec) fail(line, "bad createpolicy operand");
+      I.d[0] = dst(ops[0]);
+      I.s[0] = cst(0);
+      I.fn = h_mov;
+      emit(I);
+      return;
+    }
     I.fn = h_nop;
     emit(I);
     return;
