@@ -100,6 +100,14 @@ bool skip_expensive(uint16_t op, const std::vector<uint8_t>& p) {
         std::memcpy(&b, p.data() + pos, sizeof b);
         total += (unsigned __int128)b.grid[0] * b.grid[1] * b.grid[2] * b.block[0] * b.block[1] * b.block[2];
       }
+      // A replayed library call has the limits of the request it carries.
+      if (GraphOp(h.op) == GraphOp::Call && h.body_bytes >= sizeof(GraphCallBody) &&
+          h.body_bytes <= p.size() - pos) {
+        GraphCallBody b;
+        std::memcpy(&b, p.data() + pos, sizeof b);
+        std::vector<uint8_t> inner(p.begin() + long(pos + sizeof b), p.begin() + long(pos + h.body_bytes));
+        if (skip_expensive(b.op, inner)) return true;
+      }
       if (h.body_bytes > p.size() - pos) break;
       pos += h.body_bytes;
     }

@@ -147,10 +147,10 @@ class Session {
   // run (memory can be freed, kernels unloaded, events destroyed since).
   struct GraphNode {
     proto::GraphOp op{};
-    uint64_t handle = 0;  // kernel or event
+    uint64_t handle = 0;  // kernel or event; a call node's opcode
     Dim3 grid, block;
     uint32_t shared_bytes = 0;
-    std::vector<uint8_t> bytes;  // kernel parameters
+    std::vector<uint8_t> bytes;  // kernel parameters; a call node's request payload
     proto::GraphCopyBody copy{};
     proto::GraphMemsetBody memset{};
   };
@@ -166,6 +166,7 @@ class Session {
   Err run_copy3d(const proto::GraphCopyBody& c, Stream* s);
   Err check_memset(const proto::GraphMemsetBody& m) const;
   Err run_graph_node(const GraphNode& n, Stream* s);
+  uint64_t graph_stream_ = 0;  // the guest stream of the graph launch being run (call nodes)
   // CUDA arrays (session_texture.cpp): row-major in one device allocation
   // of the session (array_mem_), never in allocs_, so cudaFree cannot free it.
   struct ArrayEntry {
