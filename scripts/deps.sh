@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages a make target needs, and only those missing.
-# Usage: scripts/deps.sh GROUP...   (groups: core vm exitless qemu-build debug)
+# Usage: scripts/deps.sh GROUP...   (groups: core vm exitless qemu-build debug bench)
 set -euo pipefail
 
 declare -A GROUP
@@ -15,6 +15,8 @@ GROUP[vm]="qemu-system-x86 qemu-utils busybox-static linux-image-amd64 kmod cpio
 GROUP[exitless]="bochs bochsbios vgabios grub-pc-bin grub-common xorriso mtools
   linux-source-6.1 linux-headers-amd64 bc flex bison libssl-dev libelf-dev
   dwarves rsync xz-utils kmod cpio busybox-static linux-image-amd64"
+# Plots drawn by the benchmark scripts.
+GROUP[bench]="gnuplot-nox"
 # Single-stepping the ring's critical path (tests/ring/bench/critpath).
 GROUP[debug]="gdb"
 # Building Debian's QEMU from its source package.
