@@ -13,7 +13,7 @@ endif()
 # side needs. The wire protocol's C++ tables stay private to the tree.
 install(FILES ${PROJECT_SOURCE_DIR}/shm-ring/include/wormhole/region.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/wormhole)
-install(FILES ${PROJECT_SOURCE_DIR}/README.md
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/install.md
               ${PROJECT_SOURCE_DIR}/docs/operations.md ${PROJECT_SOURCE_DIR}/docs/compatibility.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
