@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages a make target needs, and only those missing.
-# Usage: scripts/deps.sh GROUP...   (groups: core vm exitless qemu-build debug bench)
+# Usage: scripts/deps.sh GROUP...   (groups: core vm exitless qemu-build debug bench package)
 set -euo pipefail
 
 declare -A GROUP
@@ -19,6 +19,9 @@ GROUP[exitless]="bochs bochsbios vgabios grub-pc-bin grub-common xorriso mtools
 GROUP[bench]="gnuplot-nox"
 # Single-stepping the ring's critical path (tests/ring/bench/critpath).
 GROUP[debug]="gdb"
+# The .deb (CPack: dpkg-shlibdeps, file) and its install test in a fresh
+# Debian root (tests/install).
+GROUP[package]="dpkg-dev file debootstrap"
 # Building Debian's QEMU from its source package.
 GROUP[qemu-build]="dpkg-dev meson ninja-build libglib2.0-dev libpixman-1-dev
   libfdt-dev flex bison zlib1g-dev python3-venv"
