@@ -12,22 +12,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#define CK(call)                                                                                     \
-  do {                                                                                               \
-    cudaError_t e_ = (call);                                                                         \
-    if (e_ != cudaSuccess) {                                                                         \
-      std::fprintf(stderr, "FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-      std::exit(1);                                                                                  \
-    }                                                                                                \
-  } while (0)
-#define CB(call)                                                                               \
-  do {                                                                                         \
-    cublasStatus_t s_ = (call);                                                                \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-      std::fprintf(stderr, "FAIL %s:%d: %s -> status %d\n", __FILE__, __LINE__, #call, int(s_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+#include "check.cuh"
+
+#define CK(call) CHECK(call)
+#define CB(call) CHECK_STATUS(call, CUBLAS_STATUS_SUCCESS)
 
 __global__ void bias_relu(float* h, const float* b, int rows, int cols) {  // column-major rows x cols
   int i = blockIdx.x * blockDim.x + threadIdx.x;
