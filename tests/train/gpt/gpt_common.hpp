@@ -196,6 +196,7 @@ struct Args {
   std::vector<std::string> corpus;
   std::string loss_log, plot;
   bool quiet = false;
+  bool gradcheck = false;  // wh-gpt-ref only
 };
 inline bool parse_args(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
@@ -219,6 +220,7 @@ inline bool parse_args(int argc, char** argv, Args& a) {
     else if (s == "--loss-log") a.loss_log = val();
     else if (s == "--plot") a.plot = val();
     else if (s == "--quiet") a.quiet = true;
+    else if (s == "--gradcheck") a.gradcheck = true;
     else {
       std::fprintf(stderr,
                    "usage: %s [--steps N] [--eval-every N] [--val-batches N] [--sample CHARS] [--seed S] [--lr LR]\n"
