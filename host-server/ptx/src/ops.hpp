@@ -46,15 +46,16 @@ struct OMulHi {
     }
   }
 };
+// fmin/fmax in line (glibc's order of tests: a NaN operand yields the other one), no libm call.
 struct OMin {
   template <class V> static V f(V a, V b) {
-    if constexpr (std::is_floating_point_v<V>) return std::fmin(a, b);
+    if constexpr (std::is_floating_point_v<V>) return __builtin_islessequal(a, b) ? a : __builtin_isgreater(a, b) ? b : (b != b ? a : b);
     else return a < b ? a : b;
   }
 };
 struct OMax {
   template <class V> static V f(V a, V b) {
-    if constexpr (std::is_floating_point_v<V>) return std::fmax(a, b);
+    if constexpr (std::is_floating_point_v<V>) return __builtin_isgreaterequal(a, b) ? a : __builtin_isless(a, b) ? b : (b != b ? a : b);
     else return a > b ? a : b;
   }
 };
@@ -190,7 +191,15 @@ void h_fun(Ctx& c, const Inst& I, uint32_t m) {
   // a libm call per lane dominates ex2/lg2/sin/cos/tanh: flushing in line is as cheap there
   constexpr bool libm = std::is_same_v<Op, USin> || std::is_same_v<Op, UCos> || std::is_same_v<Op, UEx2> ||
                         std::is_same_v<Op, ULg2> || std::is_same_v<Op, UTanh>;
-  if constexpr (FTZ && !SAT && !libm) {
+  if constexpr (FTZ && !SAT && libm) {
+    // the plain call; a denormal input (rare, predictable branch) is redone from signed zero
+    for_lanes(m, [&](int l) {
+      float x = get<float>(A, l);
+      if (denorm32(A[l])) [[unlikely]] x = ftz32(x);
+      if constexpr (std::is_same_v<Op, ULg2>) D[l] = put<float>(Op::template f<float>(x));  // |log2(normal)| >= 2^-24: never denormal
+      else D[l] = put<float>(ftz32(Op::template f<float>(x)));
+    });
+  } else if constexpr (FTZ && !SAT) {
     const uint64_t* const in[1] = {A};
     ftz_lanes<1>(D, in, m, [&](int l) { return std::bit_cast<uint32_t>(Op::template f<float>(get<float>(A, l))); }, exact);
   } else {
