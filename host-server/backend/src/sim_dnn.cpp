@@ -20,7 +20,14 @@
 //   softmax      oneDNN softmax v2 (accurate or log) over C*H*W (instance)
 //                or C (channel);
 //   bias gradient and AddTensor: plain loops.
+// Dense (packed NCHW) operands skip the gather, and a dense output that
+// overlaps no input and is written with alpha 1, beta 0 receives the result
+// directly. oneDNN's OpenMP runs one thread per session thread: sessions
+// already run in parallel, and the sim device's host is often shared (a
+// spinning OpenMP team on a loaded machine costs more than it gains).
 #include <spdlog/spdlog.h>
+
+#include <dlfcn.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
@@ -63,6 +70,14 @@ class SimDnn final : public Dnn {
  public:
   explicit SimDnn(Context& ctx) : ctx_(ctx), eng_(dnnl::engine::kind::cpu, 0) {}
 
+  // One OpenMP thread for oneDNN on the calling (session) thread; libgomp is
+  // oneDNN's dependency, looked up rather than linked.
+  static void one_thread() {
+    static auto set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+    thread_local bool done = false;
+    if (set && !done) set(1), done = true;
+  }
+
   Err conv_fwd(Stream*, const DnnConvFwdReq& rq) override {
     return guard([&] {
       const float *x, *w;
@@ -70,7 +85,9 @@ class SimDnn final : public Dnn {
       if (Err e = view(rq.x, rq.xp, &x); e) return e;
       if (Err e = view_filter(rq.w, rq.wp, &w); e) return e;
       if (Err e = view(rq.y, rq.yp, &y); e) return e;
-      Vec xs = gather(rq.x, x), ws = filter(rq.w, w, rq.conv.mode == 0), ys(dnn::count(rq.y));
+      Buf xs = in(rq.x, x);
+      Vec ws = filter(rq.w, w, rq.conv.mode == 0);
+      Buf ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {w, dnn::filter_count(rq.w)}});
       Conv c(*this, rq.x, rq.w, rq.conv, rq.y);
       dnnl::convolution_forward::primitive_desc pd(c.fwd(), eng_);
       run(dnnl::convolution_forward(pd),
@@ -87,7 +104,9 @@ class SimDnn final : public Dnn {
       if (Err e = view_filter(rq.w, rq.wp, &w); e) return e;
       if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
       if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
-      Vec ws = filter(rq.w, w, rq.conv.mode == 0), dys = gather(rq.dy, dy), dxs(dnn::count(rq.dx));
+      Vec ws = filter(rq.w, w, rq.conv.mode == 0);
+      Buf dys = in(rq.dy, dy);
+      Buf dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{w, dnn::filter_count(rq.w)}, {dy, dnn::span(rq.dy)}});
       Conv c(*this, rq.dx, rq.w, rq.conv, rq.dy);
       dnnl::convolution_forward::primitive_desc hint(c.fwd(), eng_);
       dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, c.x, c.w, c.y, c.strides, c.dil,
@@ -107,7 +126,8 @@ class SimDnn final : public Dnn {
       if (Err e = view(rq.x, rq.xp, &x); e) return e;
       if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
       if (Err e = view_filter(rq.dw, rq.dwp, &dw); e) return e;
-      Vec xs = gather(rq.x, x), dys = gather(rq.dy, dy), dws(dnn::filter_count(rq.dw));
+      Buf xs = in(rq.x, x), dys = in(rq.dy, dy);
+      Vec dws(dnn::filter_count(rq.dw));
       Conv c(*this, rq.x, rq.dw, rq.conv, rq.dy);
       dnnl::convolution_forward::primitive_desc hint(c.fwd(), eng_);
       dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, c.x, c.w, c.y, c.strides, c.dil,
@@ -153,6 +173,14 @@ class SimDnn final : public Dnn {
       ab.dim[k] = rq.c.dim[k];
       if (rq.a.dim[k] == 1) ab.stride[k] = 0;
     }
+    const float al = float(rq.alpha), be = float(rq.beta);
+    if (packed(rq.c) && !(a < c + dnn::span(rq.c) && c < a + dnn::span(rq.a))) {  // the common bias case
+      if (be == 0)
+        each(ab, [&](int64_t i, int64_t off) { c[i] = al * a[off]; });
+      else
+        each(ab, [&](int64_t i, int64_t off) { c[i] = al * a[off] + be * c[i]; });
+      return cudaSuccess;
+    }
     Vec r(dnn::count(rq.c));
     each(ab, [&](int64_t i, int64_t off) { r[i] = a[off]; });
     scatter(rq.c, c, r, rq.alpha, rq.beta);
@@ -165,7 +193,7 @@ class SimDnn final : public Dnn {
       float* y;
       if (Err e = view(rq.x, rq.xp, &x); e) return e;
       if (Err e = view(rq.y, rq.yp, &y); e) return e;
-      Vec xs = gather(rq.x, x), ys(dnn::count(rq.y));
+      Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
       Pool p(*this, rq.pool, rq.x, rq.y);
       dnnl::pooling_forward::primitive_desc pd(p.fwd(), eng_);
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(p.x, xs)}, {DNNL_ARG_DST, mem(p.y, ys)}};
@@ -184,7 +212,9 @@ class SimDnn final : public Dnn {
       if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
       if (Err e = view(rq.x, rq.xp, &x); e) return e;
       if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
-      Vec xs = gather(rq.x, x), dys = gather(rq.dy, dy), ys(dnn::count(rq.dy)), dxs(dnn::count(rq.dx));
+      Buf xs = in(rq.x, x), dys = in(rq.dy, dy);
+      Vec ys(dnn::count(rq.dy));
+      Buf dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {dy, dnn::span(rq.dy)}});
       Pool p(*this, rq.pool, rq.x, rq.dy);
       dnnl::pooling_forward::primitive_desc fpd(p.fwd(), eng_);
       memory ws;
@@ -210,8 +240,8 @@ class SimDnn final : public Dnn {
       float* y;
       if (Err e = view(rq.x, rq.xp, &x); e) return e;
       if (Err e = view(rq.y, rq.yp, &y); e) return e;
-      Vec xs = gather(rq.x, x), ys(xs.size());
-      Act a(rq.act, int64_t(xs.size()));
+      Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
+      Act a(rq.act, dnn::count(rq.x));
       dnnl::eltwise_forward::primitive_desc pd(a.fwd(), eng_);
       run(dnnl::eltwise_forward(pd), {{DNNL_ARG_SRC, mem(a.md, xs)}, {DNNL_ARG_DST, mem(a.md, ys)}});
       scatter(rq.y, y, ys, rq.alpha, rq.beta);
@@ -227,8 +257,8 @@ class SimDnn final : public Dnn {
       if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
       if (Err e = view(rq.x, rq.xp, &x); e) return e;
       if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
-      Vec xs = gather(rq.x, x), dys = gather(rq.dy, dy), dxs(xs.size());
-      Act a(rq.act, int64_t(xs.size()));
+      Buf xs = in(rq.x, x), dys = in(rq.dy, dy), dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {dy, dnn::span(rq.dy)}});
+      Act a(rq.act, dnn::count(rq.x));
       dnnl::eltwise_forward::primitive_desc hint(a.fwd(), eng_);
       dnnl::eltwise_backward::desc d(a.alg, a.md, a.md, a.alpha, a.beta);
       dnnl::eltwise_backward::primitive_desc pd(d, eng_, hint);
@@ -245,7 +275,7 @@ class SimDnn final : public Dnn {
       float* y;
       if (Err e = view(rq.x, rq.xp, &x); e) return e;
       if (Err e = view(rq.y, rq.yp, &y); e) return e;
-      Vec xs = gather(rq.x, x), ys(xs.size());
+      Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
       const memory::desc md = softmax_md(rq.x, rq.mode);
       const algorithm alg = rq.algo == 2 ? algorithm::softmax_log : algorithm::softmax_accurate;
       dnnl::softmax_v2_forward::desc d(prop_kind::forward_training, alg, md, md, 1);
@@ -263,7 +293,8 @@ class SimDnn final : public Dnn {
       if (Err e = view(rq.y, rq.yp, &yv); e) return e;
       if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
       if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
-      Vec ys = gather(rq.y, yv), dys = gather(rq.dy, dy), dxs(ys.size());
+      Buf ys = in(rq.y, yv), dys = in(rq.dy, dy),
+          dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{yv, dnn::span(rq.y)}, {dy, dnn::span(rq.dy)}});
       const memory::desc md = softmax_md(rq.y, rq.mode);
       const algorithm alg = rq.algo == 2 ? algorithm::softmax_log : algorithm::softmax_accurate;
       dnnl::softmax_v2_forward::desc fd(prop_kind::forward_training, alg, md, md, 1);
@@ -352,6 +383,53 @@ class SimDnn final : public Dnn {
   }
 
   memory mem(const memory::desc& md, Vec& v) { return memory(md, eng_, v.data()); }
+
+  // An operand in dense NCHW order: the device memory itself when the tensor
+  // is packed, else a gathered copy (tmp). An output is direct (written in
+  // place of the device memory) when packed, alpha 1, beta 0 and overlapping
+  // none of the inputs; otherwise computed in tmp and blended by scatter.
+  struct Buf {
+    Vec tmp;
+    float* p = nullptr;
+    bool direct = false;
+  };
+  memory mem(const memory::desc& md, Buf& b) { return memory(md, eng_, b.p); }
+  static bool packed(const DnnTensor& t) {
+    int64_t s = 1;
+    for (int k = t.nb - 1; k >= 0; k--) {
+      if (t.dim[k] != 1 && t.stride[k] != s) return false;
+      s *= t.dim[k];
+    }
+    return true;
+  }
+  static Buf in(const DnnTensor& t, const float* p) {
+    Buf b;
+    if (packed(t)) {
+      b.p = const_cast<float*>(p);  // read only
+    } else {
+      b.tmp = gather(t, p);
+      b.p = b.tmp.data();
+    }
+    return b;
+  }
+  static Buf out(const DnnTensor& t, float* p, double alpha, double beta,
+                 std::initializer_list<std::pair<const float*, int64_t>> inputs) {
+    Buf b;
+    b.direct = packed(t) && alpha == 1 && beta == 0;
+    const int64_t n = dnn::span(t);
+    for (const auto& [q, m] : inputs)
+      if (q < p + n && p < q + m) b.direct = false;
+    if (b.direct) {
+      b.p = p;
+    } else {
+      b.tmp.resize(dnn::count(t));
+      b.p = b.tmp.data();
+    }
+    return b;
+  }
+  static void scatter(const DnnTensor& t, float* p, const Buf& r, double alpha, double beta) {
+    if (!r.direct) scatter(t, p, r.tmp, alpha, beta);
+  }
   void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
     dnnl::stream st(eng_);
     p.execute(st, args);
@@ -360,6 +438,7 @@ class SimDnn final : public Dnn {
   // oneDNN refuses what it cannot run with an exception.
   template <class F>
   Err guard(F&& f) {
+    one_thread();
     try {
       return f();
     } catch (const dnnl::error& e) {
