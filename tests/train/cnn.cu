@@ -11,8 +11,11 @@
 //   dense 400->120 -> ReLU -> dense 120->10 -> softmax cross-entropy
 //
 //   wh-cnn [--epochs N] [--batch B] [--subset N] [--test-subset N] [--lr X]
-//          [--momentum X] [--seed S] [--data DIR] [--loss-out FILE]
-//          [--plot FILE.png] [--no-progress]
+//          [--momentum X] [--constant-lr] [--seed S] [--data DIR]
+//          [--loss-out FILE] [--plot FILE.png] [--no-progress]
+//
+// The learning rate follows a cosine from --lr down to 0 over the whole run
+// (--constant-lr keeps it fixed).
 //
 // Layout: NCHW tensors, one sample after another; a batch of dense
 // activations is therefore column-major features x batch for cuBLAS.
@@ -203,7 +206,7 @@ struct Opts {
   float lr = 0.03f, momentum = 0.9f;
   unsigned long long seed = 1;
   std::string data = "/usr/share/datasets/fashion-mnist", loss_out, plot;
-  bool progress = true;
+  bool progress = true, cosine = true;
 };
 
 static Opts parse(int argc, char** argv) {
@@ -228,10 +231,12 @@ static Opts parse(int argc, char** argv) {
     else if (a == "--loss-out") o.loss_out = val();
     else if (a == "--plot") o.plot = val();
     else if (a == "--no-progress") o.progress = false;
+    else if (a == "--constant-lr") o.cosine = false;
     else {
       std::fprintf(stderr,
                    "usage: wh-cnn [--epochs N] [--batch B] [--subset N] [--test-subset N] [--lr X] [--momentum X]\n"
-                   "              [--seed S] [--data DIR] [--loss-out FILE] [--plot FILE.png] [--no-progress]\n");
+                   "              [--constant-lr] [--seed S] [--data DIR] [--loss-out FILE] [--plot FILE.png]\n"
+                   "              [--no-progress]\n");
       std::exit(2);
     }
   }
@@ -451,8 +456,8 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("wh-cnn: LeNet-5-like CNN (conv5x5x6-pool-conv5x5x16-pool-120-10), %d parameters; device: %s; cuDNN %zu\n",
               kParams, prop.name, cudnnGetVersion());
-  std::printf("wh-cnn: train %d images, test %d images, batch %d, lr %g, momentum %g, seed %llu\n", train.n, test.n,
-              o.batch, o.lr, o.momentum, o.seed);
+  std::printf("wh-cnn: train %d images, test %d images, batch %d, lr %g (%s), momentum %g, seed %llu\n", train.n,
+              test.n, o.batch, o.lr, o.cosine ? "cosine to 0" : "constant", o.momentum, o.seed);
   Rng rng{o.seed};
   Net n;
   build(n, o.batch, rng);
@@ -488,7 +493,9 @@ int main(int argc, char** argv) {
     double sum = 0;
     for (int s = 0; s < steps; s++) {
       LAUNCH(gather, blocks(long(o.batch) * 784), 256, d_img, d_lab, d_idx + long(s) * o.batch, o.batch, n.X, n.y);
-      train_step(n, o.lr, o.momentum);
+      const double frac = double(global_step) / double(long(steps) * o.epochs);
+      const float lr = o.cosine ? float(o.lr * 0.5 * (1.0 + std::cos(3.141592653589793 * frac))) : o.lr;
+      train_step(n, lr, o.momentum);
       float l;
       CK(cudaMemcpy(&l, n.loss, 4, cudaMemcpyDeviceToHost));
       if (!std::isfinite(l)) {
@@ -525,7 +532,8 @@ int main(int argc, char** argv) {
     std::string dat = o.loss_out.empty() ? o.plot + ".dat" : o.loss_out;
     std::string cmd = "gnuplot -e \"set terminal png size 800,500; set output '" + o.plot +
                       "'; set xlabel 'step'; set ylabel 'training loss'; set title 'wh-cnn (LeNet-5-like) on "
-                      "Fashion-MNIST'; plot '" + dat + "' using 1:2 with lines title 'loss'\" 2>/dev/null";
+                      "Fashion-MNIST'; set yrange [0:*]; plot '" + dat + "' using 1:2 with lines lc rgb '#c0c0e0' title 'loss "
+                      "per step', '' using 1:2 smooth bezier lw 2 lc rgb '#2040a0' title 'smoothed'\" 2>/dev/null";
     if (std::system("command -v gnuplot >/dev/null 2>&1") == 0 && std::system(cmd.c_str()) == 0)
       std::printf("wh-cnn: loss plot written to %s\n", o.plot.c_str());
     else
