@@ -202,7 +202,7 @@ struct Rng {  // splitmix64
 // ------------------------------------------------------------------ network
 
 struct Opts {
-  int epochs = 3, batch = 64, subset = 0, test_subset = 0;
+  int epochs = 4, batch = 64, subset = 0, test_subset = 0;
   float lr = 0.03f, momentum = 0.9f;
   unsigned long long seed = 1;
   std::string data = "/usr/share/datasets/fashion-mnist", loss_out, plot;
