@@ -6,7 +6,8 @@
 //   backward bias; max and average pooling forward and backward;
 //   activations (sigmoid, relu, tanh, clipped relu, elu) forward and
 //   backward; softmax (accurate/instance, log/channel) forward and
-//   backward; AddTensor with a broadcast bias; alpha/beta blending, with
+//   backward; AddTensor with a broadcast bias; TransformTensor, OpTensor,
+//   SetTensor and ScaleTensor; alpha/beta blending, with
 //   beta = 0 ignoring NaNs already in the output; a strided input tensor;
 //   the algorithm and work-size queries; and the synchronous refusals of
 //   bad arguments.
@@ -360,6 +361,67 @@ static void test_add_strided(cudnnHandle_t h) {
   CD(cudnnDestroyTensorDescriptor(ad));
 }
 
+
+// TransformTensor (NCHW -> NHWC), OpTensor (ADD, MUL, MAX with a broadcast
+// b; SQRT), SetTensor and ScaleTensor on a padded tensor.
+static void test_tensor_ops(cudnnHandle_t h) {
+  const int N = 2, C = 3, H = 4, W = 5, n = N * C * H * W;
+  Vec x = rand_vec(n), b = rand_vec(C), c0 = rand_vec(n);
+  cudnnTensorDescriptor_t nchw = tensor(N, C, H, W), nhwc, bd = tensor(1, C, 1, 1);
+  CD(cudnnCreateTensorDescriptor(&nhwc));
+  CD(cudnnSetTensor4dDescriptor(nhwc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, N, C, H, W));
+  float *px = dev(x), *py = dev_nan(n), *pb = dev(b), *pc = dev(c0);
+  const float two = 2, zero = 0, one = 1, half = 0.5f;
+  CD(cudnnTransformTensor(h, &two, nchw, px, &zero, nhwc, py));
+  Vec want(n);
+  for (int i = 0; i < N; i++)
+    for (int ch = 0; ch < C; ch++)
+      for (int y = 0; y < H; y++)
+        for (int z = 0; z < W; z++)
+          want[((size_t(i) * H + y) * W + z) * C + ch] = 2 * x[((size_t(i) * C + ch) * H + y) * W + z];
+  compare("TransformTensor NCHW -> NHWC, alpha 2, beta 0 over NaN", host(py, n), want);
+  cudnnOpTensorDescriptor_t od;
+  CD(cudnnCreateOpTensorDescriptor(&od));
+  const cudnnOpTensorOp_t ops[] = {CUDNN_OP_TENSOR_ADD, CUDNN_OP_TENSOR_MUL, CUDNN_OP_TENSOR_MAX, CUDNN_OP_TENSOR_SQRT};
+  const char* names[] = {"OpTensor ADD (broadcast b, beta 0.5)", "OpTensor MUL (broadcast b, beta 0.5)",
+                         "OpTensor MAX (broadcast b, beta 0.5)", "OpTensor SQRT of |x| (beta 0.5)"};
+  Vec ax(n);
+  for (int i = 0; i < n; i++) ax[i] = std::fabs(x[i]);
+  float* pax = dev(ax);
+  for (int k = 0; k < 4; k++) {
+    CK(cudaMemcpy(pc, c0.data(), n * 4, cudaMemcpyHostToDevice));
+    CD(cudnnSetOpTensorDescriptor(od, ops[k], CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN));
+    const float* a = k == 3 ? pax : px;
+    CD(cudnnOpTensor(h, od, &two, nchw, a, &half, bd, pb, &half, nchw, pc));
+    for (int i = 0; i < n; i++) {
+      float u = 2 * (k == 3 ? ax[i] : x[i]), v = 0.5f * b[(i / (H * W)) % C], r;
+      r = k == 0 ? u + v : k == 1 ? u * v : k == 2 ? std::fmax(u, v) : std::sqrt(u);
+      want[i] = r + 0.5f * c0[i];
+    }
+    compare(names[k], host(pc, n), want);
+  }
+  CD(cudnnSetOpTensorDescriptor(od, CUDNN_OP_TENSOR_NOT, CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN));
+  expect(cudnnOpTensor(h, od, &one, nchw, px, &one, bd, pb, &zero, nchw, pc), CUDNN_STATUS_NOT_SUPPORTED,
+         "OpTensor NOT");
+  // Set and scale a padded tensor: the padding keeps its values.
+  const int LD = 7;
+  cudnnTensorDescriptor_t pad;
+  CD(cudnnCreateTensorDescriptor(&pad));
+  CD(cudnnSetTensor4dDescriptorEx(pad, CUDNN_DATA_FLOAT, N, C, H, W, C * H * LD, H * LD, LD, 1));
+  const int np = N * C * H * LD;
+  Vec p0 = rand_vec(np), pw = p0;
+  float* pp = dev(p0);
+  const float three = 3, minus = -1.5f;
+  CD(cudnnSetTensor(h, pad, pp, &three));
+  CD(cudnnScaleTensor(h, pad, pp, &minus));
+  for (int i = 0; i < np; i++)
+    if (i % LD < W) pw[i] = -4.5f;
+  compare("SetTensor 3 then ScaleTensor -1.5 on a padded tensor", host(pp, np), pw);
+  for (float* p : {px, py, pb, pc, pax, pp}) CK(cudaFree(p));
+  CD(cudnnDestroyOpTensorDescriptor(od));
+  for (auto d : {nchw, nhwc, bd, pad}) CD(cudnnDestroyTensorDescriptor(d));
+}
+
 static void test_refusals(cudnnHandle_t h) {
   cudnnTensorDescriptor_t xd = tensor(1, 4, 8, 8), yd = tensor(1, 6, 8, 8), dd;
   cudnnFilterDescriptor_t wd;
@@ -425,6 +487,7 @@ int main() {
   test_softmax(h, CUDNN_SOFTMAX_LOG, CUDNN_SOFTMAX_MODE_CHANNEL, "log channel");
   test_softmax(h, CUDNN_SOFTMAX_FAST, CUDNN_SOFTMAX_MODE_CHANNEL, "fast channel");
   test_add_strided(h);
+  test_tensor_ops(h);
   test_refusals(h);
 
   CK(cudaStreamSynchronize(stream));

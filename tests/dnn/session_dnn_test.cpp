@@ -258,4 +258,41 @@ TEST_F(Fixture, EveryOtherOpChecksItsTensors) {
   }
 }
 
+TEST_F(Fixture, TensorOpsCheckTheirTensors) {
+  uint64_t a = alloc(64), c = alloc(64);
+  const DnnTensor t = t4(1, 1, 4, 4);
+  DnnTransformReq tr{};
+  tr.x = t, tr.y = t, tr.xp = a, tr.yp = c, tr.alpha = 1;
+  EXPECT_EQ(post<Op::DnnTransform>(tr), 0);
+  tr.y = t4(1, 1, 4, 5);
+  EXPECT_NE(post<Op::DnnTransform>(tr), 0) << "dimensions differ";
+  DnnOpTensorReq op{};
+  op.op = 0, op.a = t, op.b = t4(1, 1, 1, 1), op.c = t, op.ap = a, op.bp = a, op.cp = c, op.alpha1 = op.alpha2 = 1;
+  EXPECT_EQ(post<Op::DnnOpTensor>(op), 0);
+  auto bad = op;
+  bad.op = 5;
+  EXPECT_NE(post<Op::DnnOpTensor>(bad), 0) << "NOT";
+  bad = op, bad.op = -2;
+  EXPECT_NE(post<Op::DnnOpTensor>(bad), 0) << "unknown op";
+  bad = op, bad.bp = 0;
+  EXPECT_NE(post<Op::DnnOpTensor>(bad), 0) << "null b for ADD";
+  bad = op, bad.op = 4, bad.bp = 0;
+  EXPECT_EQ(post<Op::DnnOpTensor>(bad), 0) << "SQRT ignores b";
+  bad = op, bad.alpha2 = NAN;
+  EXPECT_NE(post<Op::DnnOpTensor>(bad), 0) << "NaN alpha2";
+  bad = op, bad.cp = c + 4;
+  EXPECT_NE(post<Op::DnnOpTensor>(bad), 0) << "c past its end";
+  DnnSetTensorReq st{};
+  st.y = t, st.yp = c, st.value = 2;
+  EXPECT_EQ(post<Op::DnnSetTensor>(st), 0);
+  st.value = INFINITY;
+  EXPECT_NE(post<Op::DnnSetTensor>(st), 0) << "infinite value";
+  DnnScaleTensorReq sc{};
+  sc.y = t, sc.yp = c, sc.alpha = 3;
+  EXPECT_EQ(post<Op::DnnScaleTensor>(sc), 0);
+  for (float v : get(c, 16)) EXPECT_FLOAT_EQ(v, 6.0f);
+  sc.y.stride[0] = -1;
+  EXPECT_NE(post<Op::DnnScaleTensor>(sc), 0) << "negative stride";
+}
+
 }  // namespace

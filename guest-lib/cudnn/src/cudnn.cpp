@@ -1,5 +1,6 @@
 // libcudnn.so.9 drop-in: cuDNN's legacy descriptor API (convolutions,
-// pooling, activations, softmax, tensor addition) forwarded to
+// pooling, activations, softmax, tensor addition, transform, op-tensor, set
+// and scale) forwarded to
 // wormhole-server over the connection of the process's libcudart.so.13
 // (Wormhole's drop-in), so the work runs in the same server session as
 // cudaMalloc and kernel launches, in issue order.
@@ -57,6 +58,11 @@ struct cudnnPoolingStruct {
   uint32_t magic = kAlive;
   bool set = false;
   DnnPool p{};
+};
+struct cudnnOpTensorStruct {
+  uint32_t magic = kAlive;
+  bool set = false;
+  int32_t op = 0, nan_opt = 0;
 };
 struct cudnnActivationStruct {
   uint32_t magic = kAlive;
@@ -797,6 +803,73 @@ cudnnStatus_t cudnnSoftmaxBackward(cudnnHandle_t h, cudnnSoftmaxAlgorithm_t algo
   rq.algo = algo, rq.mode = mode, rq.y = yd->t, rq.dy = dyd->t, rq.dx = dxd->t;
   rq.yp = U(y), rq.dyp = U(dy), rq.dxp = U(dx);
   return status(post<Op::DnnSoftmaxBwd>(rq));
+}
+
+// ------------------------------------------------------------ element-wise tensor ops
+
+cudnnStatus_t cudnnTransformTensor(cudnnHandle_t h, const void* alpha, const cudnnTensorDescriptor_t xd,
+                                   const void* x, const void* beta, const cudnnTensorDescriptor_t yd, void* y) {
+  DnnTransformReq rq{};
+  if (!ok(h) || !ok(xd) || !ok(yd) || !x || !y || !scalars(alpha, beta, &rq.alpha, &rq.beta))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_transform(xd->t, yd->t)) return st(s);
+  rq.stream = U(h->stream);
+  rq.x = xd->t, rq.y = yd->t, rq.xp = U(x), rq.yp = U(y);
+  return status(post<Op::DnnTransform>(rq));
+}
+
+cudnnStatus_t cudnnCreateOpTensorDescriptor(cudnnOpTensorDescriptor_t* d) { return create(d); }
+cudnnStatus_t cudnnDestroyOpTensorDescriptor(cudnnOpTensorDescriptor_t d) {
+  if (!d) return CUDNN_STATUS_SUCCESS;
+  return destroy_checked(d);
+}
+cudnnStatus_t cudnnSetOpTensorDescriptor(cudnnOpTensorDescriptor_t d, cudnnOpTensorOp_t op, cudnnDataType_t compute,
+                                         cudnnNanPropagation_t nan) {
+  if (!d || d->magic != kAlive || op < 0 || op > CUDNN_OP_TENSOR_NOT || !valid_dtype(compute) || (nan != 0 && nan != 1))
+    return CUDNN_STATUS_BAD_PARAM;
+  d->op = op, d->nan_opt = nan, d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetOpTensorDescriptor(const cudnnOpTensorDescriptor_t d, cudnnOpTensorOp_t* op,
+                                         cudnnDataType_t* compute, cudnnNanPropagation_t* nan) {
+  if (!ok(d) || !op || !compute || !nan) return CUDNN_STATUS_BAD_PARAM;
+  *op = cudnnOpTensorOp_t(d->op), *compute = CUDNN_DATA_FLOAT, *nan = cudnnNanPropagation_t(d->nan_opt);
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnOpTensor(cudnnHandle_t h, const cudnnOpTensorDescriptor_t od, const void* alpha1,
+                            const cudnnTensorDescriptor_t ad, const void* a, const void* alpha2,
+                            const cudnnTensorDescriptor_t bd, const void* b, const void* beta,
+                            const cudnnTensorDescriptor_t cd, void* c) {
+  DnnOpTensorReq rq{};
+  double unused;
+  if (!ok(h) || !ok(od) || !ok(ad) || !ok(cd) || !a || !c || !scalars(alpha1, beta, &rq.alpha1, &rq.beta) ||
+      !scalars(alpha2, beta, &rq.alpha2, &unused))
+    return CUDNN_STATUS_BAD_PARAM;
+  const bool uses_b = dnn::op_uses_b(od->op);
+  if (uses_b && (!ok(bd) || !b)) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_op_tensor(od->op, od->nan_opt, ad->t, uses_b ? bd->t : ad->t, cd->t)) return st(s);
+  rq.stream = U(h->stream);
+  rq.op = od->op, rq.nan_opt = od->nan_opt, rq.a = ad->t, rq.c = cd->t, rq.ap = U(a), rq.cp = U(c);
+  if (uses_b) rq.b = bd->t, rq.bp = U(b);
+  return status(post<Op::DnnOpTensor>(rq));
+}
+
+cudnnStatus_t cudnnSetTensor(cudnnHandle_t h, const cudnnTensorDescriptor_t yd, void* y, const void* value) {
+  DnnSetTensorReq rq{};
+  double unused;
+  if (!ok(h) || !ok(yd) || !y || !scalars(value, value, &rq.value, &unused)) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_tensor(yd->t)) return st(s);
+  rq.stream = U(h->stream), rq.y = yd->t, rq.yp = U(y);
+  return status(post<Op::DnnSetTensor>(rq));
+}
+
+cudnnStatus_t cudnnScaleTensor(cudnnHandle_t h, const cudnnTensorDescriptor_t yd, void* y, const void* alpha) {
+  DnnScaleTensorReq rq{};
+  double unused;
+  if (!ok(h) || !ok(yd) || !y || !scalars(alpha, alpha, &rq.alpha, &unused)) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_tensor(yd->t)) return st(s);
+  rq.stream = U(h->stream), rq.y = yd->t, rq.yp = U(y);
+  return status(post<Op::DnnScaleTensor>(rq));
 }
 
 }  // extern "C"

@@ -56,7 +56,14 @@ using namespace wh::proto;
   X(cudnnActivationForward)               \
   X(cudnnActivationBackward)              \
   X(cudnnSoftmaxForward)                  \
-  X(cudnnSoftmaxBackward)
+  X(cudnnSoftmaxBackward)                 \
+  X(cudnnTransformTensor)                 \
+  X(cudnnCreateOpTensorDescriptor)        \
+  X(cudnnSetOpTensorDescriptor)           \
+  X(cudnnDestroyOpTensorDescriptor)       \
+  X(cudnnOpTensor)                        \
+  X(cudnnSetTensor)                       \
+  X(cudnnScaleTensor)
 
 WH_VENDOR_LIBRARY(Lib, lib, "libcudnn.so.9", WH_CUDNN_FUNCS)
 
@@ -245,6 +252,48 @@ class CudaDnn final : public Dnn {
       return lib().cudnnSoftmaxBackward(h_, cudnnSoftmaxAlgorithm_t(rq.algo), cudnnSoftmaxMode_t(rq.mode), a, y,
                                         P(rq.yp), dy, P(rq.dyp), b, dx, P(rq.dxp));
     }, rq.alpha, rq.beta);
+  }
+
+  Err transform(Stream* s, const DnnTransformReq& rq) override {
+    return call(s, [&](Descs& d, const float* a, const float* b) {
+      auto x = d.tensor(rq.x);
+      auto y = d.tensor(rq.y);
+      if (d.st) return d.st;
+      return lib().cudnnTransformTensor(h_, a, x, P(rq.xp), b, y, P(rq.yp));
+    }, rq.alpha, rq.beta);
+  }
+  Err op_tensor(Stream* s, const DnnOpTensorReq& rq) override {
+    const float a1 = float(rq.alpha1), a2 = float(rq.alpha2);
+    return call(s, [&](Descs& d, const float*, const float* b) {
+      auto at = d.tensor(rq.a);
+      const bool uses_b = rq.op != CUDNN_OP_TENSOR_SQRT;
+      auto bt = d.tensor(uses_b ? rq.b : rq.a);  // SQRT ignores B
+      auto ct = d.tensor(rq.c);
+      cudnnOpTensorDescriptor_t od = nullptr;
+      d.step(lib().cudnnCreateOpTensorDescriptor(&od));
+      if (od)
+        d.step(lib().cudnnSetOpTensorDescriptor(od, cudnnOpTensorOp_t(rq.op), CUDNN_DATA_FLOAT,
+                                                cudnnNanPropagation_t(rq.nan_opt)));
+      cudnnStatus_t r = d.st;
+      if (!r)
+        r = lib().cudnnOpTensor(h_, od, &a1, at, P(rq.ap), &a2, bt, P(uses_b ? rq.bp : rq.ap), b, ct, P(rq.cp));
+      if (od) lib().cudnnDestroyOpTensorDescriptor(od);
+      return r;
+    }, 1.0, rq.beta);
+  }
+  Err set_tensor(Stream* s, const DnnSetTensorReq& rq) override {
+    return call(s, [&](Descs& d, const float* v, const float*) {
+      auto y = d.tensor(rq.y);
+      if (d.st) return d.st;
+      return lib().cudnnSetTensor(h_, y, P(rq.yp), v);
+    }, rq.value, 0.0);
+  }
+  Err scale_tensor(Stream* s, const DnnScaleTensorReq& rq) override {
+    return call(s, [&](Descs& d, const float* a, const float*) {
+      auto y = d.tensor(rq.y);
+      if (d.st) return d.st;
+      return lib().cudnnScaleTensor(h_, y, P(rq.yp), a);
+    }, rq.alpha, 0.0);
   }
 
  private:

@@ -19,7 +19,8 @@
 //                swish); the backward pass uses x (src);
 //   softmax      oneDNN softmax v2 (accurate or log) over C*H*W (instance)
 //                or C (channel);
-//   bias gradient and AddTensor: plain loops.
+//   bias gradient, AddTensor, TransformTensor, OpTensor, SetTensor and
+//   ScaleTensor: plain loops.
 // Dense (packed NCHW) operands skip the gather, and a dense output that
 // overlaps no input and is written with alpha 1, beta 0 receives the result
 // directly. oneDNN's OpenMP runs one thread per session thread: sessions
@@ -29,6 +30,7 @@
 
 #include <dlfcn.h>
 
+#include <cmath>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
@@ -306,6 +308,63 @@ class SimDnn final : public Dnn {
       scatter(rq.dx, dx, dxs, rq.alpha, rq.beta);
       return Err(cudaSuccess);
     });
+  }
+
+  Err transform(Stream*, const DnnTransformReq& rq) override {
+    const float* x;
+    float* y;
+    if (Err e = view(rq.x, rq.xp, &x); e) return e;
+    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    scatter(rq.y, y, gather(rq.x, x), rq.alpha, rq.beta);
+    return cudaSuccess;
+  }
+
+  Err op_tensor(Stream*, const DnnOpTensorReq& rq) override {
+    const float *a, *b = nullptr;
+    float* c;
+    const bool uses_b = dnn::op_uses_b(rq.op);
+    if (Err e = view(rq.a, rq.ap, &a); e) return e;
+    if (uses_b)
+      if (Err e = view(rq.b, rq.bp, &b); e) return e;
+    if (Err e = view(rq.c, rq.cp, &c); e) return e;
+    Vec r = gather(rq.a, a), bv(r.size(), 0.0f);
+    if (uses_b) {
+      DnnTensor bb = rq.b;  // b's broadcast dimensions step by 0
+      for (int k = 0; k < bb.nb; k++) {
+        bb.dim[k] = rq.c.dim[k];
+        if (rq.b.dim[k] == 1) bb.stride[k] = 0;
+      }
+      each(bb, [&](int64_t i, int64_t off) { bv[i] = b[off]; });
+    }
+    const float a1 = float(rq.alpha1), a2 = float(rq.alpha2);
+    for (size_t i = 0; i < r.size(); i++) {
+      const float u = a1 * r[i], v = a2 * bv[i];
+      switch (rq.op) {
+        case 0: r[i] = u + v; break;
+        case 1: r[i] = u * v; break;
+        case 2: r[i] = std::fmin(u, v); break;
+        case 3: r[i] = std::fmax(u, v); break;
+        default: r[i] = std::sqrt(u); break;
+      }
+    }
+    scatter(rq.c, c, r, 1.0, rq.beta);
+    return cudaSuccess;
+  }
+
+  Err set_tensor(Stream*, const DnnSetTensorReq& rq) override {
+    float* y;
+    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    const float v = float(rq.value);
+    each(rq.y, [&](int64_t, int64_t off) { y[off] = v; });
+    return cudaSuccess;
+  }
+
+  Err scale_tensor(Stream*, const DnnScaleTensorReq& rq) override {
+    float* y;
+    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    const float a = float(rq.alpha);
+    each(rq.y, [&](int64_t, int64_t off) { y[off] *= a; });
+    return cudaSuccess;
   }
 
  private:

@@ -143,4 +143,39 @@ int32_t Session::on_DnnSoftmaxBwd(const DnnSoftmaxBwdReq& rq, std::span<const ui
                  [&](Dnn& d, Stream* s) { return d.softmax_bwd(s, rq); });
 }
 
+int32_t Session::on_DnnTransform(const DnnTransformReq& rq, std::span<const uint8_t>, DnnTransformResp&,
+                                 std::vector<uint8_t>&) {
+  return dnn_run(dnn::check_transform(rq.x, rq.y), dnn_tensor(rq.x, rq.xp) && dnn_tensor(rq.y, rq.yp), rq,
+                 [&](Dnn& d, Stream* s) { return d.transform(s, rq); });
+}
+
+int32_t Session::on_DnnOpTensor(const DnnOpTensorReq& rq, std::span<const uint8_t>, DnnOpTensorResp&,
+                                std::vector<uint8_t>&) {
+  const int32_t st = dnn::check_op_tensor(rq.op, rq.nan_opt, rq.a, rq.b, rq.c);
+  if (st != dnn::kOk) return to_err(st);
+  if (!std::isfinite(rq.alpha1) || !std::isfinite(rq.alpha2) || !std::isfinite(rq.beta)) return cudaErrorInvalidValue;
+  if (!dnn_tensor(rq.a, rq.ap) || !dnn_tensor(rq.c, rq.cp) || (dnn::op_uses_b(rq.op) && !dnn_tensor(rq.b, rq.bp)))
+    return cudaErrorInvalidValue;
+  Stream* s;
+  if (Err r = resolve_stream(rq.stream, &s); r != cudaSuccess) return r;
+  Dnn* d = ctx_->dnn(nullptr);
+  return d ? d->op_tensor(s, rq) : cudaErrorNotSupported;
+}
+
+int32_t Session::on_DnnSetTensor(const DnnSetTensorReq& rq, std::span<const uint8_t>, DnnSetTensorResp&,
+                                 std::vector<uint8_t>&) {
+  DnnTransformReq shape{};  // dnn_run's scalars: the value must be finite
+  shape.stream = rq.stream, shape.alpha = rq.value;
+  return dnn_run(dnn::check_tensor(rq.y), dnn_tensor(rq.y, rq.yp), shape,
+                 [&](Dnn& d, Stream* s) { return d.set_tensor(s, rq); });
+}
+
+int32_t Session::on_DnnScaleTensor(const DnnScaleTensorReq& rq, std::span<const uint8_t>, DnnScaleTensorResp&,
+                                   std::vector<uint8_t>&) {
+  DnnTransformReq shape{};
+  shape.stream = rq.stream, shape.alpha = rq.alpha;
+  return dnn_run(dnn::check_tensor(rq.y), dnn_tensor(rq.y, rq.yp), shape,
+                 [&](Dnn& d, Stream* s) { return d.scale_tensor(s, rq); });
+}
+
 }  // namespace wh::server

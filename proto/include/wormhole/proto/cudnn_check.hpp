@@ -173,4 +173,22 @@ inline int32_t check_softmax(int32_t algo, int32_t mode) {
   return (algo < 0 || algo > 2 || mode < 0 || mode > 1) ? kBadParam : kOk;
 }
 
+// cudnnTransformTensor: any dimension count, the same dimensions.
+inline int32_t check_transform(const DnnTensor& x, const DnnTensor& y) {
+  if (int32_t r = check_tensor(x)) return r;
+  if (int32_t r = check_tensor(y)) return r;
+  return same_dims(x, y) ? kOk : kBadParam;
+}
+// cudnnOpTensorOp_t: ADD MUL MIN MAX SQRT (NOT is not forwarded).
+inline bool op_uses_b(int32_t op) { return op != 4; }
+inline int32_t check_op_tensor(int32_t op, int32_t nan_opt, const DnnTensor& a, const DnnTensor& b,
+                               const DnnTensor& c) {
+  if (op < 0 || op > 5 || (nan_opt != 0 && nan_opt != 1)) return kBadParam;
+  if (op == 5) return kNotSupported;
+  if (int32_t r = check_transform(a, c)) return r;
+  if (op_uses_b(op))
+    if (int32_t r = check_add(b, c)) return r;
+  return kOk;
+}
+
 }  // namespace wh::proto::dnn

@@ -37,10 +37,14 @@ class Dnn {
   virtual Err act_bwd(Stream* s, const proto::DnnActBwdReq& rq) = 0;
   virtual Err softmax_fwd(Stream* s, const proto::DnnSoftmaxFwdReq& rq) = 0;
   virtual Err softmax_bwd(Stream* s, const proto::DnnSoftmaxBwdReq& rq) = 0;
+  virtual Err transform(Stream* s, const proto::DnnTransformReq& rq) = 0;
+  virtual Err op_tensor(Stream* s, const proto::DnnOpTensorReq& rq) = 0;
+  virtual Err set_tensor(Stream* s, const proto::DnnSetTensorReq& rq) = 0;
+  virtual Err scale_tensor(Stream* s, const proto::DnnScaleTensorReq& rq) = 0;
 };
 
-// The sim device's cuDNN: oneDNN (and plain loops for bias gradients and
-// AddTensor) over `ctx.host_view()`.
+// The sim device's cuDNN: oneDNN (and plain loops for bias gradients,
+// AddTensor and the element-wise tensor ops) over `ctx.host_view()`.
 std::unique_ptr<Dnn> make_sim_dnn(Context& ctx);
 // The GPU's cuDNN: libcudnn.so.9 through dlopen; `make_current` as for
 // make_cuda_blas. nullptr (and *err) when libcudnn.so.9 cannot be loaded.
