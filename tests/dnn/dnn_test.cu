@@ -476,6 +476,8 @@ int main() {
   test_conv("conv pad 1 stride 2 groups 2", {2, 4, 9, 7, 6, 3, 3, 1, 1, 2, 2, 1, 1, 2, false}, h);
   test_conv("conv 5x5 (LeNet's first layer)", {3, 1, 28, 28, 6, 5, 5, 0, 0, 1, 1, 1, 1, 1, false}, h);
   test_conv("true convolution, dilation 2, pad 2x1", {2, 3, 10, 9, 4, 3, 2, 2, 1, 1, 1, 2, 2, 1, true}, h);
+  // The last window stops short of the input's end (oneDNN's right padding < 0).
+  test_conv("stride 3 leaving a remainder", {2, 2, 10, 11, 3, 2, 2, 0, 1, 3, 3, 1, 1, 1, false}, h);
   test_pool(h, CUDNN_POOLING_MAX, "max 3x3 pad 1 stride 2");
   test_pool(h, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, "average (including padding) 3x3 pad 1 stride 2");
   test_act(h, CUDNN_ACTIVATION_SIGMOID, 0, "sigmoid");
