@@ -142,6 +142,14 @@ class Session {
   // spans (false when it overflows or exceeds what a plan may address).
   static bool fft_span(int rank, const int64_t* dims, const FftSide& s, int64_t batch, int es, uint64_t* bytes);
 
+  // cuDNN (session_dnn.cpp): a tensor's or filter's extent (4-byte elements)
+  // inside one of our allocations; the common tail of every body (the
+  // shapes' cudnn status, the ranges, the scalars, the stream, the backend).
+  bool dnn_tensor(const proto::DnnTensor& t, uint64_t p) const;
+  bool dnn_filter(const proto::DnnFilter& f, uint64_t p) const;
+  template <class Rq, class Op>
+  int32_t dnn_run(int32_t status, bool ranges, const Rq& rq, Op op);
+
   // Graphs (session_graph.cpp): an instantiated graph, its nodes in
   // execution order, validated when they arrive and re-checked when they
   // run (memory can be freed, kernels unloaded, events destroyed since).
