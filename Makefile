@@ -7,7 +7,7 @@ CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 CTEST_ARGS ?=
 
 .PHONY: all deps build test test-unit test-asan test-tsan test-gpu demo clean compat \
-        bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-train bench-vm kmod qemu test-exitless fuzz
+        bench-report bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-train bench-vm kmod qemu test-exitless fuzz
 
 all: build
 
@@ -38,6 +38,13 @@ test-asan:
 test-tsan:
 	$(MAKE) build BUILD=build-tsan CMAKE_ARGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DWH_SANITIZE=thread"
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -LE 'vm|exitless|bench' $(CTEST_ARGS)
+
+# Every benchmark in one go: summary lines in build/bench/report.txt, plots
+# build/bench/latency.png and bandwidth.png (docs/benchmarks.md).
+BENCH_SUITES ?= ring forward graph ptx train
+bench-report: build
+	@scripts/deps.sh bench
+	@scripts/bench_report.sh $(BUILD) $(BENCH_SUITES)
 
 bench-ring: build
 	$(BUILD)/bench/wh_bench_ring --json $(BUILD)/bench/ring.json

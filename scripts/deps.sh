@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages a make target needs, and only those missing.
-# Usage: scripts/deps.sh GROUP...   (groups: core vm exitless qemu-build debug compare gvirtus)
+# Usage: scripts/deps.sh GROUP...   (groups: core vm exitless qemu-build debug bench package compare gvirtus)
 set -euo pipefail
 
 declare -A GROUP
 GROUP[core]="build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libspdlog-dev libfmt-dev
-  libtomlplusplus-dev nlohmann-json3-dev libzstd-dev libelf-dev libopenblas-dev libfftw3-dev nettle-dev
-  dataset-fashion-mnist clang lld libclang-rt-14-dev"
+  libtomlplusplus-dev nlohmann-json3-dev libzstd-dev libelf-dev libopenblas-dev libfftw3-dev libdnnl-dev nettle-dev
+  dataset-fashion-mnist fortunes gnuplot-nox clang lld libclang-rt-14-dev"
 # Guest images and VMs under QEMU (TCG), libvirt XML validation.
 GROUP[vm]="qemu-system-x86 qemu-utils busybox-static linux-image-amd64 kmod cpio
   libvirt-clients libvirt-daemon-system"
@@ -15,8 +15,13 @@ GROUP[vm]="qemu-system-x86 qemu-utils busybox-static linux-image-amd64 kmod cpio
 GROUP[exitless]="bochs bochsbios vgabios grub-pc-bin grub-common xorriso mtools
   linux-source-6.1 linux-headers-amd64 bc flex bison libssl-dev libelf-dev
   dwarves rsync xz-utils kmod cpio busybox-static linux-image-amd64"
+# Plots drawn by the benchmark scripts.
+GROUP[bench]="gnuplot-nox"
 # Single-stepping the ring's critical path (tests/ring/bench/critpath).
 GROUP[debug]="gdb"
+# The .deb (CPack: dpkg-shlibdeps, file) and its install test in a fresh
+# Debian root (tests/install).
+GROUP[package]="dpkg-dev file debootstrap"
 # make bench-compare: the plot (tests/compare/run_compare.sh).
 GROUP[compare]="gnuplot-nox"
 # Building GVirtuS for make bench-compare (docs/compare.md).

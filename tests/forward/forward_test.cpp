@@ -66,6 +66,7 @@ TEST_F(Forward, StreamOrderedAllocation) { expect_pass(run({prog("mempool")}), "
 TEST_F(Forward, GraphStreamCapture) { expect_pass(run({prog("graph_capture")}), "graph_capture"); }
 TEST_F(Forward, GraphExplicitApi) { expect_pass(run({prog("graph_explicit")}), "graph_explicit"); }
 TEST_F(Forward, GraphExecUpdate) { expect_pass(run({prog("graph_update")}), "graph_update"); }
+TEST_F(Forward, GraphMemoryNodes) { expect_pass(run({prog("graph_mem")}), "graph_mem"); }
 
 TEST_F(Forward, GraphDebugDotPrint) {
   char dir[] = "/tmp/wh-graph-dot.XXXXXX";

@@ -705,6 +705,84 @@ TEST_F(Hostile, GraphNodeListsAreValidated) {
   EXPECT_GT(c->mem_free(), 0u);
 }
 
+// Call nodes (library requests a capture recorded): only posted cuBLAS
+// requests, whole; the request is checked again when the graph runs, on the
+// launch stream; a forged handle or memory out of the session fails then.
+TEST_F(Hostile, GraphCallNodesAreValidated) {
+  auto c = client();
+  const int32_t inval = cudaErrorInvalidValue;
+  const uint64_t P = kPinnedHeapOffset;
+  BlasCreateResp bh{};
+  ASSERT_EQ(c->call<Op::BlasCreate>({}, &bh), 0);
+  const uint64_t a = c->malloc(64), b = c->malloc(64), out = c->malloc(64);
+  // 4x4 identity times 4x4 of 1..16: C = B.
+  auto* f = reinterpret_cast<float*>(c->data().data() + P);
+  for (int i = 0; i < 16; i++) f[i] = (i % 5 == 0) ? 1.f : 0.f, f[16 + i] = float(i + 1);
+  ASSERT_EQ(c->call<Op::MemcpyHtoD>({a, P, 64, 0, 0}), 0);
+  ASSERT_EQ(c->call<Op::MemcpyHtoD>({b, P + 64, 64, 0, 0}), 0);
+  ASSERT_EQ(c->call<Op::StreamSynchronize>({0}), 0);
+  BlasGemmReq g{};
+  g.handle = bh.handle, g.stream = 0x53ull << 56 | 12345;  // replaced by the launch stream
+  const float one = 1.f, zero = 0.f;
+  std::memcpy(&g.alpha, &one, 4), std::memcpy(&g.beta, &zero, 4);
+  g.A = a, g.B = b, g.C = out, g.lda = g.ldb = g.ldc = 4, g.m = g.n = g.k = 4, g.dtype = kBlasF32;
+  auto call_node = [](uint16_t op, std::span<const uint8_t> payload, uint32_t claimed = UINT32_MAX) {
+    NodeList l;
+    std::vector<uint8_t> body(sizeof(GraphCallBody) + payload.size());
+    GraphCallBody cb{op, 0, claimed == UINT32_MAX ? uint32_t(payload.size()) : claimed};
+    std::memcpy(body.data(), &cb, sizeof cb);
+    std::memcpy(body.data() + sizeof cb, payload.data(), payload.size());
+    l.append(GraphNodeHdr{uint16_t(GraphOp::Call), 0, uint32_t(body.size())});
+    l.w.insert(l.w.end(), body.begin(), body.end());
+    l.nodes = 1;
+    return l;
+  };
+  auto bytes = [](const auto& v) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&v), sizeof v);
+  };
+  auto inst = [&](const NodeList& l, uint64_t* exec = nullptr) {
+    GraphInstantiateResp r{};
+    int32_t st = c->call<Op::GraphInstantiate>({0, 0, 0, l.nodes, l.segments}, &r, l.w);
+    if (exec) *exec = r.exec;
+    return st;
+  };
+  // Not a posted cuBLAS request, too short, a payload size that disagrees.
+  EXPECT_EQ(inst(call_node(uint16_t(Op::Malloc), bytes(g))), inval);
+  EXPECT_EQ(inst(call_node(uint16_t(Op::BlasCreate), bytes(g))), inval);
+  EXPECT_EQ(inst(call_node(uint16_t(Op::BlasDestroy), bytes(g))), inval);
+  EXPECT_EQ(inst(call_node(uint16_t(Op::FftPlan), bytes(g))), inval);
+  EXPECT_EQ(inst(call_node(uint16_t(Op::Count) + 5, bytes(g))), inval);
+  EXPECT_EQ(inst(call_node(uint16_t(Op::BlasGemm), bytes(g).first(8))), inval);
+  EXPECT_EQ(inst(call_node(uint16_t(Op::BlasGemm), bytes(g), sizeof g + 8)), inval);
+  EXPECT_EQ(inst(call_node(uint16_t(Op::BlasGemm), bytes(g), sizeof g - 8)), inval);
+  // The good one runs, on the launch stream (the recorded stream is forged).
+  uint64_t x = 0;
+  ASSERT_EQ(inst(call_node(uint16_t(Op::BlasGemm), bytes(g)), &x), 0);
+  ASSERT_EQ(c->post<Op::GraphLaunch>({x, 0, 0, 0}), ring::Status::Ok);
+  ASSERT_EQ(c->call<Op::MemcpyDtoH>({P + 128, out, 64, 0, 0}), 0);
+  ASSERT_EQ(c->call<Op::StreamSynchronize>({0}), 0);
+  for (int i = 0; i < 16; i++) ASSERT_EQ(f[32 + i], float(i + 1)) << i;
+  // A request that is wrong when it runs fails then, as a posted call does.
+  BlasGemmReq forged = g;
+  forged.handle ^= 1ull << 35;
+  uint64_t xf = 0;
+  ASSERT_EQ(inst(call_node(uint16_t(Op::BlasGemm), bytes(forged)), &xf), 0);
+  ASSERT_EQ(c->post<Op::GraphLaunch>({xf, 0, 0, 0}), ring::Status::Ok);
+  EXPECT_NE(c->call<Op::StreamSynchronize>({0}), 0);
+  BlasGemmReq outside = g;
+  outside.C = out + 32;  // 64 bytes from 32 bytes before the end
+  uint64_t xo = 0;
+  ASSERT_EQ(inst(call_node(uint16_t(Op::BlasGemm), bytes(outside)), &xo), 0);
+  ASSERT_EQ(c->post<Op::GraphLaunch>({xo, 0, 0, 0}), ring::Status::Ok);
+  EXPECT_NE(c->call<Op::StreamSynchronize>({0}), 0);
+  // The handle destroyed before a launch: an error, not a crash.
+  ASSERT_EQ(c->call<Op::BlasDestroy>({bh.handle}), 0);
+  ASSERT_EQ(c->post<Op::GraphLaunch>({x, 0, 0, 0}), ring::Status::Ok);
+  EXPECT_NE(c->call<Op::StreamSynchronize>({0}), 0);
+  for (uint64_t e : {x, xf, xo}) EXPECT_EQ(c->call<Op::GraphExecDestroy>({e}), 0);
+  EXPECT_FALSE(c->dropped(100ms));
+}
+
 // ---------------------------------------------------------------- handles
 
 TEST_F(Hostile, ForgedAndStaleHandlesOfEveryKind) {

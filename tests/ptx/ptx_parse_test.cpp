@@ -219,4 +219,37 @@ TEST(PtxParse, HandWrittenSeedParses) {
   EXPECT_EQ(m->kernel("k")->params, want);
   EXPECT_EQ(m->globals().size(), 2u);
 }
+
+// Library PTX (cuBLAS's, for one) loads through an L2 cache policy: createpolicy makes an
+// opaque 64-bit value and ld/st .L2::cache_hint take it as a third operand.
+TEST(PtxParse, L2CacheHintOperandsAreAccepted) {
+  std::string body =
+      "  .reg .b32 %r<4>;\n  .reg .f32 %f<3>;\n  .reg .b64 %rd<8>;\n"
+      "  ld.param.u64 %rd1, [in];\n  ld.param.u64 %rd2, [out];\n"
+      "  mov.u32 %r1, %tid.x;\n  mul.wide.u32 %rd3, %r1, 4;\n"
+      "  add.s64 %rd4, %rd1, %rd3;\n  add.s64 %rd5, %rd2, %rd3;\n"
+      "  createpolicy.fractional.L2::evict_last.b64 %rd6, 1.0;\n"
+      "  createpolicy.fractional.L2::evict_first.L2::evict_unchanged.b64 %rd7, 0.5;\n"
+      "  ld.global.L2::cache_hint.f32 %f1, [%rd4], %rd6;\n"
+      "  add.f32 %f2, %f1, %f1;\n"
+      "  st.global.L2::cache_hint.f32 [%rd5], %f2, %rd7;\n  ret;";
+  std::string err;
+  auto m = Module::from_ptx(wrap(body, ".param .u64 in, .param .u64 out"), &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[size_t(i)] = float(i) + 0.25f;
+  uint64_t din = mem.upload(x), dout = mem.alloc(32 * 4);
+  Engine eng(1);
+  uint64_t p[2] = {din, dout};
+  auto e = eng.launch(*m, "k", cfg({1}, {32}), p, sizeof p, mem);
+  ASSERT_EQ(e.kind, LaunchError::None) << e.message;
+  auto o = mem.download<float>(dout, 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(o[size_t(i)], 2 * x[size_t(i)]) << i;
+  // Without the hint modifier a third operand is still an error.
+  auto bad = Module::from_ptx(wrap("  .reg .f32 %f1;\n  .reg .b64 %rd<3>;\n  ld.global.f32 %f1, [%rd1], %rd2;"), &err);
+  EXPECT_FALSE(bad);
+  EXPECT_NE(err.find("ld expects 2 operands, got 3"), std::string::npos) << err;
+}
+
 }  // namespace

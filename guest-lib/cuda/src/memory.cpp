@@ -749,6 +749,66 @@ CUresult cuGraphAddHostNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps
   cudaHostNodeParams r{p->fn, p->userData};
   return rt(cudaGraphAddHostNode(N(out), G(g), N(deps), n, &r));
 }
+// Graph memory nodes: the runtime keeps graph memory (graph.cpp); the driver
+// structures are field-for-field the runtime's.
+static_assert(sizeof(CUmemAccessDesc) == sizeof(cudaMemAccessDesc));
+CUresult cuGraphAddMemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                                CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  WH_INIT();
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  cudaMemAllocNodeParams r{};
+  r.poolProps.allocType = cudaMemAllocationType(p->poolProps.allocType);
+  r.poolProps.handleTypes = cudaMemAllocationHandleType(p->poolProps.handleTypes);
+  r.poolProps.location.type = cudaMemLocationType(p->poolProps.location.type);
+  r.poolProps.location.id = p->poolProps.location.id;
+  r.accessDescs = reinterpret_cast<const cudaMemAccessDesc*>(p->accessDescs);
+  r.accessDescCount = p->accessDescCount;
+  r.bytesize = p->bytesize;
+  CUresult e = rt(cudaGraphAddMemAllocNode(N(out), G(g), N(deps), n, &r));
+  if (e == CUDA_SUCCESS) p->dptr = CUdeviceptr(uintptr_t(r.dptr));
+  return e;
+}
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  WH_INIT();
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  cudaMemAllocNodeParams r{};
+  if (CUresult e = rt(cudaGraphMemAllocNodeGetParams(reinterpret_cast<cudaGraphNode_t>(node), &r)); e != CUDA_SUCCESS)
+    return e;
+  *p = CUDA_MEM_ALLOC_NODE_PARAMS{};
+  p->poolProps.allocType = CUmemAllocationType(r.poolProps.allocType);
+  p->poolProps.handleTypes = CUmemAllocationHandleType(r.poolProps.handleTypes);
+  p->poolProps.location.type = CUmemLocationType(r.poolProps.location.type);
+  p->poolProps.location.id = r.poolProps.location.id;
+  p->bytesize = r.bytesize;
+  p->dptr = CUdeviceptr(uintptr_t(r.dptr));
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphAddMemFreeNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, CUdeviceptr d) {
+  WH_INIT();
+  return rt(cudaGraphAddMemFreeNode(N(out), G(g), N(deps), n, P(d)));
+}
+CUresult cuGraphMemFreeNodeGetParams(CUgraphNode node, CUdeviceptr* d) {
+  WH_INIT();
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  void* p = nullptr;
+  if (CUresult e = rt(cudaGraphMemFreeNodeGetParams(reinterpret_cast<cudaGraphNode_t>(node), &p)); e != CUDA_SUCCESS)
+    return e;
+  *d = CUdeviceptr(uintptr_t(p));
+  return CUDA_SUCCESS;
+}
+// CUgraphMem_attribute and cudaGraphMemAttributeType share their numbering.
+CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute a, void* v) {
+  WH_INIT();
+  return rt(cudaDeviceGetGraphMemAttribute(int(dev), cudaGraphMemAttributeType(a), v));
+}
+CUresult cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute a, void* v) {
+  WH_INIT();
+  return rt(cudaDeviceSetGraphMemAttribute(int(dev), cudaGraphMemAttributeType(a), v));
+}
+CUresult cuDeviceGraphMemTrim(CUdevice dev) {
+  WH_INIT();
+  return rt(cudaDeviceGraphMemTrim(int(dev)));
+}
 CUresult cuStreamSetAttribute(CUstream s, CUstreamAttrID id, const CUstreamAttrValue* v) {
   WH_INIT();
   if (!v) return CUDA_ERROR_INVALID_VALUE;

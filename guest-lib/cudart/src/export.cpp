@@ -93,14 +93,19 @@ __attribute__((visibility("default"))) int wh_guest_call(uint16_t op, const void
                                                          int posted) {
   Connection* c = Connection::get();
   if (!c) return cudaErrorDevicesUnavailable;
-  // cuBLAS work is not recorded into graphs: on a capturing stream it is
-  // refused (and the capture invalidated) rather than run at once. Every
-  // cuBLAS request after BlasDestroy starts with its handle and stream.
+  // Library work on a capturing stream: posted cuBLAS requests become call
+  // nodes of the capture's graph (the server replays them when the graph
+  // runs); anything else, which would have to run now or answer now, is
+  // refused and invalidates the capture. Every request of the libraries
+  // after BlasDestroy starts with its handle and stream.
   if (capture_any() && op > uint16_t(Op::BlasDestroy) && op < uint16_t(Op::Count) && rq_len >= 16) {
     uint64_t stream;
     std::memcpy(&stream, static_cast<const uint8_t*>(rq) + 8, sizeof stream);
-    if (stream_capturing(reinterpret_cast<cudaStream_t>(stream)))
+    if (stream_capturing(reinterpret_cast<cudaStream_t>(stream))) {
+      if (posted && op < uint16_t(Op::FftPlan) && op_kind(op) != Kind::Sync)
+        return capture_call(reinterpret_cast<cudaStream_t>(stream), op, rq, rq_len, tail, tail_len);
       return capture_check_unsafe(reinterpret_cast<cudaStream_t>(stream));
+    }
   }
   std::span<const uint8_t> t(static_cast<const uint8_t*>(tail), tail_len);
   switch (Op(op)) {

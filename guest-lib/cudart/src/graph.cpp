@@ -14,6 +14,14 @@
 //
 // The execution order is one topological order of the graph: a valid CUDA
 // schedule (independent nodes may, but need not, run concurrently).
+//
+// Graph memory: CUDA fixes a mem-alloc node's address when the node is
+// made, so the memory is allocated then (on the server, as any allocation,
+// counted against the session's quota) and stays reserved while any node
+// (of a graph or an executable graph) names it. Launching the graph makes
+// the allocation live; a mem-free node, cudaFree or cudaFreeAsync ends its
+// life; the nodes run nothing on the server. Accessing graph memory outside
+// its life is undefined in CUDA: here it reads the reserved memory.
 #include <cxxabi.h>
 
 #include <algorithm>
@@ -39,6 +47,9 @@ namespace {
 
 struct GraphRec;
 
+// A captured library call (cuBLAS): CUDA shows such work as kernel nodes.
+constexpr cudaGraphNodeType kNodeCall = cudaGraphNodeType(0x7f00);
+
 struct NodeRec {
   cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
   GraphRec* graph = nullptr;
@@ -55,11 +66,28 @@ struct NodeRec {
   cudaHostNodeParams host{};
   cudaEvent_t event = nullptr;
   std::unique_ptr<GraphRec> child;  // a child graph node's own copy
+  // mem-alloc (holds a reference to the allocation) / mem-free node
+  uint64_t mem = 0;
+  cudaMemPoolProps pool{};
+  // library call: opcode and payload (fixed part, then tail)
+  uint16_t call_op = 0;
+  std::vector<uint8_t> call;
+
+  NodeRec() = default;
+  NodeRec(const NodeRec&) = delete;
+  NodeRec& operator=(const NodeRec&) = delete;
+  ~NodeRec();
 };
 
 struct GraphRec {
   std::vector<std::unique_ptr<NodeRec>> nodes;
   bool owned = false;  // a child graph: destroyed with its node
+  int mem_execs = 0;   // executable graphs made from it while it has memory nodes (at most one)
+  bool has_mem_nodes() const {
+    for (auto& n : nodes)
+      if (n->type == cudaGraphNodeTypeMemAlloc || n->type == cudaGraphNodeTypeMemFree) return true;
+    return false;
+  }
 };
 
 // A guest-run step between server segments.
@@ -76,6 +104,8 @@ struct ExecRec {
   std::vector<int64_t> server_index;  // top-level node position -> server node (-1: none)
   std::unordered_map<const NodeRec*, size_t> position;  // a user's top-level node -> its position
   unsigned long long flags = 0;
+  std::vector<uint64_t> allocs, frees;  // graph memory its launch starts and ends
+  GraphRec* origin = nullptr;           // the graph it was made from, when that has memory nodes
 };
 
 struct Capture {
@@ -105,6 +135,117 @@ std::unordered_map<uint64_t, EventCap> g_events;
 std::vector<std::unique_ptr<Capture>> g_caps;
 unsigned long long g_next_capture_id = 1;
 thread_local cudaStreamCaptureMode t_mode = cudaStreamCaptureModeGlobal;
+
+// ---- graph memory. Its own lock: node destructors run with or without g_mu.
+struct GraphMem {
+  size_t bytes = 0;
+  int refs = 0;       // mem-alloc nodes naming it
+  bool live = false;  // between a launch of its alloc node and its free
+};
+std::mutex g_gm_mu;
+std::unordered_map<uint64_t, GraphMem> g_gm;
+size_t g_gm_used = 0, g_gm_reserved = 0, g_gm_used_high = 0, g_gm_reserved_high = 0;
+
+bool graph_mem_known(uint64_t d) {
+  std::lock_guard lk(g_gm_mu);
+  return g_gm.count(d) != 0;
+}
+
+// A new reservation (a mem-alloc node being made).
+cudaError_t graph_mem_new(size_t bytes, uint64_t* d) {
+  if (!bytes) return cudaErrorInvalidValue;
+  if (cudaError_t e = device_alloc(bytes, d); e != cudaSuccess) return e;
+  std::lock_guard lk(g_gm_mu);
+  g_gm[*d] = GraphMem{bytes, 1, false};
+  g_gm_reserved += bytes;
+  g_gm_reserved_high = std::max(g_gm_reserved_high, g_gm_reserved);
+  return cudaSuccess;
+}
+
+void graph_mem_ref(uint64_t d) {
+  std::lock_guard lk(g_gm_mu);
+  if (auto it = g_gm.find(d); it != g_gm.end()) it->second.refs++;
+}
+
+// Drops a reservation when no node names it and it is not live: true if the
+// caller must give the memory back (outside the lock).
+bool graph_mem_release_locked(std::unordered_map<uint64_t, GraphMem>::iterator it) {
+  if (it->second.refs > 0 || it->second.live) return false;
+  g_gm_reserved -= it->second.bytes;
+  g_gm.erase(it);
+  return true;
+}
+
+void graph_mem_unref(uint64_t d) {
+  bool give_back = false;
+  {
+    std::lock_guard lk(g_gm_mu);
+    auto it = g_gm.find(d);
+    if (it == g_gm.end()) return;
+    it->second.refs--;
+    give_back = graph_mem_release_locked(it);
+  }
+  if (give_back) device_free(d);
+}
+
+// Ends an allocation's life; false if `d` is not graph memory.
+bool graph_mem_end(uint64_t d, cudaError_t* e) {
+  bool give_back = false;
+  {
+    std::lock_guard lk(g_gm_mu);
+    auto it = g_gm.find(d);
+    if (it == g_gm.end()) return false;
+    if (!it->second.live) {  // freed twice, or never launched
+      *e = cudaErrorInvalidValue;
+      return true;
+    }
+    it->second.live = false;
+    g_gm_used -= it->second.bytes;
+    give_back = graph_mem_release_locked(it);
+  }
+  *e = give_back ? device_free(d) : cudaSuccess;
+  return true;
+}
+
+// A launch's graph memory: its allocations start (refused while one is still
+// live from an earlier launch, unless the graph frees them on launch), then
+// its frees end theirs; everything is checked before anything changes.
+cudaError_t launch_graph_mem(const ExecRec* x) {
+  std::vector<uint64_t> give_back;
+  {
+    std::lock_guard lk(g_gm_mu);
+    const bool auto_free = x->flags & cudaGraphInstantiateFlagAutoFreeOnLaunch;
+    for (uint64_t d : x->allocs) {
+      auto it = g_gm.find(d);
+      if (it == g_gm.end() || (it->second.live && !auto_free)) return cudaErrorInvalidValue;
+    }
+    for (uint64_t d : x->frees) {
+      auto it = g_gm.find(d);
+      bool own = std::find(x->allocs.begin(), x->allocs.end(), d) != x->allocs.end();
+      if (it == g_gm.end() || (!own && !it->second.live)) return cudaErrorInvalidValue;
+    }
+    for (uint64_t d : x->allocs) {
+      GraphMem& m = g_gm[d];
+      if (!m.live) g_gm_used += m.bytes;
+      m.live = true;
+    }
+    g_gm_used_high = std::max(g_gm_used_high, g_gm_used);
+    for (uint64_t d : x->frees) {
+      auto it = g_gm.find(d);
+      it->second.live = false;
+      g_gm_used -= it->second.bytes;
+      if (graph_mem_release_locked(it)) give_back.push_back(d);
+    }
+  }
+  cudaError_t e = cudaSuccess;
+  for (uint64_t d : give_back)
+    if (cudaError_t f = device_free(d); f != cudaSuccess) e = f;
+  return e;
+}
+
+NodeRec::~NodeRec() {
+  if (type == cudaGraphNodeTypeMemAlloc && mem) graph_mem_unref(mem);
+}
 
 NodeRec* node_of(cudaGraphNode_t n) { return reinterpret_cast<NodeRec*>(n); }
 GraphRec* graph_of(cudaGraph_t g) { return reinterpret_cast<GraphRec*>(g); }
@@ -148,6 +289,9 @@ std::unique_ptr<GraphRec> clone_graph(const GraphRec* g, std::unordered_map<cons
     c->grid = n->grid, c->block = n->block, c->shared = n->shared;
     if (n->k) set_kernel_params(c.get(), n->params.data());
     c->copy = n->copy, c->mset = n->mset, c->host = n->host, c->event = n->event;
+    c->mem = n->mem, c->pool = n->pool;
+    c->call_op = n->call_op, c->call = n->call;
+    if (c->type == cudaGraphNodeTypeMemAlloc && c->mem) graph_mem_ref(c->mem);
     if (n->child) {
       c->child = clone_graph(n->child.get(), map);
       c->child->owned = true;
@@ -336,7 +480,8 @@ cudaError_t flatten(const GraphRec* g, const NodeRec* top, std::vector<Flat>& ou
     const NodeRec* t = top ? top : n;
     if (n->type == cudaGraphNodeTypeGraph) {
       if (cudaError_t e = flatten(n->child.get(), t, out, depth + 1); e != cudaSuccess) return e;
-    } else if (n->type != cudaGraphNodeTypeEmpty) {
+    } else if (n->type != cudaGraphNodeTypeEmpty && n->type != cudaGraphNodeTypeMemAlloc &&
+               n->type != cudaGraphNodeTypeMemFree) {  // memory nodes run in the guest, at launch
       out.push_back({n, t});
     }
     for (NodeRec* u : n->users)
@@ -365,6 +510,12 @@ cudaError_t build_exec(const GraphRec* g, ExecRec* x, std::vector<uint8_t>* wire
   std::vector<Flat> flat;
   if (cudaError_t e = flatten(x->src.get(), nullptr, flat, 0); e != cudaSuccess) return e;
   x->steps.clear();
+  x->allocs.clear();
+  x->frees.clear();
+  for (auto& n : x->src->nodes) {  // memory nodes are top-level only (no child graph holds one)
+    if (n->type == cudaGraphNodeTypeMemAlloc) x->allocs.push_back(n->mem);
+    if (n->type == cudaGraphNodeTypeMemFree) x->frees.push_back(n->mem);
+  }
   wire->clear();
   uint32_t n_server = 0, seg = 0, in_seg = 0;
   auto guest_step = [&](Step::Kind kind, const NodeRec* n) {
@@ -376,7 +527,7 @@ cudaError_t build_exec(const GraphRec* g, ExecRec* x, std::vector<uint8_t>* wire
   };
   for (auto& f : flat) {
     const NodeRec* n = f.node;
-    switch (n->type) {
+    switch (int(n->type)) {  // int: kNodeCall lies outside the enum
       case cudaGraphNodeTypeKernel: {
         if (cudaError_t e = ensure_kernel(n->k); e != cudaSuccess) return e;
         GraphKernelBody b{};
@@ -434,6 +585,12 @@ cudaError_t build_exec(const GraphRec* g, ExecRec* x, std::vector<uint8_t>* wire
         break;
       case cudaGraphNodeTypeHost:
         guest_step(Step::Host, n);
+        break;
+      case kNodeCall:
+        put_hdr(*wire, GraphOp::Call, uint32_t(sizeof(GraphCallBody) + n->call.size()));
+        put(*wire, GraphCallBody{n->call_op, 0, uint32_t(n->call.size())});
+        wire->insert(wire->end(), n->call.begin(), n->call.end());
+        n_server++, in_seg++;
         break;
       default:
         return cudaErrorNotSupported;
@@ -510,7 +667,7 @@ bool same_topology(const GraphRec* a, const GraphRec* b, const NodeRec** bad) {
 }
 
 const char* type_name(cudaGraphNodeType t) {
-  switch (t) {
+  switch (int(t)) {
     case cudaGraphNodeTypeKernel: return "KERNEL";
     case cudaGraphNodeTypeMemcpy: return "MEMCPY";
     case cudaGraphNodeTypeMemset: return "MEMSET";
@@ -519,6 +676,9 @@ const char* type_name(cudaGraphNodeType t) {
     case cudaGraphNodeTypeEmpty: return "EMPTY";
     case cudaGraphNodeTypeWaitEvent: return "EVENT_WAIT";
     case cudaGraphNodeTypeEventRecord: return "EVENT_RECORD";
+    case cudaGraphNodeTypeMemAlloc: return "MEM_ALLOC";
+    case cudaGraphNodeTypeMemFree: return "MEM_FREE";
+    case kNodeCall: return "KERNEL (library call)";
     default: return "OTHER";
   }
 }
@@ -548,7 +708,7 @@ void dot_graph(FILE* f, const GraphRec* g, const std::string& prefix, int depth)
     const NodeRec* n = g->nodes[i].get();
     std::string label = std::string(type_name(n->type)) + "\\n" + id[n];
     char buf[256];
-    switch (n->type) {
+    switch (int(n->type)) {
       case cudaGraphNodeTypeKernel:
         std::snprintf(buf, sizeof buf, "\\ngrid (%u,%u,%u) block (%u,%u,%u) shared %u", n->grid.x, n->grid.y,
                       n->grid.z, n->block.x, n->block.y, n->block.z, n->shared);
@@ -566,6 +726,14 @@ void dot_graph(FILE* f, const GraphRec* g, const std::string& prefix, int depth)
         break;
       case cudaGraphNodeTypeHost:
         std::snprintf(buf, sizeof buf, "\\nfn %p data %p", reinterpret_cast<void*>(n->host.fn), n->host.userData);
+        label += buf;
+        break;
+      case kNodeCall:
+        label += std::string("\\n") + op_name(n->call_op);
+        break;
+      case cudaGraphNodeTypeMemAlloc:
+      case cudaGraphNodeTypeMemFree:
+        std::snprintf(buf, sizeof buf, "\\n0x%llx", static_cast<unsigned long long>(n->mem));
         label += buf;
         break;
       default:
@@ -637,6 +805,52 @@ cudaError_t capture_host(cudaStream_t s, cudaHostFn_t fn, void* data) {
   n->host = {fn, data};
   return capture_add(s, std::move(n));
 }
+
+cudaError_t capture_call(cudaStream_t s, uint16_t op, const void* rq, size_t rq_len, const void* tail,
+                         size_t tail_len) {
+  if (rq_len + tail_len > kMaxGraphCallBytes) return cudaErrorNotSupported;
+  auto n = std::make_unique<NodeRec>();
+  n->type = kNodeCall;
+  n->call_op = op;
+  const auto* r = static_cast<const uint8_t*>(rq);
+  const auto* t = static_cast<const uint8_t*>(tail);
+  n->call.assign(r, r + rq_len);
+  if (tail_len) n->call.insert(n->call.end(), t, t + tail_len);
+  return capture_add(s, std::move(n));
+}
+
+bool capture_malloc(cudaStream_t s, void** p, size_t size, cudaError_t* e) {
+  if (!stream_capturing(s)) return false;
+  if (!p) {
+    *e = cudaErrorInvalidValue;
+    return true;
+  }
+  uint64_t d = 0;
+  if ((*e = graph_mem_new(size, &d)) != cudaSuccess) return true;
+  auto n = std::make_unique<NodeRec>();
+  n->type = cudaGraphNodeTypeMemAlloc;
+  n->mem = d;  // the node holds the reservation (its destructor drops it)
+  n->pool.allocType = cudaMemAllocationTypePinned;
+  n->pool.location = {cudaMemLocationTypeDevice, 0};
+  if ((*e = capture_add(s, std::move(n))) == cudaSuccess) *p = reinterpret_cast<void*>(d);
+  return true;
+}
+
+bool capture_free(cudaStream_t s, void* p, cudaError_t* e) {
+  if (!stream_capturing(s)) return false;
+  // Only graph memory can be freed inside a graph.
+  if (!p || !graph_mem_known(reinterpret_cast<uint64_t>(p))) {
+    *e = cudaErrorInvalidValue;
+    return true;
+  }
+  auto n = std::make_unique<NodeRec>();
+  n->type = cudaGraphNodeTypeMemFree;
+  n->mem = reinterpret_cast<uint64_t>(p);
+  *e = capture_add(s, std::move(n));
+  return true;
+}
+
+bool graph_mem_free(void* p, cudaError_t* e) { return graph_mem_end(reinterpret_cast<uint64_t>(p), e); }
 
 bool capture_event_record(cudaEvent_t ev, cudaStream_t s, unsigned flags, cudaError_t* e) {
   std::lock_guard lk(g_mu);
@@ -855,6 +1069,8 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   if (!live_graph(graph) || graph_of(graph)->owned) return set_error(cudaErrorInvalidValue);
   for (auto& c : g_caps)
     if (c->graph == graph_of(graph)) return set_error(cudaErrorInvalidValue);  // still capturing into it
+  for (ExecRec* x : g_execs)
+    if (x->origin == graph_of(graph)) x->origin = nullptr;
   unregister_graph(graph_of(graph));
   delete graph_of(graph);
   return cudaSuccess;
@@ -863,6 +1079,7 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 cudaError_t cudaGraphClone(cudaGraph_t* out, cudaGraph_t graph) {
   std::lock_guard lk(g_mu);
   if (!out || !live_graph(graph)) return set_error(cudaErrorInvalidValue);
+  if (graph_of(graph)->has_mem_nodes()) return set_error(cudaErrorNotSupported);  // as in CUDA
   GraphRec* g = clone_graph(graph_of(graph)).release();
   register_graph(g);
   *out = as_graph(g);
@@ -1060,6 +1277,8 @@ cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* out, cudaGraph_t g, cons
   {
     std::lock_guard lk(g_mu);
     if (!live_graph(child) || child == g) return set_error(cudaErrorInvalidValue);
+    // A graph with memory nodes cannot be copied into a child node (CUDA moves it instead).
+    if (graph_of(child)->has_mem_nodes()) return set_error(cudaErrorNotSupported);
     n->child = clone_graph(graph_of(child));  // the node owns a copy, as in CUDA
     n->child->owned = true;
   }
@@ -1073,10 +1292,105 @@ cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t* o
   return cudaSuccess;
 }
 
+// ---- graph memory nodes
+cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t* out, cudaGraph_t g, const cudaGraphNode_t* deps, size_t ndeps,
+                                     cudaMemAllocNodeParams* p) {
+  if (!p || !out) return set_error(cudaErrorInvalidValue);
+  // One device, ordinary (non-IPC) device memory: what the modeled GPU offers.
+  const cudaMemPoolProps& pp = p->poolProps;
+  if (pp.allocType != cudaMemAllocationTypePinned || pp.location.type != cudaMemLocationTypeDevice ||
+      pp.location.id != 0 || pp.handleTypes != cudaMemHandleTypeNone || p->accessDescCount > 1 ||
+      (p->accessDescCount && !p->accessDescs) || !p->bytesize)
+    return set_error(cudaErrorInvalidValue);
+  for (size_t i = 0; i < p->accessDescCount; i++)
+    if (p->accessDescs[i].location.type != cudaMemLocationTypeDevice || p->accessDescs[i].location.id != 0)
+      return set_error(cudaErrorInvalidValue);
+  uint64_t d = 0;
+  if (cudaError_t e = graph_mem_new(p->bytesize, &d); e != cudaSuccess) return set_error(e);
+  auto n = std::make_unique<NodeRec>();
+  n->type = cudaGraphNodeTypeMemAlloc;
+  n->mem = d;
+  n->pool = pp;
+  cudaError_t e = add_node(out, g, deps, ndeps, std::move(n));  // on failure the node gives the memory back
+  if (e == cudaSuccess) p->dptr = reinterpret_cast<void*>(d);
+  return set_error(e);
+}
+
+cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, cudaMemAllocNodeParams* p) {
+  std::lock_guard lk(g_mu);
+  if (!p || !live_node(node) || node_of(node)->type != cudaGraphNodeTypeMemAlloc)
+    return set_error(cudaErrorInvalidValue);
+  const NodeRec* n = node_of(node);
+  std::lock_guard gk(g_gm_mu);
+  auto it = g_gm.find(n->mem);
+  *p = cudaMemAllocNodeParams{};
+  p->poolProps = n->pool;
+  p->bytesize = it == g_gm.end() ? 0 : it->second.bytes;
+  p->dptr = reinterpret_cast<void*>(n->mem);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t* out, cudaGraph_t g, const cudaGraphNode_t* deps, size_t ndeps,
+                                    void* dptr) {
+  const uint64_t d = reinterpret_cast<uint64_t>(dptr);
+  if (!out || !graph_mem_known(d)) return set_error(cudaErrorInvalidValue);
+  {
+    std::lock_guard lk(g_mu);
+    if (!live_graph(g)) return set_error(cudaErrorInvalidValue);
+    for (auto& n : graph_of(g)->nodes)  // freed once per graph
+      if (n->type == cudaGraphNodeTypeMemFree && n->mem == d) return set_error(cudaErrorInvalidValue);
+  }
+  auto n = std::make_unique<NodeRec>();
+  n->type = cudaGraphNodeTypeMemFree;
+  n->mem = d;
+  return set_error(add_node(out, g, deps, ndeps, std::move(n)));
+}
+
+cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void* dptr_out) {
+  std::lock_guard lk(g_mu);
+  if (!dptr_out || !live_node(node) || node_of(node)->type != cudaGraphNodeTypeMemFree)
+    return set_error(cudaErrorInvalidValue);
+  *static_cast<void**>(dptr_out) = reinterpret_cast<void*>(node_of(node)->mem);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetGraphMemAttribute(int device, cudaGraphMemAttributeType attr, void* value) {
+  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  if (!value) return set_error(cudaErrorInvalidValue);
+  std::lock_guard lk(g_gm_mu);
+  uint64_t v;
+  switch (attr) {
+    case cudaGraphMemAttrUsedMemCurrent: v = g_gm_used; break;
+    case cudaGraphMemAttrUsedMemHigh: v = g_gm_used_high; break;
+    case cudaGraphMemAttrReservedMemCurrent: v = g_gm_reserved; break;
+    case cudaGraphMemAttrReservedMemHigh: v = g_gm_reserved_high; break;
+    default: return set_error(cudaErrorInvalidValue);
+  }
+  *static_cast<uint64_t*>(value) = v;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSetGraphMemAttribute(int device, cudaGraphMemAttributeType attr, void* value) {
+  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  // Only the high watermarks can be set, and only to 0 (a reset), as in CUDA.
+  if (!value || *static_cast<uint64_t*>(value) != 0) return set_error(cudaErrorInvalidValue);
+  std::lock_guard lk(g_gm_mu);
+  if (attr == cudaGraphMemAttrUsedMemHigh) g_gm_used_high = g_gm_used;
+  else if (attr == cudaGraphMemAttrReservedMemHigh) g_gm_reserved_high = g_gm_reserved;
+  else return set_error(cudaErrorInvalidValue);
+  return cudaSuccess;
+}
+
+// Reserved graph memory stays at its fixed address while a node names it,
+// and the sim device cannot unback an address range: nothing to give back.
+cudaError_t cudaDeviceGraphMemTrim(int device) {
+  return device == 0 ? cudaSuccess : set_error(cudaErrorInvalidDevice);
+}
+
 cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* t) {
   std::lock_guard lk(g_mu);
   if (!t || !live_node(node)) return set_error(cudaErrorInvalidValue);
-  *t = node_of(node)->type;
+  *t = node_of(node)->type == kNodeCall ? cudaGraphNodeTypeKernel : node_of(node)->type;
   return cudaSuccess;
 }
 
@@ -1173,6 +1487,7 @@ cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t
                                         const cudaGraphEdgeData*, size_t n) {
   std::lock_guard lk(g_mu);
   if (!live_graph(graph) || (n && (!from || !to))) return set_error(cudaErrorInvalidValue);
+  if (graph_of(graph)->has_mem_nodes()) return set_error(cudaErrorNotSupported);  // as in CUDA
   for (size_t i = 0; i < n; i++) {
     if (!live_node(from[i]) || !live_node(to[i])) return set_error(cudaErrorInvalidValue);
     NodeRec *f = node_of(from[i]), *t = node_of(to[i]);
@@ -1188,6 +1503,7 @@ cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) {
   std::lock_guard lk(g_mu);
   if (!live_node(node)) return set_error(cudaErrorInvalidValue);
   NodeRec* n = node_of(node);
+  if (n->graph->has_mem_nodes()) return set_error(cudaErrorNotSupported);  // as in CUDA
   for (NodeRec* d : n->deps) d->users.erase(std::find(d->users.begin(), d->users.end(), n));
   for (NodeRec* u : n->users) u->deps.erase(std::find(u->deps.begin(), u->deps.end(), n));
   g_nodes.erase(n);
@@ -1209,12 +1525,19 @@ static cudaError_t instantiate(cudaGraphExec_t* out, cudaGraph_t graph, unsigned
   {
     std::lock_guard lk(g_mu);
     if (!live_graph(graph)) return cudaErrorInvalidValue;
-    if (cudaError_t e = build_exec(graph_of(graph), x.get(), &wire, &nodes, &segs); e != cudaSuccess) return e;
+    GraphRec* g = graph_of(graph);
+    // A graph with memory nodes has one executable graph at a time (as in CUDA).
+    if (g->has_mem_nodes() && g->mem_execs > 0) return cudaErrorNotSupported;
+    if (cudaError_t e = build_exec(g, x.get(), &wire, &nodes, &segs); e != cudaSuccess) return e;
   }
   if (err_node) *err_node = nullptr;
   if (cudaError_t e = send_graph(0, wire, nodes, segs, &x->handle); e != cudaSuccess) return e;
   std::lock_guard lk(g_mu);
   register_graph(x->src.get());  // so that guest steps' nodes stay recognisable
+  if (live_graph(graph) && graph_of(graph)->has_mem_nodes()) {
+    x->origin = graph_of(graph);
+    x->origin->mem_execs++;
+  }
   g_execs.insert(x.get());
   *out = reinterpret_cast<cudaGraphExec_t>(x.release());
   return cudaSuccess;
@@ -1253,6 +1576,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
     if (!g_execs.erase(exec_of(exec))) return set_error(cudaErrorInvalidValue);
     x = exec_of(exec);
     unregister_graph(x->src.get());
+    if (x->origin) x->origin->mem_execs--;
   }
   std::unique_ptr<ExecRec> own(x);
   WH_CONN(c);
@@ -1277,12 +1601,15 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
     n->type = cudaGraphNodeTypeGraph;
     {
       std::lock_guard lk(g_mu);
+      if (!x->allocs.empty() || !x->frees.empty()) return set_error(cudaErrorNotSupported);
       n->child = clone_graph(x->src.get());
     }
     n->child->owned = true;
     return set_error(capture_add(s, std::move(n)));
   }
   WH_CONN(c);
+  if (!x->allocs.empty() || !x->frees.empty())
+    if (cudaError_t e = launch_graph_mem(x); e != cudaSuccess) return set_error(e);
   const uint64_t sh = stream_handle(s);
   for (const Step& st : x->steps) {
     cudaError_t e = cudaSuccess;

@@ -241,6 +241,28 @@ cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
   return e;
 }
 
+cudaError_t device_alloc(size_t size, uint64_t* dptr) {
+  WH_CONN(c);
+  MallocResp rs{};
+  if (cudaError_t e = c->call<Op::Malloc>({size}, &rs); e != cudaSuccess) return e;
+  *dptr = rs.dptr;
+  if (rs.dptr) {
+    std::lock_guard lk(rt().mu);
+    rt().allocs[rs.dptr] = size;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t device_free(uint64_t dptr) {
+  WH_CONN(c);
+  cudaError_t e = c->call<Op::Free>({dptr});
+  if (e == cudaSuccess) {
+    std::lock_guard lk(rt().mu);
+    rt().allocs.erase(dptr);
+  }
+  return e;
+}
+
 }  // namespace wh::guest
 
 using namespace wh::guest;
@@ -252,15 +274,9 @@ cudaError_t cudaMalloc(void** p, size_t size) {
   if (!p) return set_error(cudaErrorInvalidValue);
   if (capture_any())
     if (cudaError_t e = capture_check_unsafe(nullptr); e != cudaSuccess) return set_error(e);
-  WH_CONN(c);
-  MallocResp rs{};
-  cudaError_t e = c->call<Op::Malloc>({size}, &rs);
-  if (e != cudaSuccess) return set_error(e);
-  *p = reinterpret_cast<void*>(rs.dptr);
-  if (rs.dptr) {
-    std::lock_guard lk(rt().mu);
-    rt().allocs[rs.dptr] = size;
-  }
+  uint64_t d = 0;
+  if (cudaError_t e = device_alloc(size, &d); e != cudaSuccess) return set_error(e);
+  *p = reinterpret_cast<void*>(d);
   return cudaSuccess;
 }
 
@@ -276,12 +292,8 @@ cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
   WH_CONN(c);
   if (cudaError_t me; managed_free(c, p, &me)) return set_error(me);
-  cudaError_t e = c->call<Op::Free>({reinterpret_cast<uint64_t>(p)});
-  if (e == cudaSuccess) {
-    std::lock_guard lk(rt().mu);
-    rt().allocs.erase(reinterpret_cast<uint64_t>(p));
-  }
-  return set_error(e);
+  if (cudaError_t ge; graph_mem_free(p, &ge)) return set_error(ge);
+  return set_error(device_free(reinterpret_cast<uint64_t>(p)));
 }
 
 // ---- stream-ordered allocation. A cudaMemPool_t is the server's pool
@@ -303,7 +315,10 @@ static cudaError_t malloc_async(void** p, size_t size, uint64_t pool, cudaStream
 
 static uint64_t pool_handle(cudaMemPool_t p) { return reinterpret_cast<uint64_t>(p); }
 
-cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t s) { return set_error(malloc_async(p, size, 0, s)); }
+cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t s) {
+  if (cudaError_t ce; capture_any() && capture_malloc(s, p, size, &ce)) return set_error(ce);
+  return set_error(malloc_async(p, size, 0, s));
+}
 
 cudaError_t cudaMallocFromPoolAsync(void** p, size_t size, cudaMemPool_t pool, cudaStream_t s) {
   if (!pool) return set_error(cudaErrorInvalidValue);
@@ -312,6 +327,8 @@ cudaError_t cudaMallocFromPoolAsync(void** p, size_t size, cudaMemPool_t pool, c
 
 cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
   WH_CONN(c);
+  if (cudaError_t ce; capture_any() && capture_free(s, p, &ce)) return set_error(ce);
+  if (cudaError_t ge; p && graph_mem_free(p, &ge)) return set_error(ge);
   cudaError_t e = c->post<Op::FreeAsync>({reinterpret_cast<uint64_t>(p), stream_handle(s)});
   if (e == cudaSuccess && p) {
     std::lock_guard lk(rt().mu);

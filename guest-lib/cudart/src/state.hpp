@@ -154,6 +154,20 @@ cudaError_t capture_copy(cudaStream_t s, void* dst, size_t dpitch, const void* s
                          size_t height, cudaMemcpyKind kind);
 cudaError_t capture_memset(cudaStream_t s, void* dst, int value, size_t n);
 cudaError_t capture_host(cudaStream_t s, cudaHostFn_t fn, void* data);
+// A posted library request (its fixed part and tail) recorded as a call node.
+cudaError_t capture_call(cudaStream_t s, uint16_t op, const void* rq, size_t rq_len, const void* tail,
+                         size_t tail_len);
+// Graph memory (mem-alloc/free nodes). cudaMallocAsync / cudaFreeAsync on a
+// capturing stream add such nodes (*e their result, true when taken);
+// cudaFree / cudaFreeAsync of a graph allocation end its life (true when `p`
+// is one). graph_mem_free expects no graph lock held.
+bool capture_malloc(cudaStream_t s, void** p, size_t size, cudaError_t* e);
+bool capture_free(cudaStream_t s, void* p, cudaError_t* e);
+bool graph_mem_free(void* p, cudaError_t* e);
+// Device memory straight from the server, bypassing capture checks (graph
+// memory) and the allocation table's bookkeeping of cudaMalloc.
+cudaError_t device_alloc(size_t size, uint64_t* dptr);
+cudaError_t device_free(uint64_t dptr);
 // cudaEventRecord / cudaStreamWaitEvent: true when capture took the call
 // (the stream captures, or the event was recorded in a capture); *e is its result.
 bool capture_event_record(cudaEvent_t ev, cudaStream_t s, unsigned flags, cudaError_t* e);

@@ -18,6 +18,7 @@
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/blaslt.hpp"
 #include "wormhole/server/fft.hpp"
+#include "wormhole/server/dnn.hpp"
 #include "vendor_lib.hpp"
 #include "wormhole/server/rand.hpp"
 
@@ -137,6 +138,7 @@ class CudaContext final : public Context {
   ~CudaContext() override {
     blas_.reset();  // cuBLAS(Lt) handles and cuFFT plans before the context they live in
     fft_.reset();
+    dnn_.reset();
     blaslt_.reset();
     rand_.reset();
     d_.cuCtxSetCurrent(ctx_);
@@ -535,6 +537,10 @@ class CudaContext final : public Context {
     if (!fft_) fft_ = make_cuda_fft([this] { cur(); }, err);
     return fft_.get();
   }
+  Dnn* dnn(std::string* err) override {
+    if (!dnn_) dnn_ = make_cuda_dnn([this] { cur(); }, err);
+    return dnn_.get();
+  }
   BlasLt* blaslt(std::string* err) override {
     if (!blaslt_) blaslt_ = make_cuda_blaslt([this] { cur(); }, err);
     return blaslt_.get();
@@ -556,6 +562,7 @@ class CudaContext final : public Context {
   void* mapped_ = nullptr;
   std::unique_ptr<Blas> blas_;  // libcublas.so.13 (cuda_blas.cpp), on first use
   std::unique_ptr<Fft> fft_;    // libcufft.so.12 (cuda_fft.cpp), on first use
+  std::unique_ptr<Dnn> dnn_;    // libcudnn.so.9 (cuda_dnn.cpp), on first use
   std::unique_ptr<BlasLt> blaslt_;  // libcublasLt.so.13 (cuda_blaslt.cpp), on first use
   std::unique_ptr<Rand> rand_;  // libcurand.so.10 (cuda_rand.cpp), on first use
 };

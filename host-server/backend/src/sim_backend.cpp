@@ -23,6 +23,7 @@
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/blaslt.hpp"
+#include "wormhole/server/dnn.hpp"
 #include "wormhole/server/fft.hpp"
 #include "wormhole/server/rand.hpp"
 
@@ -783,6 +784,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     if (!fft_) fft_ = make_sim_fft(*this);
     return fft_.get();
   }
+  Dnn* dnn(std::string*) override {
+    if (!dnn_) dnn_ = make_sim_dnn(*this);
+    return dnn_.get();
+  }
   BlasLt* blaslt(std::string*) override {
     if (!blaslt_) blaslt_ = make_sim_blaslt(*this);
     return blaslt_.get();
@@ -900,6 +905,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   std::unique_ptr<Fft> fft_;    // FFTW over host_view (sim_fft.cpp)
   std::unique_ptr<BlasLt> blaslt_;  // OpenBLAS over host_view (sim_blaslt.cpp)
   std::unique_ptr<Rand> rand_;  // cuRAND's algorithms over host_view (sim_rand.cpp)
+  std::unique_ptr<Dnn> dnn_;    // oneDNN over host_view (sim_dnn.cpp)
 };
 
 class SimBackend final : public Backend {

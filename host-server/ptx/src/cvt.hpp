@@ -26,7 +26,15 @@ inline double rni(double x) {  // round half to even without depending on fenv
   return std::fmod(f, 2.0) == 0 ? f : f + 1;
 }
 
-inline float ftz32(float f) { return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f; }
+// Flush a denormal to signed zero. Integer select (no classification call): the lane loops
+// of the .ftz handlers stay branch-free and vectorise like the plain forms.
+inline float ftz32(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  return std::bit_cast<float>((u & 0x7f800000u) ? u : (u & 0x80000000u));
+}
+
+// 1 when the low 32 bits hold an f32 denormal (zero exponent, non-zero fraction).
+inline uint32_t denorm32(uint64_t bits) { return uint32_t(((uint32_t(bits) & 0x7fffffffu) - 1u) < 0x007fffffu); }
 
 inline uint64_t sext(uint64_t v, int bytes) {
   switch (bytes) {

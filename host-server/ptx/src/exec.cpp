@@ -803,14 +803,14 @@ struct EngineImpl {
       if (I.ctl == Ctl::None) {
         if (m) {
           I.fn(c, I, m);
-          cnt += uint32_t(std::popcount(m));
+          cnt += m == 0xffffffffu ? 32u : uint32_t(std::popcount(m));  // full warps: no libgcc popcount call
           if (c.fault) { save(); return; }
         }
         ++pc;
         if (pc == fr->min_wait) merge(*fr, pc, active);
         continue;
       }
-      cnt += uint32_t(std::popcount(m));
+      cnt += m == 0xffffffffu ? 32u : uint32_t(std::popcount(m));  // full warps: no libgcc popcount call
       bool group_empty = false;
       switch (I.ctl) {
         case Ctl::Bra: {

@@ -46,15 +46,16 @@ struct OMulHi {
     }
   }
 };
+// fmin/fmax in line (glibc's order of tests: a NaN operand yields the other one), no libm call.
 struct OMin {
   template <class V> static V f(V a, V b) {
-    if constexpr (std::is_floating_point_v<V>) return std::fmin(a, b);
+    if constexpr (std::is_floating_point_v<V>) return __builtin_islessequal(a, b) ? a : __builtin_isgreater(a, b) ? b : (b != b ? a : b);
     else return a < b ? a : b;
   }
 };
 struct OMax {
   template <class V> static V f(V a, V b) {
-    if constexpr (std::is_floating_point_v<V>) return std::fmax(a, b);
+    if constexpr (std::is_floating_point_v<V>) return __builtin_isgreaterequal(a, b) ? a : __builtin_isless(a, b) ? b : (b != b ? a : b);
     else return a > b ? a : b;
   }
 };
@@ -149,18 +150,61 @@ inline float fin(const uint64_t* r, int l) {
   if constexpr (FTZ) v = ftz32(v);
   return v;
 }
+// .ftz forms, full warp: compute the plain IEEE result of all 32 lanes into a temporary (the
+// same vectorised loop as the plain form) while OR-ing a denormal test over inputs and
+// results; only a warp that actually met a denormal is redone lane by lane with the exact
+// flush. Denormals are rare in practice, so .ftz costs one extra test per lane.
+template <int N, class Plain, class Exact>
+inline void ftz_lanes(uint64_t* D, const uint64_t* const (&in)[N], uint32_t m, Plain plain, Exact exact) {
+  if (m == 0xffffffffu) {
+    uint32_t t[32], bad = 0;
+    for (int l = 0; l < 32; ++l) {
+      t[l] = plain(l);
+      bad |= denorm32(t[l]);
+      for (int k = 0; k < N; ++k) bad |= denorm32(in[k][l]);
+    }
+    if (!bad) {
+      for (int l = 0; l < 32; ++l) D[l] = t[l];
+      return;
+    }
+  }
+  for_lanes(m, [&](int l) { D[l] = exact(l); });
+}
 template <class Op, bool FTZ, bool SAT>
 void h_fbin(Ctx& c, const Inst& I, uint32_t m) {
   uint64_t* D = c.dst(I.d[0]);
   const uint64_t* A = c.src(I.s[0]);
   const uint64_t* B = c.src(I.s[1]);
-  for_lanes(m, [&](int l) { D[l] = put<float>(fpost<FTZ, SAT>(Op::template f<float>(fin<FTZ>(A, l), fin<FTZ>(B, l)))); });
+  auto exact = [&](int l) { return put<float>(fpost<FTZ, SAT>(Op::template f<float>(fin<FTZ>(A, l), fin<FTZ>(B, l)))); };
+  if constexpr (FTZ && !SAT) {
+    const uint64_t* const in[2] = {A, B};
+    ftz_lanes<2>(D, in, m, [&](int l) { return std::bit_cast<uint32_t>(Op::template f<float>(get<float>(A, l), get<float>(B, l))); }, exact);
+  } else {
+    for_lanes(m, [&](int l) { D[l] = exact(l); });
+  }
 }
 template <class Op, bool FTZ, bool SAT>
 void h_fun(Ctx& c, const Inst& I, uint32_t m) {
   uint64_t* D = c.dst(I.d[0]);
   const uint64_t* A = c.src(I.s[0]);
-  for_lanes(m, [&](int l) { D[l] = put<float>(fpost<FTZ, SAT>(Op::template f<float>(fin<FTZ>(A, l)))); });
+  auto exact = [&](int l) { return put<float>(fpost<FTZ, SAT>(Op::template f<float>(fin<FTZ>(A, l)))); };
+  // a libm call per lane dominates ex2/lg2/sin/cos/tanh: flushing in line is as cheap there
+  constexpr bool libm = std::is_same_v<Op, USin> || std::is_same_v<Op, UCos> || std::is_same_v<Op, UEx2> ||
+                        std::is_same_v<Op, ULg2> || std::is_same_v<Op, UTanh>;
+  if constexpr (FTZ && !SAT && libm) {
+    // the plain call; a denormal input (rare, predictable branch) is redone from signed zero
+    for_lanes(m, [&](int l) {
+      float x = get<float>(A, l);
+      if (denorm32(A[l])) [[unlikely]] x = ftz32(x);
+      if constexpr (std::is_same_v<Op, ULg2>) D[l] = put<float>(Op::template f<float>(x));  // |log2(normal)| >= 2^-24: never denormal
+      else D[l] = put<float>(ftz32(Op::template f<float>(x)));
+    });
+  } else if constexpr (FTZ && !SAT) {
+    const uint64_t* const in[1] = {A};
+    ftz_lanes<1>(D, in, m, [&](int l) { return std::bit_cast<uint32_t>(Op::template f<float>(get<float>(A, l))); }, exact);
+  } else {
+    for_lanes(m, [&](int l) { D[l] = exact(l); });
+  }
 }
 template <bool FTZ, bool SAT>
 void h_ffma(Ctx& c, const Inst& I, uint32_t m) {
@@ -188,6 +232,31 @@ void h_ffma(Ctx& c, const Inst& I, uint32_t m) {
       D[l] = std::bit_cast<uint32_t>(__builtin_fmaf(std::bit_cast<float>(uint32_t(A[l])), std::bit_cast<float>(uint32_t(B[l])),
                                                     std::bit_cast<float>(uint32_t(C[l]))));
     }
+  }
+}
+// fma.rn.ftz.f32: the hardware FMA over the warp, then the denormal test (see ftz_lanes).
+[[gnu::target("fma")]] void h_ffma_ftz_hw(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = c.src(I.s[2]);
+  if (m == 0xffffffffu) {
+    uint32_t t[32], bad = 0;
+    for (int l = 0; l < 32; ++l) {
+      t[l] = std::bit_cast<uint32_t>(__builtin_fmaf(std::bit_cast<float>(uint32_t(A[l])), std::bit_cast<float>(uint32_t(B[l])),
+                                                    std::bit_cast<float>(uint32_t(C[l]))));
+      bad |= denorm32(t[l]) | denorm32(A[l]) | denorm32(B[l]) | denorm32(C[l]);
+    }
+    if (!bad) {
+      for (int l = 0; l < 32; ++l) D[l] = t[l];
+      return;
+    }
+  }
+  while (m) {
+    int l = std::countr_zero(m);
+    m &= m - 1;
+    D[l] = std::bit_cast<uint32_t>(ftz32(__builtin_fmaf(ftz32(std::bit_cast<float>(uint32_t(A[l]))), ftz32(std::bit_cast<float>(uint32_t(B[l]))),
+                                                        ftz32(std::bit_cast<float>(uint32_t(C[l]))))));
   }
 }
 [[gnu::target("fma")]] void h_dfma_hw(Ctx& c, const Inst& I, uint32_t m) {
@@ -574,36 +643,126 @@ void h_unpack(Ctx& c, const Inst& I, uint32_t m) {
 
 // ---------------- half precision ----------------
 // a0: op 0 add 1 sub 2 mul 3 fma 4 neg 5 abs 6 min 7 max; a1: 0 f16, 1 f16x2, 2 bf16, 3 bf16x2; flags bit1 sat
-void h_half(Ctx& c, const Inst& I, uint32_t m) {
+// Rounds a double to the narrow format (round to nearest even) with integer operations when
+// the result is a normal number of it; everything else (denormal results, inf, NaN) takes
+// the general to_narrow. EB/MB: exponent and fraction bits (bf16 8/7, f16 5/10).
+template <int EB, int MB>
+inline uint16_t narrow_rn(double v) {
+  constexpr int bias = (1 << (EB - 1)) - 1;
+  uint64_t x = std::bit_cast<uint64_t>(v);
+  uint32_t e = uint32_t(x >> 52) & 0x7ff;
+  if (e - uint32_t(1023 + 1 - bias) > uint32_t(2 * bias - 1)) return to_narrow(v, EB, MB, 0);
+  constexpr int sh = 52 - MB;
+  uint64_t mant = x & ((uint64_t(1) << 52) - 1);
+  uint64_t r = mant + ((uint64_t(1) << (sh - 1)) - 1) + ((mant >> sh) & 1);
+  uint32_t ee = e - 1023 + bias + uint32_t(r >> 52);
+  uint16_t sign = uint16_t((x >> 63) << (EB + MB));
+  if (ee >= uint32_t(2 * bias + 1)) return uint16_t(sign | (((1u << EB) - 1) << MB));
+  return uint16_t(sign | ee << MB | uint32_t((r >> sh) & ((1u << MB) - 1)));
+}
+// f32 -> bf16, round to nearest even; NaN -> canonical NaN with the sign kept (as to_narrow).
+inline uint16_t bf16_rn(uint32_t u) {
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t(((u >> 16) & 0x8000u) | 0x7fffu);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// a0: op 0 add 1 sub 2 mul 3 fma 4 neg 5 abs 6 min 7 max; a1: 0 f16, 1 f16x2, 2 bf16, 3 bf16x2; flags bit1 sat.
+// One instantiation per op and type: no per-lane dispatch.
+// Exactness: the operands have 8 (bf16) or 11 (f16) significant bits, so a product is exact
+// in f32 and a sum rounded first to f32 (24 >= 2*11+2 bits) then to the narrow format equals
+// the single correct rounding; fma (exact product plus an addend) is summed in double.
+template <bool BF>
+inline float half_in(uint64_t v, int k) {
+  uint16_t h = uint16_t(v >> (16 * k));
+  if constexpr (BF) return bf16_to_float(h);
+  else return half_to_float(h);
+}
+template <int OP, bool BF, bool X2>
+void h_half_t(Ctx& c, const Inst& I, uint32_t m) {
   uint64_t* D = c.dst(I.d[0]);
   const uint64_t* A = c.src(I.s[0]);
   const uint64_t* B = I.ns > 1 ? c.src(I.s[1]) : A;
   const uint64_t* C = I.ns > 2 ? c.src(I.s[2]) : A;
-  bool bf = I.a1 >= 2, x2 = I.a1 & 1, sat = I.flags & 2;
-  auto rdh = [&](uint64_t v, int k) -> double {
-    uint16_t h = uint16_t(v >> (16 * k));
-    return bf ? bf16_to_float(h) : half_to_float(h);
+  const bool sat = I.flags & 2;
+  auto one = [&](int l, int k) -> uint32_t {
+    float a = half_in<BF>(A[l], k);
+    if constexpr (OP == 3) {
+      double r = double(a * half_in<BF>(B[l], k)) + double(half_in<BF>(C[l], k));
+      if (sat) r = std::isnan(r) ? 0.0 : std::fmin(std::fmax(r, 0.0), 1.0);
+      return BF ? narrow_rn<8, 7>(r) : narrow_rn<5, 10>(r);
+    } else {
+      float r;
+      if constexpr (OP == 0) r = a + half_in<BF>(B[l], k);
+      else if constexpr (OP == 1) r = a - half_in<BF>(B[l], k);
+      else if constexpr (OP == 2) r = a * half_in<BF>(B[l], k);
+      else if constexpr (OP == 4) r = -a;
+      else if constexpr (OP == 5) r = std::fabs(a);
+      else if constexpr (OP == 6) r = std::fmin(a, half_in<BF>(B[l], k));
+      else r = std::fmax(a, half_in<BF>(B[l], k));
+      if (sat) r = std::isnan(r) ? 0.0f : std::fmin(std::fmax(r, 0.0f), 1.0f);
+      if constexpr (BF) return bf16_rn(std::bit_cast<uint32_t>(r));
+      else return narrow_rn<5, 10>(double(r));
+    }
   };
   for_lanes(m, [&](int l) {
-    uint64_t out = 0;
-    for (int k = 0; k < (x2 ? 2 : 1); ++k) {
-      double a = rdh(A[l], k), b = rdh(B[l], k), cc = rdh(C[l], k), r = 0;
-      switch (I.a0) {
-        case 0: r = a + b; break;
-        case 1: r = a - b; break;
-        case 2: r = a * b; break;
-        case 3: r = a * b + cc; break;
-        case 4: r = -a; break;
-        case 5: r = std::fabs(a); break;
-        case 6: r = std::fmin(a, b); break;
-        case 7: r = std::fmax(a, b); break;
-      }
-      if (sat) r = std::isnan(r) ? 0.0 : std::fmin(std::fmax(r, 0.0), 1.0);
-      uint16_t h = bf ? to_bf16(r) : to_half(r);
-      out |= uint64_t(h) << (16 * k);
-    }
-    D[l] = out;
+    if constexpr (X2) D[l] = one(l, 0) | one(l, 1) << 16;
+    else D[l] = one(l, 0);
   });
+}
+template <int OP>
+Handler half_for(uint32_t ty) {
+  switch (ty) {
+    case 0: return h_half_t<OP, false, false>;
+    case 1: return h_half_t<OP, false, true>;
+    case 2: return h_half_t<OP, true, false>;
+    default: return h_half_t<OP, true, true>;
+  }
+}
+Handler pick_half(uint32_t op, uint32_t ty) {
+  switch (op) {
+    case 0: return half_for<0>(ty);
+    case 1: return half_for<1>(ty);
+    case 2: return half_for<2>(ty);
+    case 3: return half_for<3>(ty);
+    case 4: return half_for<4>(ty);
+    case 5: return half_for<5>(ty);
+    case 6: return half_for<6>(ty);
+    default: return half_for<7>(ty);
+  }
+}
+
+// Conversions a bf16 / f16 training kernel runs constantly.
+void h_cvt_bf16_f32(Ctx& c, const Inst& I, uint32_t m) {  // cvt.rn.bf16.f32
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) { D[l] = bf16_rn(uint32_t(A[l])); });
+}
+void h_cvt_bf16x2_f32(Ctx& c, const Inst& I, uint32_t m) {  // cvt.rn.bf16x2.f32 d, a, b: a -> upper half, b -> lower
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  for_lanes(m, [&](int l) { D[l] = uint32_t(bf16_rn(uint32_t(A[l]))) << 16 | bf16_rn(uint32_t(B[l])); });
+}
+void h_cvt_f16x2_f32(Ctx& c, const Inst& I, uint32_t m) {  // cvt.rn.f16x2.f32 d, a, b
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  for_lanes(m, [&](int l) {
+    D[l] = uint32_t(narrow_rn<5, 10>(get<float>(A, l))) << 16 | narrow_rn<5, 10>(get<float>(B, l));
+  });
+}
+void h_cvt_f32_bf16(Ctx& c, const Inst& I, uint32_t m) {  // cvt.f32.bf16 (exact; a signalling NaN comes out quiet)
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) {
+    uint32_t u = uint32_t(A[l] & 0xffff) << 16;
+    D[l] = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : u;
+  });
+}
+void h_cvt_f16_f32(Ctx& c, const Inst& I, uint32_t m) {  // cvt.rn.f16.f32
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  for_lanes(m, [&](int l) { D[l] = narrow_rn<5, 10>(get<float>(A, l)); });
 }
 
 // ---------------- address-of, cvta, special registers ----------------

@@ -8,7 +8,7 @@ namespace wh::ptx::detail {
 namespace {
 
 template <Sp S>
-inline uint8_t* lane_ptr(Ctx& c, const Inst& I, int l, uint64_t a, uint32_t sz, bool w) {
+[[gnu::noinline]] uint8_t* lane_ptr_slow(Ctx& c, const Inst& I, int l, uint64_t a, uint32_t sz, bool w) {
   if (a & (sz - 1)) {
     c.set_fault(LaunchError::Misaligned, I,
                 "misaligned " + std::to_string(sz) + "-byte " + (w ? "write" : "read") + " at " + sp_name(S) +
@@ -42,14 +42,24 @@ inline uint8_t* lane_ptr(Ctx& c, const Inst& I, int l, uint64_t a, uint32_t sz, 
     return const_cast<uint8_t*>(c.kparam + a);
   } else {
     uint64_t hi = a & 0xFFFFFFFF00000000ull;
-    if (hi == kSharedWindow) return lane_ptr<Sp::Shared>(c, I, l, a - kSharedWindow, sz, w);
-    if (hi == kLocalWindow) return lane_ptr<Sp::Local>(c, I, l, a - kLocalWindow, sz, w);
+    if (hi == kSharedWindow) return lane_ptr_slow<Sp::Shared>(c, I, l, a - kSharedWindow, sz, w);
+    if (hi == kLocalWindow) return lane_ptr_slow<Sp::Local>(c, I, l, a - kLocalWindow, sz, w);
     if (hi == kParamWindow) {
       if (a >= kGridWorkspace) return c.gptr(I, a, sz, w, Sp::Generic);  // resolved in gptr_slow
-      return lane_ptr<Sp::KParam>(c, I, l, a - kParamWindow, sz, w);
+      return lane_ptr_slow<Sp::KParam>(c, I, l, a - kParamWindow, sz, w);
     }
     return c.gptr(I, a, sz, w, Sp::Generic);
   }
+}
+// The common case inline: an aligned global access inside the memory region of the last
+// translation (Ctx::rc). Everything else (other spaces, faults, region changes) out of line.
+template <Sp S>
+[[gnu::always_inline]] inline uint8_t* lane_ptr(Ctx& c, const Inst& I, int l, uint64_t a, uint32_t sz, bool w) {
+  if constexpr (S == Sp::Global) {
+    const uint64_t off = a - c.rc.base;
+    if (!(a & (sz - 1)) && off < c.rc.size && sz <= c.rc.size - off && (!w || c.rc.writable)) return c.rc.host + off;
+  }
+  return lane_ptr_slow<S>(c, I, l, a, sz, w);
 }
 
 template <int SZ, bool SGN>

@@ -1290,6 +1290,12 @@ void Parser::decode_mem(std::string_view base, const std::vector<std::string_vie
   if (ty == T_B128) { mark_unsupported(I.line, ".b128 memory access"); return; }
   int sz = ty_bytes(ty);
   if (ty == T_Pred || sz == 0) fail(I.line, "bad type for " + std::string(base));
+  // `.L2::cache_hint` adds a 64-bit cache-policy operand (from createpolicy): a hint the
+  // sim device's flat memory has no use for, so it is checked and dropped.
+  if (ops.size() == 3 && std::find(mods.begin(), mods.end(), "L2::cache_hint") != mods.end()) {
+    if (ops[2].k != Opd::Reg && ops[2].k != Opd::Imm) fail(I.line, "cache policy must be a register or immediate");
+    ops.pop_back();
+  }
   need(ops, 2, I.line, base);
   bool is_ld = base != "st";
   Opd& val = is_ld ? ops[0] : ops[1];
@@ -1473,6 +1479,16 @@ void Parser::decode_cvt(const std::vector<std::string_view>& mods, std::vector<O
       tys.push_back(t);
     }
   }
+  if (tys.size() == 2 && (tys[0] == T_F16X2 || tys[0] == T_BF16X2) && tys[1] == T_F32 && mode == 0 && !sat && !ftz &&
+      ops.size() == 3) {
+    // cvt.rn.{bf16x2,f16x2}.f32 d, a, b: a converted into the upper half, b into the lower
+    I.d[0] = dst(ops[0]);
+    I.s[0] = src(ops[1], T_F32);
+    I.s[1] = src(ops[2], T_F32);
+    I.fn = tys[0] == T_BF16X2 ? h_cvt_bf16x2_f32 : h_cvt_f16x2_f32;
+    emit(I);
+    return;
+  }
   if (tys.size() != 2) {
     if (tys.size() == 3 && (tys[0] == T_F16X2 || tys[0] == T_BF16X2)) { mark_unsupported(I.line, "packed cvt"); return; }
     fail(I.line, "cvt needs two types");
@@ -1511,6 +1527,9 @@ void Parser::decode_cvt(const std::vector<std::string_view>& mods, std::vector<O
     else if (dt == T_F64 && st == T_S32) h = cvt_fast<double, int32_t>();
     else if (dt == T_F64 && st == T_U32) h = cvt_fast<double, uint32_t>();
     else if (dt == T_F32 && st == T_F64) h = cvt_fast<float, double>();
+    else if (dt == T_BF16 && st == T_F32) h = h_cvt_bf16_f32;
+    else if (dt == T_F16 && st == T_F32) h = h_cvt_f16_f32;
+    else if (dt == T_F32 && st == T_BF16) h = h_cvt_f32_bf16;
   }
   if (!h) {
     bool directed_float = ty_float(dt) && (mode >= 1 && mode <= 3) && dt != T_F16 && dt != T_BF16;
@@ -1605,7 +1624,7 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
     I.a0 = op;
     I.a1 = ty == T_F16 ? 0 : ty == T_F16X2 ? 1 : ty == T_BF16 ? 2 : 3;
     I.flags = sat ? 2 : 0;
-    I.fn = h_half;
+    I.fn = pick_half(op, I.a1);
     emit(I);
   };
   if (base == "add" || base == "sub" || base == "mul") {
@@ -1645,6 +1664,7 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
                               : (sat ? h_dfma<true> : h_dfma<false>);
 #if defined(__x86_64__)
       if (host_has_fma() && !ftz && !sat) h = ty == T_F32 ? h_ffma_hw : h_dfma_hw;
+      if (host_has_fma() && ftz && !sat && ty == T_F32) h = h_ffma_ftz_hw;
 #endif
       I.d[0] = dst(ops[0]);
       for (int i = 0; i < 3; ++i) I.s[i] = src(ops[size_t(i) + 1], ty);
@@ -2099,7 +2119,18 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
   if (base == "membar" || base == "fence" || base == "prefetch" || base == "prefetchu" ||
       base == "pmevent" || base == "brkpt" || base == "griddepcontrol" || base == "discard" || base == "applypriority" ||
       base == "createpolicy") {
-    if (base == "createpolicy") { mark_unsupported(line, "createpolicy"); return; }
+    if (base == "createpolicy") {
+      // The policy is an opaque 64-bit value only consumed by .L2::cache_hint accesses,
+      // which ignore it here: any value is faithful. Operands after the first are checked.
+      if (ops.empty() || ops.size() > 4) fail(line, "createpolicy expects 2 to 4 operands");
+      for (size_t k = 1; k < ops.size(); ++k)
+        if (ops[k].k == Opd::Vec) fail(line, "bad createpolicy operand");
+      I.d[0] = dst(ops[0]);
+      I.s[0] = cst(0);
+      I.fn = h_mov;
+      emit(I);
+      return;
+    }
     I.fn = h_nop;
     emit(I);
     return;

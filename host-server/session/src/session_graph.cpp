@@ -93,6 +93,13 @@ Err Session::check_memset(const GraphMemsetBody& m) const {
   return cudaSuccess;
 }
 
+namespace {
+// Requests a graph may replay: posted cuBLAS work (handle and stream first).
+bool graph_call_allowed(uint16_t op) {
+  return op > uint16_t(Op::BlasDestroy) && op < uint16_t(Op::FftPlan) && op_kind(op) != Kind::Sync;
+}
+}  // namespace
+
 Err Session::parse_graph(std::span<const uint8_t> wire, uint32_t nodes, uint32_t segments, GraphExecEntry* out) {
   if (nodes > kMaxGraphNodes || segments == 0 || segments > kMaxGraphSegments) return cudaErrorInvalidValue;
   out->nodes.reserve(nodes);
@@ -142,6 +149,17 @@ Err Session::parse_graph(std::span<const uint8_t> wire, uint32_t nodes, uint32_t
         if (h.body_bytes != sizeof b || !take(&b, sizeof b)) return cudaErrorInvalidValue;
         if (!events_.get(b.event)) return cudaErrorInvalidResourceHandle;
         n.handle = b.event;
+        break;
+      }
+      case GraphOp::Call: {
+        GraphCallBody b;
+        if (h.body_bytes < sizeof b || !take(&b, sizeof b)) return cudaErrorInvalidValue;
+        if (b.payload_bytes != body_end - pos || b.payload_bytes > kMaxGraphCallBytes || b.payload_bytes < 16)
+          return cudaErrorInvalidValue;
+        if (!graph_call_allowed(b.op)) return cudaErrorInvalidValue;
+        n.handle = b.op;
+        n.bytes.assign(wire.data() + pos, wire.data() + body_end);
+        pos = body_end;
         break;
       }
       case GraphOp::SegmentEnd:
@@ -240,6 +258,17 @@ Err Session::run_graph_node(const GraphNode& n, Stream* s) {
       if (!ev) return cudaErrorInvalidResourceHandle;
       return ev->recorded ? ctx_->stream_wait_event(s, *ev->e) : cudaSuccess;
     }
+    case GraphOp::Call: {
+      // As if the guest had posted it now on the launch stream: the request
+      // is decoded and checked like any other.
+      std::vector<uint8_t> payload = n.bytes;
+      std::memcpy(payload.data() + 8, &graph_stream_, sizeof graph_stream_);
+      DispatchResult r;
+      dispatch(*this, uint16_t(n.handle), std::span<const uint8_t>(payload), max_msg_, r);
+      if (uint16_t(n.handle) < kOpCount) stats_.calls[n.handle]++;
+      if (r.status == kBadRequest || r.status == kUnknownOp) return cudaErrorInvalidValue;
+      return Err(r.status);
+    }
     default:
       return cudaErrorInvalidValue;
   }
@@ -254,6 +283,7 @@ int32_t Session::on_GraphLaunch(const GraphLaunchReq& rq, std::span<const uint8_
   if (rq.segment >= g->seg_start.size()) return cudaErrorInvalidValue;
   const size_t begin = g->seg_start[rq.segment];
   const size_t end = rq.segment + 1 < g->seg_start.size() ? g->seg_start[rq.segment + 1] : g->nodes.size();
+  graph_stream_ = rq.stream;
   for (size_t i = begin; i < end; i++)
     if (Err e = run_graph_node(g->nodes[i], s); e != cudaSuccess) return e;
   return cudaSuccess;

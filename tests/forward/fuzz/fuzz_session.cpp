@@ -25,11 +25,13 @@
 // in all (graph node lists and kernel node updates included), BLAS
 // batches above 256 and BLAS vectors of more than 2^20 elements (with a
 // zero increment a vector of 2^31 elements fits in one element's memory)
-// are skipped, so one input cannot spend the whole time budget
+// and cuDNN convolutions of more than 2^24 multiply-adds are skipped, so
+// one input cannot spend the whole time budget
 // legitimately computing.
 //
 // Invariant checked after each input: destroying the session returns every
 // byte of device memory (a fresh context sees the whole device free).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -100,6 +102,14 @@ bool skip_expensive(uint16_t op, const std::vector<uint8_t>& p) {
         std::memcpy(&b, p.data() + pos, sizeof b);
         total += (unsigned __int128)b.grid[0] * b.grid[1] * b.grid[2] * b.block[0] * b.block[1] * b.block[2];
       }
+      // A replayed library call has the limits of the request it carries.
+      if (GraphOp(h.op) == GraphOp::Call && h.body_bytes >= sizeof(GraphCallBody) &&
+          h.body_bytes <= p.size() - pos) {
+        GraphCallBody b;
+        std::memcpy(&b, p.data() + pos, sizeof b);
+        std::vector<uint8_t> inner(p.begin() + long(pos + sizeof b), p.begin() + long(pos + h.body_bytes));
+        if (skip_expensive(b.op, inner)) return true;
+      }
       if (h.body_bytes > p.size() - pos) break;
       pos += h.body_bytes;
     }
@@ -119,6 +129,28 @@ bool skip_expensive(uint16_t op, const std::vector<uint8_t>& p) {
     BlasGemmStridedBatchedReq rq;
     std::memcpy(&rq, p.data(), sizeof rq);
     return rq.batch > 256;
+  }
+  // A convolution's multiply-adds: the output's elements times one filter's.
+  auto conv_cost = [](const DnnTensor& y, const DnnFilter& w) {
+    unsigned __int128 c = 1;
+    for (int k = 0; k < 4; k++) c *= uint32_t(std::max(y.dim[k], 1));
+    for (int k = 1; k < 4; k++) c *= uint32_t(std::max(w.dim[k], 1));
+    return c > (1u << 24);
+  };
+  if (Op(op) == Op::DnnConvFwd && p.size() >= sizeof(DnnConvFwdReq)) {
+    DnnConvFwdReq rq;
+    std::memcpy(&rq, p.data(), sizeof rq);
+    return conv_cost(rq.y, rq.w);
+  }
+  if (Op(op) == Op::DnnConvBwdData && p.size() >= sizeof(DnnConvBwdDataReq)) {
+    DnnConvBwdDataReq rq;
+    std::memcpy(&rq, p.data(), sizeof rq);
+    return conv_cost(rq.dy, rq.w);
+  }
+  if (Op(op) == Op::DnnConvBwdFilter && p.size() >= sizeof(DnnConvBwdFilterReq)) {
+    DnnConvBwdFilterReq rq;
+    std::memcpy(&rq, p.data(), sizeof rq);
+    return conv_cost(rq.dy, rq.dw);
   }
   if (Op(op) == Op::BlasGemmBatched && p.size() >= sizeof(BlasGemmBatchedReq)) {
     BlasGemmBatchedReq rq;

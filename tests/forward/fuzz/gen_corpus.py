@@ -17,7 +17,7 @@ import sys
 # cublas_api.def, starting at 1 (read from the table so seeds follow it).
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f)
-          for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def", "cublaslt_api.def", "curand_api.def")]
+          for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def", "cublaslt_api.def", "curand_api.def", "cudnn_api.def")]
 OPS = []
 for t in TABLES:
     for line in open(t):
@@ -238,6 +238,22 @@ def seeds():
     s.req("RandDestroy", q(ref(so)))
     s.req("Free", q(ref(d)))
     out["rand"] = s.b
+    # cuDNN: descriptors travel by value (DnnTensor: dtype, nb, dim[8], stride[8]).
+    def t4(n, c, h, w):
+        dims = [n, c, h, w] + [0] * 4
+        strides = [c * h * w, h * w, w, 1] + [0] * 4
+        return struct.pack("<ii8i8i", 0, 4, *dims, *strides)
+    s = Seq()
+    d = s.req("Malloc", q(4096), resp_words=1)
+    s.req("DnnCreate")
+    x = t4(1, 2, 4, 4)
+    s.req("DnnActFwd", q(0) + struct.pack("<iid", 1, 0, 0.0) + x + x + q(ref(d), ref(d, 512))
+          + struct.pack("<dd", 1.0, 0.0), posted=True)
+    s.req("DnnSoftmaxFwd", q(0) + struct.pack("<ii", 1, 1) + x + x + q(ref(d, 512), ref(d, 1024))
+          + struct.pack("<dd", 1.0, 0.0), posted=True)
+    s.req("DeviceSynchronize")
+    s.req("Free", q(ref(d)))
+    out["dnn"] = s.b
     # Device queries and protocol edge cases.
     s = Seq()
     s.req("GetDeviceCount")

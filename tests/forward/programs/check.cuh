@@ -24,3 +24,15 @@
       std::exit(1);                                                                  \
     }                                                                                \
   } while (0)
+
+// A library call's status (cublasStatus_t, cufftResult, curandStatus_t, ...):
+// anything but `ok` fails the program with the status's number.
+#define CHECK_STATUS(call, ok)                                                       \
+  do {                                                                               \
+    auto s_ = (call);                                                                \
+    if (s_ != (ok)) {                                                                \
+      std::fprintf(stderr, "FAIL %s:%d: %s -> status %d\n", __FILE__, __LINE__,     \
+                   #call, int(s_));                                                  \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)

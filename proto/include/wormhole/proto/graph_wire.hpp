@@ -13,7 +13,7 @@
 
 namespace wh::proto {
 
-enum class GraphOp : uint16_t { Kernel = 1, Copy = 2, Memset = 3, EventRecord = 4, EventWait = 5, SegmentEnd = 6 };
+enum class GraphOp : uint16_t { Kernel = 1, Copy = 2, Memset = 3, EventRecord = 4, EventWait = 5, SegmentEnd = 6, Call = 7 };
 
 struct GraphNodeHdr {
   uint16_t op;  // GraphOp
@@ -52,6 +52,18 @@ struct GraphMemsetBody {
 struct GraphEventBody {
   uint64_t event;
 };
+
+// A library call captured from a stream (cuBLAS work on a capturing stream):
+// followed by the request's payload as it would travel alone (fixed part,
+// then its tail). Only posted cuBLAS requests; each starts with its handle
+// and stream, and the stream is replaced by the launch's when the node runs.
+// The server checks it as any request, when it runs.
+struct GraphCallBody {
+  uint16_t op;
+  uint16_t pad;
+  uint32_t payload_bytes;
+};
+constexpr uint32_t kMaxGraphCallBytes = 1u << 20;
 
 constexpr uint32_t kMaxGraphNodes = 1u << 16;
 constexpr uint32_t kMaxGraphSegments = kMaxGraphNodes + 1;

@@ -11,12 +11,13 @@
 #include "wormhole/proto/cublas_api.def"
 #include "wormhole/proto/cublaslt_api.def"
 #include "wormhole/proto/cudart_api.def"
+#include "wormhole/proto/cudnn_api.def"
 #include "wormhole/proto/cufft_api.def"
 #include "wormhole/proto/curand_api.def"
 #include "wormhole/region.h"
 
 // Every forwarded library's table, in one opcode numbering.
-#define WH_ALL_OPS(X) WH_CUDART_OPS(X) WH_CUBLAS_OPS(X) WH_CUFFT_OPS(X) WH_CUBLASLT_OPS(X) WH_CURAND_OPS(X)
+#define WH_ALL_OPS(X) WH_CUDART_OPS(X) WH_CUBLAS_OPS(X) WH_CUFFT_OPS(X) WH_CUBLASLT_OPS(X) WH_CURAND_OPS(X) WH_CUDNN_OPS(X)
 
 namespace wh::proto {
 

@@ -63,6 +63,7 @@ class Blas;  // wormhole/server/blas.hpp
 class Fft;   // wormhole/server/fft.hpp
 class BlasLt;  // wormhole/server/blaslt.hpp
 class Rand;  // wormhole/server/rand.hpp
+class Dnn;   // wormhole/server/dnn.hpp
 
 // What a kernel printed, for the application (collected on the sim device;
 // a GPU prints into the server's own stdout, see docs/hardware.md): printf
@@ -205,6 +206,12 @@ class Context {
   // created on first use; nullptr (and *err) when the backend has none.
   virtual Rand* rand(std::string* err) {
     if (err) *err = "no cuRAND on this backend";
+    return nullptr;
+  }
+  // This context's cuDNN, created on first use; nullptr (and *err) when the
+  // backend has none (e.g. no libcudnn.so.9 on the host).
+  virtual Dnn* dnn(std::string* err) {
+    if (err) *err = "no cuDNN on this backend";
     return nullptr;
   }
 };

@@ -142,15 +142,23 @@ class Session {
   // spans (false when it overflows or exceeds what a plan may address).
   static bool fft_span(int rank, const int64_t* dims, const FftSide& s, int64_t batch, int es, uint64_t* bytes);
 
+  // cuDNN (session_dnn.cpp): a tensor's or filter's extent (4-byte elements)
+  // inside one of our allocations; the common tail of every body (the
+  // shapes' cudnn status, the ranges, the scalars, the stream, the backend).
+  bool dnn_tensor(const proto::DnnTensor& t, uint64_t p) const;
+  bool dnn_filter(const proto::DnnFilter& f, uint64_t p) const;
+  template <class Rq, class Op>
+  int32_t dnn_run(int32_t status, bool ranges, const Rq& rq, Op op);
+
   // Graphs (session_graph.cpp): an instantiated graph, its nodes in
   // execution order, validated when they arrive and re-checked when they
   // run (memory can be freed, kernels unloaded, events destroyed since).
   struct GraphNode {
     proto::GraphOp op{};
-    uint64_t handle = 0;  // kernel or event
+    uint64_t handle = 0;  // kernel or event; a call node's opcode
     Dim3 grid, block;
     uint32_t shared_bytes = 0;
-    std::vector<uint8_t> bytes;  // kernel parameters
+    std::vector<uint8_t> bytes;  // kernel parameters; a call node's request payload
     proto::GraphCopyBody copy{};
     proto::GraphMemsetBody memset{};
   };
@@ -166,6 +174,7 @@ class Session {
   Err run_copy3d(const proto::GraphCopyBody& c, Stream* s);
   Err check_memset(const proto::GraphMemsetBody& m) const;
   Err run_graph_node(const GraphNode& n, Stream* s);
+  uint64_t graph_stream_ = 0;  // the guest stream of the graph launch being run (call nodes)
   // CUDA arrays (session_texture.cpp): row-major in one device allocation
   // of the session (array_mem_), never in allocs_, so cudaFree cannot free it.
   struct ArrayEntry {

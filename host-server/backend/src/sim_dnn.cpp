@@ -1,0 +1,561 @@
+// The sim device's cuDNN: cuDNN semantics computed by oneDNN (Intel's
+// deep-learning primitives, libdnnl 2.x) on the CPU, directly over the sim
+// device's memory (Context::host_view). Operations run on the session's
+// thread in call order, like every other sim device operation, so stream
+// order holds.
+//
+// Every operation gathers its input tensors (any strides) into dense NCHW
+// buffers, runs the oneDNN primitive on those, and scatters the result back
+// with cuDNN's blend: out = alpha * result + beta * out, out's previous
+// contents never read when beta == 0. Gathering first makes in-place calls
+// (y == x, dx == dy) and any overlap safe.
+//   convolution  oneDNN convolution (direct algorithm), groups through
+//                goihw weights; CUDNN_CONVOLUTION (the true convolution)
+//                flips the filter's spatial dimensions around it;
+//   pooling      oneDNN pooling (max; average including or excluding the
+//                padding); max pooling's backward pass runs the forward
+//                pass again for oneDNN's workspace of argmax positions;
+//   activation   oneDNN eltwise (logistic, relu, tanh, clip, elu, linear,
+//                swish); the backward pass uses x (src);
+//   softmax      oneDNN softmax v2 (accurate or log) over C*H*W (instance)
+//                or C (channel);
+//   bias gradient, AddTensor, TransformTensor, OpTensor, SetTensor and
+//   ScaleTensor: plain loops.
+// Dense (packed NCHW) operands skip the gather, and a dense output that
+// overlaps no input and is written with alpha 1, beta 0 receives the result
+// directly. oneDNN's OpenMP runs one thread per session thread: sessions
+// already run in parallel, and the sim device's host is often shared (a
+// spinning OpenMP team on a loaded machine costs more than it gains).
+#include <spdlog/spdlog.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "wormhole/proto/cudnn_check.hpp"
+#include "wormhole/server/dnn.hpp"
+
+namespace wh::server {
+
+namespace {
+
+using namespace wh::proto;
+using dnnl::algorithm;
+using dnnl::memory;
+using dnnl::prop_kind;
+using Dims = memory::dims;
+using Vec = std::vector<float>;
+
+// Calls f(dense index, element offset) for every element of t, in NCHW
+// (row-major) order.
+template <class F>
+void each(const DnnTensor& t, F&& f) {
+  int64_t idx[kDnnMaxDims] = {};
+  const int64_t n = dnn::count(t);
+  int64_t off = 0;
+  for (int64_t i = 0; i < n; i++) {
+    f(i, off);
+    for (int k = t.nb - 1; k >= 0; k--) {
+      if (++idx[k] < t.dim[k]) {
+        off += t.stride[k];
+        break;
+      }
+      off -= int64_t(t.dim[k] - 1) * t.stride[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+class SimDnn final : public Dnn {
+ public:
+  explicit SimDnn(Context& ctx) : ctx_(ctx), eng_(dnnl::engine::kind::cpu, 0) {}
+
+  // One OpenMP thread for oneDNN on the calling (session) thread; libgomp is
+  // oneDNN's dependency, looked up rather than linked.
+  static void one_thread() {
+    static auto set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+    thread_local bool done = false;
+    if (set && !done) set(1), done = true;
+  }
+
+  Err conv_fwd(Stream*, const DnnConvFwdReq& rq) override {
+    return guard([&] {
+      const float *x, *w;
+      float* y;
+      if (Err e = view(rq.x, rq.xp, &x); e) return e;
+      if (Err e = view_filter(rq.w, rq.wp, &w); e) return e;
+      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      Buf xs = in(rq.x, x);
+      Vec ws = filter(rq.w, w, rq.conv.mode == 0);
+      Buf ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {w, dnn::filter_count(rq.w)}});
+      Conv c(*this, rq.x, rq.w, rq.conv, rq.y);
+      dnnl::convolution_forward::primitive_desc pd(c.fwd(), eng_);
+      run(dnnl::convolution_forward(pd),
+          {{DNNL_ARG_SRC, mem(c.x, xs)}, {DNNL_ARG_WEIGHTS, mem(c.w, ws)}, {DNNL_ARG_DST, mem(c.y, ys)}});
+      scatter(rq.y, y, ys, rq.alpha, rq.beta);
+      return Err(cudaSuccess);
+    });
+  }
+
+  Err conv_bwd_data(Stream*, const DnnConvBwdDataReq& rq) override {
+    return guard([&] {
+      const float *w, *dy;
+      float* dx;
+      if (Err e = view_filter(rq.w, rq.wp, &w); e) return e;
+      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
+      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      Vec ws = filter(rq.w, w, rq.conv.mode == 0);
+      Buf dys = in(rq.dy, dy);
+      Buf dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{w, dnn::filter_count(rq.w)}, {dy, dnn::span(rq.dy)}});
+      Conv c(*this, rq.dx, rq.w, rq.conv, rq.dy);
+      dnnl::convolution_forward::primitive_desc hint(c.fwd(), eng_);
+      dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, c.x, c.w, c.y, c.strides, c.dil,
+                                              c.pl, c.pr);
+      dnnl::convolution_backward_data::primitive_desc pd(d, eng_, hint);
+      run(dnnl::convolution_backward_data(pd),
+          {{DNNL_ARG_DIFF_DST, mem(c.y, dys)}, {DNNL_ARG_WEIGHTS, mem(c.w, ws)}, {DNNL_ARG_DIFF_SRC, mem(c.x, dxs)}});
+      scatter(rq.dx, dx, dxs, rq.alpha, rq.beta);
+      return Err(cudaSuccess);
+    });
+  }
+
+  Err conv_bwd_filter(Stream*, const DnnConvBwdFilterReq& rq) override {
+    return guard([&] {
+      const float *x, *dy;
+      float* dw;
+      if (Err e = view(rq.x, rq.xp, &x); e) return e;
+      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
+      if (Err e = view_filter(rq.dw, rq.dwp, &dw); e) return e;
+      Buf xs = in(rq.x, x), dys = in(rq.dy, dy);
+      Vec dws(dnn::filter_count(rq.dw));
+      Conv c(*this, rq.x, rq.dw, rq.conv, rq.dy);
+      dnnl::convolution_forward::primitive_desc hint(c.fwd(), eng_);
+      dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, c.x, c.w, c.y, c.strides, c.dil,
+                                                 c.pl, c.pr);
+      dnnl::convolution_backward_weights::primitive_desc pd(d, eng_, hint);
+      run(dnnl::convolution_backward_weights(pd),
+          {{DNNL_ARG_SRC, mem(c.x, xs)}, {DNNL_ARG_DIFF_DST, mem(c.y, dys)}, {DNNL_ARG_DIFF_WEIGHTS, mem(c.w, dws)}});
+      // The gradient of the flipped filter, flipped back.
+      Vec out = rq.conv.mode == 0 ? filter(rq.dw, dws.data(), true) : std::move(dws);
+      blend(dw, out.data(), int64_t(out.size()), rq.alpha, rq.beta);
+      return Err(cudaSuccess);
+    });
+  }
+
+  Err conv_bwd_bias(Stream*, const DnnConvBwdBiasReq& rq) override {
+    const float* dy;
+    float* db;
+    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
+    if (Err e = view(rq.db, rq.dbp, &db); e) return e;
+    const DnnTensor& t = rq.dy;
+    Vec sums(t.dim[1]);
+    for (int c = 0; c < t.dim[1]; c++) {
+      double acc = 0;
+      for (int n = 0; n < t.dim[0]; n++)
+        for (int h = 0; h < t.dim[2]; h++)
+          for (int w = 0; w < t.dim[3]; w++)
+            acc += dy[int64_t(n) * t.stride[0] + int64_t(c) * t.stride[1] + int64_t(h) * t.stride[2] +
+                      int64_t(w) * t.stride[3]];
+      sums[c] = float(acc);
+    }
+    scatter(rq.db, db, sums, rq.alpha, rq.beta);
+    return cudaSuccess;
+  }
+
+  Err add_tensor(Stream*, const DnnAddTensorReq& rq) override {
+    const float* a;
+    float* c;
+    if (Err e = view(rq.a, rq.ap, &a); e) return e;
+    if (Err e = view(rq.c, rq.cp, &c); e) return e;
+    // a's broadcast dimensions step by 0.
+    DnnTensor ab = rq.a;
+    for (int k = 0; k < ab.nb; k++) {
+      ab.dim[k] = rq.c.dim[k];
+      if (rq.a.dim[k] == 1) ab.stride[k] = 0;
+    }
+    const float al = float(rq.alpha), be = float(rq.beta);
+    if (packed(rq.c) && !(a < c + dnn::span(rq.c) && c < a + dnn::span(rq.a))) {  // the common bias case
+      if (be == 0)
+        each(ab, [&](int64_t i, int64_t off) { c[i] = al * a[off]; });
+      else
+        each(ab, [&](int64_t i, int64_t off) { c[i] = al * a[off] + be * c[i]; });
+      return cudaSuccess;
+    }
+    Vec r(dnn::count(rq.c));
+    each(ab, [&](int64_t i, int64_t off) { r[i] = a[off]; });
+    scatter(rq.c, c, r, rq.alpha, rq.beta);
+    return cudaSuccess;
+  }
+
+  Err pool_fwd(Stream*, const DnnPoolFwdReq& rq) override {
+    return guard([&] {
+      const float* x;
+      float* y;
+      if (Err e = view(rq.x, rq.xp, &x); e) return e;
+      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
+      Pool p(*this, rq.pool, rq.x, rq.y);
+      dnnl::pooling_forward::primitive_desc pd(p.fwd(), eng_);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(p.x, xs)}, {DNNL_ARG_DST, mem(p.y, ys)}};
+      if (pd.workspace_desc().get_size()) args.emplace(DNNL_ARG_WORKSPACE, memory(pd.workspace_desc(), eng_));
+      run(dnnl::pooling_forward(pd), args);
+      scatter(rq.y, y, ys, rq.alpha, rq.beta);
+      return Err(cudaSuccess);
+    });
+  }
+
+  Err pool_bwd(Stream*, const DnnPoolBwdReq& rq) override {
+    return guard([&] {
+      const float *x, *dy, *yv;
+      float* dx;
+      if (Err e = view(rq.y, rq.yp, &yv); e) return e;  // checked, unused: the forward pass is recomputed
+      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
+      if (Err e = view(rq.x, rq.xp, &x); e) return e;
+      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      Buf xs = in(rq.x, x), dys = in(rq.dy, dy);
+      Vec ys(dnn::count(rq.dy));
+      Buf dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {dy, dnn::span(rq.dy)}});
+      Pool p(*this, rq.pool, rq.x, rq.dy);
+      dnnl::pooling_forward::primitive_desc fpd(p.fwd(), eng_);
+      memory ws;
+      const bool need_ws = fpd.workspace_desc().get_size() != 0;
+      if (need_ws) {
+        ws = memory(fpd.workspace_desc(), eng_);
+        run(dnnl::pooling_forward(fpd),
+            {{DNNL_ARG_SRC, mem(p.x, xs)}, {DNNL_ARG_DST, mem(p.y, ys)}, {DNNL_ARG_WORKSPACE, ws}});
+      }
+      dnnl::pooling_backward::desc d(p.alg, p.x, p.y, p.strides, p.kernel, p.pl, p.pr);
+      dnnl::pooling_backward::primitive_desc pd(d, eng_, fpd);
+      std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(p.y, dys)}, {DNNL_ARG_DIFF_SRC, mem(p.x, dxs)}};
+      if (need_ws) args.emplace(DNNL_ARG_WORKSPACE, ws);
+      run(dnnl::pooling_backward(pd), args);
+      scatter(rq.dx, dx, dxs, rq.alpha, rq.beta);
+      return Err(cudaSuccess);
+    });
+  }
+
+  Err act_fwd(Stream*, const DnnActFwdReq& rq) override {
+    return guard([&] {
+      const float* x;
+      float* y;
+      if (Err e = view(rq.x, rq.xp, &x); e) return e;
+      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
+      Act a(rq.act, dnn::count(rq.x));
+      dnnl::eltwise_forward::primitive_desc pd(a.fwd(), eng_);
+      run(dnnl::eltwise_forward(pd), {{DNNL_ARG_SRC, mem(a.md, xs)}, {DNNL_ARG_DST, mem(a.md, ys)}});
+      scatter(rq.y, y, ys, rq.alpha, rq.beta);
+      return Err(cudaSuccess);
+    });
+  }
+
+  Err act_bwd(Stream*, const DnnActBwdReq& rq) override {
+    return guard([&] {
+      const float *yv, *dy, *x;
+      float* dx;
+      if (Err e = view(rq.y, rq.yp, &yv); e) return e;  // checked; the gradient is computed from x
+      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
+      if (Err e = view(rq.x, rq.xp, &x); e) return e;
+      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      Buf xs = in(rq.x, x), dys = in(rq.dy, dy), dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {dy, dnn::span(rq.dy)}});
+      Act a(rq.act, dnn::count(rq.x));
+      dnnl::eltwise_forward::primitive_desc hint(a.fwd(), eng_);
+      dnnl::eltwise_backward::desc d(a.alg, a.md, a.md, a.alpha, a.beta);
+      dnnl::eltwise_backward::primitive_desc pd(d, eng_, hint);
+      run(dnnl::eltwise_backward(pd),
+          {{DNNL_ARG_SRC, mem(a.md, xs)}, {DNNL_ARG_DIFF_DST, mem(a.md, dys)}, {DNNL_ARG_DIFF_SRC, mem(a.md, dxs)}});
+      scatter(rq.dx, dx, dxs, rq.alpha, rq.beta);
+      return Err(cudaSuccess);
+    });
+  }
+
+  Err softmax_fwd(Stream*, const DnnSoftmaxFwdReq& rq) override {
+    return guard([&] {
+      const float* x;
+      float* y;
+      if (Err e = view(rq.x, rq.xp, &x); e) return e;
+      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
+      const memory::desc md = softmax_md(rq.x, rq.mode);
+      const algorithm alg = rq.algo == 2 ? algorithm::softmax_log : algorithm::softmax_accurate;
+      dnnl::softmax_v2_forward::desc d(prop_kind::forward_training, alg, md, md, 1);
+      dnnl::softmax_v2_forward::primitive_desc pd(d, eng_);
+      run(dnnl::softmax_v2_forward(pd), {{DNNL_ARG_SRC, mem(md, xs)}, {DNNL_ARG_DST, mem(md, ys)}});
+      scatter(rq.y, y, ys, rq.alpha, rq.beta);
+      return Err(cudaSuccess);
+    });
+  }
+
+  Err softmax_bwd(Stream*, const DnnSoftmaxBwdReq& rq) override {
+    return guard([&] {
+      const float *yv, *dy;
+      float* dx;
+      if (Err e = view(rq.y, rq.yp, &yv); e) return e;
+      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
+      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      Buf ys = in(rq.y, yv), dys = in(rq.dy, dy),
+          dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{yv, dnn::span(rq.y)}, {dy, dnn::span(rq.dy)}});
+      const memory::desc md = softmax_md(rq.y, rq.mode);
+      const algorithm alg = rq.algo == 2 ? algorithm::softmax_log : algorithm::softmax_accurate;
+      dnnl::softmax_v2_forward::desc fd(prop_kind::forward_training, alg, md, md, 1);
+      dnnl::softmax_v2_forward::primitive_desc hint(fd, eng_);
+      dnnl::softmax_v2_backward::desc d(alg, md, md, md, 1);
+      dnnl::softmax_v2_backward::primitive_desc pd(d, eng_, hint);
+      run(dnnl::softmax_v2_backward(pd),
+          {{DNNL_ARG_DST, mem(md, ys)}, {DNNL_ARG_DIFF_DST, mem(md, dys)}, {DNNL_ARG_DIFF_SRC, mem(md, dxs)}});
+      scatter(rq.dx, dx, dxs, rq.alpha, rq.beta);
+      return Err(cudaSuccess);
+    });
+  }
+
+  Err transform(Stream*, const DnnTransformReq& rq) override {
+    const float* x;
+    float* y;
+    if (Err e = view(rq.x, rq.xp, &x); e) return e;
+    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    scatter(rq.y, y, gather(rq.x, x), rq.alpha, rq.beta);
+    return cudaSuccess;
+  }
+
+  Err op_tensor(Stream*, const DnnOpTensorReq& rq) override {
+    const float *a, *b = nullptr;
+    float* c;
+    const bool uses_b = dnn::op_uses_b(rq.op);
+    if (Err e = view(rq.a, rq.ap, &a); e) return e;
+    if (uses_b)
+      if (Err e = view(rq.b, rq.bp, &b); e) return e;
+    if (Err e = view(rq.c, rq.cp, &c); e) return e;
+    Vec r = gather(rq.a, a), bv(r.size(), 0.0f);
+    if (uses_b) {
+      DnnTensor bb = rq.b;  // b's broadcast dimensions step by 0
+      for (int k = 0; k < bb.nb; k++) {
+        bb.dim[k] = rq.c.dim[k];
+        if (rq.b.dim[k] == 1) bb.stride[k] = 0;
+      }
+      each(bb, [&](int64_t i, int64_t off) { bv[i] = b[off]; });
+    }
+    const float a1 = float(rq.alpha1), a2 = float(rq.alpha2);
+    for (size_t i = 0; i < r.size(); i++) {
+      const float u = a1 * r[i], v = a2 * bv[i];
+      switch (rq.op) {
+        case 0: r[i] = u + v; break;
+        case 1: r[i] = u * v; break;
+        case 2: r[i] = std::fmin(u, v); break;
+        case 3: r[i] = std::fmax(u, v); break;
+        default: r[i] = std::sqrt(u); break;
+      }
+    }
+    scatter(rq.c, c, r, 1.0, rq.beta);
+    return cudaSuccess;
+  }
+
+  Err set_tensor(Stream*, const DnnSetTensorReq& rq) override {
+    float* y;
+    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    const float v = float(rq.value);
+    each(rq.y, [&](int64_t, int64_t off) { y[off] = v; });
+    return cudaSuccess;
+  }
+
+  Err scale_tensor(Stream*, const DnnScaleTensorReq& rq) override {
+    float* y;
+    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    const float a = float(rq.alpha);
+    each(rq.y, [&](int64_t, int64_t off) { y[off] *= a; });
+    return cudaSuccess;
+  }
+
+ private:
+  // The oneDNN descriptors of one convolution (x, w, y dense NCHW / (g)oihw).
+  struct Conv {
+    memory::desc x, w, y;
+    Dims strides, dil, pl, pr;
+    Conv(SimDnn&, const DnnTensor& xt, const DnnFilter& wt, const DnnConv& c, const DnnTensor& yt) {
+      x = memory::desc(dims(xt), memory::data_type::f32, memory::format_tag::nchw);
+      y = memory::desc(dims(yt), memory::data_type::f32, memory::format_tag::nchw);
+      const int64_t g = c.groups;
+      if (g > 1)
+        w = memory::desc({g, wt.dim[0] / g, wt.dim[1], wt.dim[2], wt.dim[3]}, memory::data_type::f32,
+                         memory::format_tag::goihw);
+      else
+        w = memory::desc({wt.dim[0], wt.dim[1], wt.dim[2], wt.dim[3]}, memory::data_type::f32,
+                         memory::format_tag::oihw);
+      for (int k = 0; k < 2; k++) {
+        const int64_t ext = int64_t(wt.dim[2 + k] - 1) * c.dil[k] + 1;
+        strides.push_back(c.stride[k]);
+        dil.push_back(c.dil[k] - 1);  // oneDNN counts the gaps
+        pl.push_back(c.pad[k]);
+        pr.push_back((int64_t(yt.dim[2 + k]) - 1) * c.stride[k] + ext - xt.dim[2 + k] - c.pad[k]);
+      }
+    }
+    dnnl::convolution_forward::desc fwd() const {
+      return {prop_kind::forward_training, algorithm::convolution_direct, x, w, y, strides, dil, pl, pr};
+    }
+  };
+  struct Pool {
+    memory::desc x, y;
+    Dims strides, kernel, pl, pr;
+    algorithm alg;
+    Pool(SimDnn&, const DnnPool& p, const DnnTensor& xt, const DnnTensor& yt) {
+      x = memory::desc(dims(xt), memory::data_type::f32, memory::format_tag::nchw);
+      y = memory::desc(dims(yt), memory::data_type::f32, memory::format_tag::nchw);
+      alg = p.mode == 1   ? algorithm::pooling_avg_include_padding
+            : p.mode == 2 ? algorithm::pooling_avg_exclude_padding
+                          : algorithm::pooling_max;
+      for (int k = 0; k < 2; k++) {
+        strides.push_back(p.stride[k]);
+        kernel.push_back(p.window[k]);
+        pl.push_back(p.padding[k]);
+        pr.push_back((int64_t(yt.dim[2 + k]) - 1) * p.stride[k] + p.window[k] - xt.dim[2 + k] - p.padding[k]);
+      }
+    }
+    dnnl::pooling_forward::desc fwd() const {
+      return {prop_kind::forward_training, alg, x, y, strides, kernel, pl, pr};
+    }
+  };
+  struct Act {
+    memory::desc md;
+    algorithm alg;
+    float alpha = 0, beta = 0;
+    Act(const DnnAct& a, int64_t n) {
+      md = memory::desc({n}, memory::data_type::f32, memory::format_tag::a);
+      switch (a.mode) {
+        case 0: alg = algorithm::eltwise_logistic; break;
+        case 1: alg = algorithm::eltwise_relu; break;
+        case 2: alg = algorithm::eltwise_tanh; break;
+        case 3: alg = algorithm::eltwise_clip_v2, beta = float(a.coef); break;
+        case 4: alg = algorithm::eltwise_elu, alpha = float(a.coef); break;
+        case 5: alg = algorithm::eltwise_linear, alpha = 1; break;
+        default: alg = algorithm::eltwise_swish, alpha = float(a.coef); break;
+      }
+    }
+    dnnl::eltwise_forward::desc fwd() const { return {prop_kind::forward_training, alg, md, alpha, beta}; }
+  };
+
+  static Dims dims(const DnnTensor& t) { return Dims(t.dim, t.dim + t.nb); }
+  static memory::desc softmax_md(const DnnTensor& t, int mode) {
+    const int64_t n = t.dim[0], c = t.dim[1], hw = int64_t(t.dim[2]) * t.dim[3];
+    if (mode == 0) return memory::desc({n, c * hw}, memory::data_type::f32, memory::format_tag::ab);
+    return memory::desc({n, c, hw}, memory::data_type::f32, memory::format_tag::abc);
+  }
+
+  memory mem(const memory::desc& md, Vec& v) { return memory(md, eng_, v.data()); }
+
+  // An operand in dense NCHW order: the device memory itself when the tensor
+  // is packed, else a gathered copy (tmp). An output is direct (written in
+  // place of the device memory) when packed, alpha 1, beta 0 and overlapping
+  // none of the inputs; otherwise computed in tmp and blended by scatter.
+  struct Buf {
+    Vec tmp;
+    float* p = nullptr;
+    bool direct = false;
+  };
+  memory mem(const memory::desc& md, Buf& b) { return memory(md, eng_, b.p); }
+  static bool packed(const DnnTensor& t) {
+    int64_t s = 1;
+    for (int k = t.nb - 1; k >= 0; k--) {
+      if (t.dim[k] != 1 && t.stride[k] != s) return false;
+      s *= t.dim[k];
+    }
+    return true;
+  }
+  static Buf in(const DnnTensor& t, const float* p) {
+    Buf b;
+    if (packed(t)) {
+      b.p = const_cast<float*>(p);  // read only
+    } else {
+      b.tmp = gather(t, p);
+      b.p = b.tmp.data();
+    }
+    return b;
+  }
+  static Buf out(const DnnTensor& t, float* p, double alpha, double beta,
+                 std::initializer_list<std::pair<const float*, int64_t>> inputs) {
+    Buf b;
+    b.direct = packed(t) && alpha == 1 && beta == 0;
+    const int64_t n = dnn::span(t);
+    for (const auto& [q, m] : inputs)
+      if (q < p + n && p < q + m) b.direct = false;
+    if (b.direct) {
+      b.p = p;
+    } else {
+      b.tmp.resize(dnn::count(t));
+      b.p = b.tmp.data();
+    }
+    return b;
+  }
+  static void scatter(const DnnTensor& t, float* p, const Buf& r, double alpha, double beta) {
+    if (!r.direct) scatter(t, p, r.tmp, alpha, beta);
+  }
+  void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
+    dnnl::stream st(eng_);
+    p.execute(st, args);
+    st.wait();
+  }
+  // oneDNN refuses what it cannot run with an exception.
+  template <class F>
+  Err guard(F&& f) {
+    one_thread();
+    try {
+      return f();
+    } catch (const dnnl::error& e) {
+      spdlog::warn("sim cuDNN: oneDNN refused an operation: {}", e.what());
+      return cudaErrorNotSupported;
+    }
+  }
+
+  template <class T>
+  Err view_bytes(uint64_t p, int64_t elems, T** out) {
+    if (p % 4) return cudaErrorMisalignedAddress;
+    uint8_t* h = ctx_.host_view(p, uint64_t(elems) * 4);
+    if (!h) return cudaErrorIllegalAddress;
+    *out = reinterpret_cast<T*>(h);
+    return cudaSuccess;
+  }
+  template <class T>
+  Err view(const DnnTensor& t, uint64_t p, T** out) {
+    return view_bytes(p, dnn::span(t), out);
+  }
+  template <class T>
+  Err view_filter(const DnnFilter& f, uint64_t p, T** out) {
+    return view_bytes(p, dnn::filter_count(f), out);
+  }
+
+  static Vec gather(const DnnTensor& t, const float* p) {
+    Vec v(dnn::count(t));
+    each(t, [&](int64_t i, int64_t off) { v[i] = p[off]; });
+    return v;
+  }
+  // A dense filter, its spatial dimensions reversed when `flip`.
+  static Vec filter(const DnnFilter& f, const float* p, bool flip) {
+    Vec v(p, p + dnn::filter_count(f));
+    if (!flip) return v;
+    const int64_t kc = int64_t(f.dim[0]) * f.dim[1], r = f.dim[2], s = f.dim[3];
+    for (int64_t i = 0; i < kc; i++)
+      for (int64_t a = 0; a < r; a++)
+        for (int64_t b = 0; b < s; b++) v[(i * r + a) * s + b] = p[(i * r + (r - 1 - a)) * s + (s - 1 - b)];
+    return v;
+  }
+  static void scatter(const DnnTensor& t, float* p, const Vec& r, double alpha, double beta) {
+    const float a = float(alpha), b = float(beta);
+    if (b == 0)
+      each(t, [&](int64_t i, int64_t off) { p[off] = a * r[i]; });
+    else
+      each(t, [&](int64_t i, int64_t off) { p[off] = a * r[i] + b * p[off]; });
+  }
+  static void blend(float* p, const float* r, int64_t n, double alpha, double beta) {
+    const float a = float(alpha), b = float(beta);
+    for (int64_t i = 0; i < n; i++) p[i] = b == 0 ? a * r[i] : a * r[i] + b * p[i];
+  }
+
+  Context& ctx_;
+  dnnl::engine eng_;
+};
+
+}  // namespace
+
+std::unique_ptr<Dnn> make_sim_dnn(Context& ctx) { return std::make_unique<SimDnn>(ctx); }
+
+}  // namespace wh::server

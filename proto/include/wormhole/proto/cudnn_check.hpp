@@ -1,0 +1,194 @@
+// cudnn_check.hpp - the checks of cuDNN's descriptors and of the shapes
+// each forwarded call combines, run by the guest library (to return
+// cuDNN's status at once) and again by the server (the guest is not
+// trusted). Header-only, no dependency beyond the wire structs.
+//
+// What Wormhole forwards: 4-d (N, C, H, W) float tensors with any positive
+// strides, NCHW filters, 2-d convolutions (padding, stride, dilation,
+// groups, convolution or cross-correlation), 2-d pooling. Every dimension
+// and stride is below 2^31 and every tensor spans fewer than 2^31
+// elements (what the backends index with int arithmetic).
+#pragma once
+
+#include <cstdint>
+
+#include "wormhole/proto/wire.hpp"
+
+namespace wh::proto::dnn {
+
+// cudnnStatus_t values.
+constexpr int32_t kOk = 0, kBadParam = 2000, kNotSupported = 3000;
+// cudnnDataType_t / cudnnTensorFormat_t values.
+constexpr int32_t kFloat = 0, kNCHW = 0;
+constexpr int64_t kMaxElems = int64_t(1) << 31;
+
+// The elements a tensor spans: highest index + 1 (0 when invalid).
+inline int64_t span(const DnnTensor& t) {
+  if (t.nb < 1 || t.nb > kDnnMaxDims) return 0;
+  int64_t last = 0;
+  for (int k = 0; k < t.nb; k++) {
+    if (t.dim[k] < 1 || t.stride[k] < 1) return 0;
+    last += int64_t(t.dim[k] - 1) * int64_t(t.stride[k]);  // < 2^62 each, 8 terms: no overflow
+    if (last >= kMaxElems) return 0;
+  }
+  return last + 1;
+}
+inline int64_t count(const DnnTensor& t) {
+  int64_t n = 1;
+  for (int k = 0; k < t.nb; k++) n *= t.dim[k];  // each < 2^31 and the span bounds the product
+  return n;
+}
+
+// A tensor descriptor as cudnnSetTensor*Descriptor accepts it.
+inline int32_t check_tensor(const DnnTensor& t) {
+  if (t.nb < 1 || t.nb > kDnnMaxDims) return kBadParam;
+  if (span(t) == 0) return kBadParam;
+  if (t.dtype != kFloat) return kNotSupported;
+  return kOk;
+}
+// A 4-d tensor (what every forwarded operation takes).
+inline int32_t check_tensor4(const DnnTensor& t) {
+  if (int32_t r = check_tensor(t)) return r;
+  return t.nb == 4 ? kOk : kNotSupported;
+}
+inline bool same_dims(const DnnTensor& a, const DnnTensor& b) {
+  if (a.nb != b.nb) return false;
+  for (int k = 0; k < a.nb; k++)
+    if (a.dim[k] != b.dim[k]) return false;
+  return true;
+}
+
+inline int32_t check_filter(const DnnFilter& f) {
+  if (f.nb < 3 || f.nb > kDnnMaxDims) return kBadParam;
+  int64_t n = 1;
+  for (int k = 0; k < f.nb; k++) {
+    if (f.dim[k] < 1) return kBadParam;
+    n *= f.dim[k];
+    if (n >= kMaxElems) return kBadParam;
+  }
+  if (f.dtype != kFloat || f.format != kNCHW || f.nb != 4) return kNotSupported;
+  return kOk;
+}
+inline int64_t filter_count(const DnnFilter& f) {
+  int64_t n = 1;
+  for (int k = 0; k < f.nb; k++) n *= f.dim[k];
+  return n;
+}
+
+inline int32_t check_conv(const DnnConv& c) {
+  if (c.nb < 1 || c.nb > 6 || c.groups < 1 || (c.mode != 0 && c.mode != 1)) return kBadParam;
+  for (int k = 0; k < c.nb; k++)
+    if (c.pad[k] < 0 || c.stride[k] < 1 || c.dil[k] < 1 || c.pad[k] >= (1 << 24) || c.stride[k] >= (1 << 24) ||
+        c.dil[k] >= (1 << 24))
+      return kBadParam;
+  return c.nb == 2 ? kOk : kNotSupported;
+}
+
+// cudnnGetConvolution2dForwardOutputDim: the output of x convolved with w.
+inline int32_t conv_output(const DnnTensor& x, const DnnFilter& w, const DnnConv& c, int32_t out[4]) {
+  if (int32_t r = check_tensor4(x)) return r;
+  if (int32_t r = check_filter(w)) return r;
+  if (int32_t r = check_conv(c)) return r;
+  if (int64_t(w.dim[1]) * c.groups != x.dim[1] || w.dim[0] % c.groups) return kBadParam;
+  out[0] = x.dim[0];
+  out[1] = w.dim[0];
+  for (int k = 0; k < 2; k++) {
+    const int64_t ext = int64_t(w.dim[2 + k] - 1) * c.dil[k] + 1;
+    const int64_t in = int64_t(x.dim[2 + k]) + 2 * int64_t(c.pad[k]);
+    if (in < ext) return kBadParam;
+    out[2 + k] = int32_t((in - ext) / c.stride[k] + 1);
+  }
+  return kOk;
+}
+// x, w, y of one convolution (forward or either backward) agree.
+inline int32_t check_conv_shapes(const DnnTensor& x, const DnnFilter& w, const DnnConv& c, const DnnTensor& y) {
+  int32_t o[4];
+  if (int32_t r = conv_output(x, w, c, o)) return r;
+  if (int32_t r = check_tensor4(y)) return r;
+  for (int k = 0; k < 4; k++)
+    if (y.dim[k] != o[k]) return kBadParam;
+  return kOk;
+}
+
+// Bias gradient: db is 1 x C x 1 x 1 of dy's C.
+inline int32_t check_bias(const DnnTensor& dy, const DnnTensor& db) {
+  if (int32_t r = check_tensor4(dy)) return r;
+  if (int32_t r = check_tensor4(db)) return r;
+  if (db.dim[0] != 1 || db.dim[1] != dy.dim[1] || db.dim[2] != 1 || db.dim[3] != 1) return kBadParam;
+  return kOk;
+}
+// cudnnAddTensor: each of a's dimensions is c's or 1.
+inline int32_t check_add(const DnnTensor& a, const DnnTensor& c) {
+  if (int32_t r = check_tensor(a)) return r;
+  if (int32_t r = check_tensor(c)) return r;
+  if (a.nb != c.nb) return kBadParam;
+  for (int k = 0; k < a.nb; k++)
+    if (a.dim[k] != c.dim[k] && a.dim[k] != 1) return kBadParam;
+  return kOk;
+}
+
+inline int32_t check_pool(const DnnPool& p) {
+  if (p.mode < 0 || p.mode > 3 || p.nb < 1 || p.nb > 6) return kBadParam;
+  for (int k = 0; k < p.nb; k++)
+    if (p.window[k] < 1 || p.padding[k] < 0 || p.stride[k] < 1 || p.window[k] >= (1 << 24) ||
+        p.padding[k] >= (1 << 24) || p.stride[k] >= (1 << 24))
+      return kBadParam;
+  return p.nb == 2 ? kOk : kNotSupported;
+}
+// cudnnGetPooling2dForwardOutputDim.
+inline int32_t pool_output(const DnnPool& p, const DnnTensor& x, int32_t out[4]) {
+  if (int32_t r = check_pool(p)) return r;
+  if (int32_t r = check_tensor4(x)) return r;
+  out[0] = x.dim[0];
+  out[1] = x.dim[1];
+  for (int k = 0; k < 2; k++) {
+    const int64_t in = int64_t(x.dim[2 + k]) + 2 * int64_t(p.padding[k]);
+    if (in < p.window[k] || p.padding[k] >= p.window[k]) return kBadParam;
+    out[2 + k] = int32_t((in - p.window[k]) / p.stride[k] + 1);
+  }
+  return kOk;
+}
+inline int32_t check_pool_shapes(const DnnPool& p, const DnnTensor& x, const DnnTensor& y) {
+  int32_t o[4];
+  if (int32_t r = pool_output(p, x, o)) return r;
+  if (int32_t r = check_tensor4(y)) return r;
+  for (int k = 0; k < 4; k++)
+    if (y.dim[k] != o[k]) return kBadParam;
+  return kOk;
+}
+
+// cudnnActivationMode_t: SIGMOID RELU TANH CLIPPED_RELU ELU IDENTITY SWISH.
+inline int32_t check_act(const DnnAct& a) {
+  if (a.mode < 0 || a.mode > 6 || (a.nan_opt != 0 && a.nan_opt != 1)) return kBadParam;
+  if (!(a.coef == a.coef)) return kBadParam;  // NaN
+  return kOk;
+}
+// Element-wise ops: every tensor has the first one's dimensions.
+inline int32_t check_same(const DnnTensor& a, const DnnTensor& b) {
+  if (int32_t r = check_tensor4(a)) return r;
+  if (int32_t r = check_tensor4(b)) return r;
+  return same_dims(a, b) ? kOk : kBadParam;
+}
+inline int32_t check_softmax(int32_t algo, int32_t mode) {
+  return (algo < 0 || algo > 2 || mode < 0 || mode > 1) ? kBadParam : kOk;
+}
+
+// cudnnTransformTensor: any dimension count, the same dimensions.
+inline int32_t check_transform(const DnnTensor& x, const DnnTensor& y) {
+  if (int32_t r = check_tensor(x)) return r;
+  if (int32_t r = check_tensor(y)) return r;
+  return same_dims(x, y) ? kOk : kBadParam;
+}
+// cudnnOpTensorOp_t: ADD MUL MIN MAX SQRT (NOT is not forwarded).
+inline bool op_uses_b(int32_t op) { return op != 4; }
+inline int32_t check_op_tensor(int32_t op, int32_t nan_opt, const DnnTensor& a, const DnnTensor& b,
+                               const DnnTensor& c) {
+  if (op < 0 || op > 5 || (nan_opt != 0 && nan_opt != 1)) return kBadParam;
+  if (op == 5) return kNotSupported;
+  if (int32_t r = check_transform(a, c)) return r;
+  if (op_uses_b(op))
+    if (int32_t r = check_add(b, c)) return r;
+  return kOk;
+}
+
+}  // namespace wh::proto::dnn

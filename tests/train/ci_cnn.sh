@@ -1,0 +1,38 @@
+#!/bin/bash
+# CI: wh-cnn (LeNet-5-like CNN through cuDNN + cuBLAS) forwarded through
+# Wormhole on the sim backend (oneDNN for cuDNN, OpenBLAS for cuBLAS, the
+# PTX interpreter for its kernels): it must finish, print its summary line
+# and reach the accuracy floor; the loss plot is written when gnuplot is
+# installed.
+# Usage: ci_cnn.sh <build-dir> <wh-cnn> [extra wh-cnn args]
+# Env: WH_CNN_ARGS (default below), WH_CNN_MIN_ACC (default below).
+set -u
+build="$1"; prog="$2"; shift 2
+here="$(cd "$(dirname "$0")" && pwd)"
+args=${WH_CNN_ARGS:-"--epochs 1 --batch 64 --seed 1"}
+min=${WH_CNN_MIN_ACC:-86}
+dir=$(mktemp -d /tmp/wh-cnn-ci-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+echo "=== forwarded: wh-cnn $args $*"
+start=$(date +%s)
+"$here/../blas/forwarded.sh" "$build" --backend sim --server-log "$dir/server.log" -- \
+  "$prog" $args "$@" --plot "$dir/loss.png" --no-progress | tee "$dir/out.txt"
+rc=${PIPESTATUS[0]}
+echo "exit $rc, $(( $(date +%s) - start )) s"
+if [ "$rc" -ne 0 ]; then
+  echo "FAIL: wh-cnn exited $rc"; cat "$dir/server.log"; exit 1
+fi
+fail=0
+acc=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$dir/out.txt")
+if [ -z "$acc" ] || ! awk -v a="$acc" -v m="$min" 'BEGIN { exit !(a >= m) }'; then
+  echo "FAIL: test accuracy ${acc:-?}% < ${min}%"; fail=1
+else
+  echo "test accuracy ${acc}% >= ${min}%"
+fi
+if command -v gnuplot >/dev/null 2>&1; then
+  head -c 8 "$dir/loss.png" | od -An -c | grep -q "P   N   G" || { echo "FAIL: no loss plot PNG"; fail=1; }
+fi
+grep -q "Dnn" "$dir/server.log" || { echo "FAIL: no cuDNN call reached the server"; fail=1; }
+echo "--- server statistics"; sed -n '/statistics/,$p' "$dir/server.log"
+[ $fail -eq 0 ] && echo "PASS"
+exit $fail
