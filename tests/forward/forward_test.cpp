@@ -243,6 +243,27 @@ TEST_F(Forward, RunawayKernelOfADeadClientIsCancelled) {
   expect_pass(run({prog("vector_add")}), "vector_add after a runaway kernel");
 }
 
+// One session's kernel never starves another's: each session runs its
+// kernels on its own worker threads, which the host schedules fairly. A
+// program that does real work finishes while another session's kernel spins
+// for ever, taking at most a few times as long as alone (the spinning
+// session holds half the CPU: about 2x).
+TEST_F(Forward, ARunawayKernelDoesNotStarveOtherSessions) {
+  auto timed = [&](const char* what) {
+    auto t0 = std::chrono::steady_clock::now();
+    expect_pass(run({prog("matmul"), "150"}), what);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const double alone = std::min(timed("matmul alone"), timed("matmul alone"));
+  Process r = Process::spawn({prog("runaway"), "wait"}, server.client_env());
+  ASSERT_TRUE(r.wait_for_output("READY", 60s)) << r.output();
+  const double beside = std::min(timed("matmul beside a runaway kernel"), timed("matmul beside a runaway kernel"));
+  r.kill(SIGKILL);
+  r.wait(10s);
+  std::printf("matmul alone %.2f s, beside a runaway kernel %.2f s (x%.1f)\n", alone, beside, beside / alone);
+  EXPECT_LT(beside, 5 * alone + 1.0) << "a runaway kernel starved another session";
+}
+
 TEST(ForwardWatchdog, KernelTimeoutAndStopDuringAKernel) {
   Server server;
   ASSERT_TRUE(server.start({"--kernel-timeout-ms", "500"})) << server.log();

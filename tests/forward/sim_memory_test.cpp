@@ -32,7 +32,7 @@ struct Ctx {
   std::unique_ptr<Context> ctx;
   explicit Ctx(uint64_t device_bytes, uint64_t quota = 0) : backend(make_sim_backend(1, device_bytes)) {
     std::string err;
-    ctx = backend->create_context(0, {quota}, &err);
+    ctx = backend->create_context(0, {quota, nullptr}, &err);
     EXPECT_TRUE(ctx) << err;
   }
   uint64_t free_bytes() {
@@ -195,6 +195,39 @@ TEST(SimMemory, DeviceAccountingIsSharedAndExact) {
   a.reset();  // a session's end returns its memory
   ASSERT_EQ(b->mem_info(&f, &t), cudaSuccess);
   EXPECT_EQ(f, uint64_t(600) << 20);
+}
+
+// Sessions that share a limit (one uid's): together they hold at most it,
+// each sees it as its total, and a session's end gives its part back.
+TEST(SimMemory, SharedQuotaAcrossSessions) {
+  auto backend = make_sim_backend(1, 1 * GiB);
+  auto uid = std::make_shared<SharedQuota>(100ull << 20);
+  std::string err;
+  auto a = backend->create_context(0, {0, uid}, &err);
+  auto b = backend->create_context(0, {0, uid}, &err);
+  auto other = backend->create_context(0, {}, &err);  // another uid: not limited by it
+  ASSERT_TRUE(a && b && other) << err;
+  uint64_t d1 = 0, d2 = 0, d3 = 0, f = 0, t = 0;
+  ASSERT_EQ(a->mem_alloc(60 << 20, &d1), cudaSuccess);
+  EXPECT_EQ(b->mem_alloc(60 << 20, &d2), cudaErrorMemoryAllocation);
+  ASSERT_EQ(b->mem_info(&f, &t), cudaSuccess);
+  EXPECT_EQ(t, 100ull << 20);
+  EXPECT_EQ(f, 40ull << 20);
+  ASSERT_EQ(b->mem_alloc(40 << 20, &d2), cudaSuccess);  // exactly the rest
+  EXPECT_EQ(b->mem_alloc(1, &d3), cudaErrorMemoryAllocation);
+  ASSERT_EQ(other->mem_alloc(200 << 20, &d3), cudaSuccess);
+  EXPECT_EQ(uid->used.load(), 100ull << 20);
+  ASSERT_EQ(b->mem_free(d2), cudaSuccess);
+  EXPECT_EQ(uid->used.load(), 60ull << 20);
+  a.reset();  // a session's end returns its part
+  EXPECT_EQ(uid->used.load(), 0u);
+  ASSERT_EQ(b->mem_alloc(100 << 20, &d2), cudaSuccess);
+  // A session's own quota still applies inside the shared one.
+  auto c = backend->create_context(0, {10 << 20, uid}, &err);
+  ASSERT_TRUE(c) << err;
+  ASSERT_EQ(c->mem_info(&f, &t), cudaSuccess);
+  EXPECT_EQ(t, 10ull << 20);
+  EXPECT_EQ(f, 0u);
 }
 
 uint64_t attr(Context& c, MemPool* p, int a) {

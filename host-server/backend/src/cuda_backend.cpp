@@ -134,8 +134,10 @@ struct CuPool : MemPool {
 
 class CudaContext final : public Context {
  public:
-  CudaContext(Driver& d, CUcontext ctx, CUdevice dev, uint64_t quota) : d_(d), ctx_(ctx), dev_(dev), quota_(quota) {}
+  CudaContext(Driver& d, CUcontext ctx, CUdevice dev, uint64_t quota, std::shared_ptr<SharedQuota> shared)
+      : d_(d), ctx_(ctx), dev_(dev), quota_(quota), shared_(std::move(shared)) {}
   ~CudaContext() override {
+    if (shared_) shared_->give(used_);  // the context's memory goes with it
     blas_.reset();  // cuBLAS(Lt) handles and cuFFT plans before the context they live in
     fft_.reset();
     dnn_.reset();
@@ -156,8 +158,12 @@ class CudaContext final : public Context {
   Err mem_alloc(uint64_t bytes, uint64_t* dptr) override {
     cur();
     if (quota_ && (bytes > quota_ || used_ > quota_ - bytes)) return cudaErrorMemoryAllocation;
+    if (shared_ && !shared_->take(bytes)) return cudaErrorMemoryAllocation;
     CUdeviceptr p = 0;
-    if (CUresult r = d_.cuMemAlloc(&p, bytes); r != CUDA_SUCCESS) return map(r);
+    if (CUresult r = d_.cuMemAlloc(&p, bytes); r != CUDA_SUCCESS) {
+      if (shared_) shared_->give(bytes);
+      return map(r);
+    }
     *dptr = p;
     sizes_[p] = bytes;
     used_ += bytes;
@@ -168,6 +174,7 @@ class CudaContext final : public Context {
     auto it = sizes_.find(dptr);
     if (it == sizes_.end()) return cudaErrorInvalidValue;
     used_ -= it->second;
+    if (shared_) shared_->give(it->second);
     sizes_.erase(it);
     if (pooled_.erase(dptr)) {  // the session synchronised first, as cudaFree does
       if (CUresult r = d_.cuMemFreeAsync(dptr, nullptr); r != CUDA_SUCCESS) return map(r);
@@ -273,9 +280,12 @@ class CudaContext final : public Context {
       return cudaSuccess;
     }
     if (quota_ && (bytes > quota_ || used_ > quota_ - bytes)) return cudaErrorMemoryAllocation;
+    if (shared_ && !shared_->take(bytes)) return cudaErrorMemoryAllocation;
     CUdeviceptr p = 0;
-    if (CUresult r = d_.cuMemAllocFromPoolAsync(&p, bytes, static_cast<CuPool*>(mp)->p, st(s)); r != CUDA_SUCCESS)
+    if (CUresult r = d_.cuMemAllocFromPoolAsync(&p, bytes, static_cast<CuPool*>(mp)->p, st(s)); r != CUDA_SUCCESS) {
+      if (shared_) shared_->give(bytes);
       return map(r);
+    }
     *dptr = p;
     sizes_[p] = bytes;
     pooled_.insert(p);
@@ -291,6 +301,7 @@ class CudaContext final : public Context {
       return mem_free(dptr);
     }
     used_ -= it->second;
+    if (shared_) shared_->give(it->second);
     sizes_.erase(it);
     pooled_.erase(dptr);
     return map(d_.cuMemFreeAsync(dptr, st(s)));
@@ -327,6 +338,10 @@ class CudaContext final : public Context {
     if (quota_) {
       t = std::min<uint64_t>(t, quota_);
       f = std::min<uint64_t>(f, quota_ - used_);
+    }
+    if (shared_) {
+      t = std::min<uint64_t>(t, shared_->limit);
+      f = std::min<uint64_t>(f, shared_->left());
     }
     *free_bytes = f;
     *total_bytes = t;
@@ -555,6 +570,7 @@ class CudaContext final : public Context {
   CUcontext ctx_;
   CUdevice dev_;
   uint64_t quota_;
+  std::shared_ptr<SharedQuota> shared_;  // the uid's limit, if any
   uint64_t used_ = 0;
   std::unordered_map<uint64_t, uint64_t> sizes_;
   std::unordered_set<uint64_t> pooled_;  // allocations from pools (cuMemFreeAsync frees them)
@@ -622,7 +638,7 @@ class CudaBackend final : public Backend {
       if (err) *err = "cuCtxCreate failed: " + std::to_string(int(r));
       return nullptr;
     }
-    return std::make_unique<CudaContext>(d_, ctx, dev, limits.memory_quota);
+    return std::make_unique<CudaContext>(d_, ctx, dev, limits.memory_quota, limits.shared);
   }
 
  private:

@@ -288,15 +288,18 @@ class SimContext final : public Context, public ptx::DeviceMemory {
  public:
   // `device_used` counts every session's allocations: the sim device is one
   // device shared by all clients, as a GPU is.
-  SimContext(uint64_t window, uint64_t quota, uint64_t device_bytes, std::atomic<uint64_t>& device_used,
-             unsigned threads, uint64_t timeout_ms, const proto::DeviceDescription& device)
-      : base_(window << kWindowShift), space_(base_, kArenaBytes), quota_(quota), device_bytes_(device_bytes),
-        device_used_(device_used), engine_(threads), timeout_ms_(timeout_ms), device_(device) {}
+  SimContext(uint64_t window, uint64_t quota, std::shared_ptr<SharedQuota> shared, uint64_t device_bytes,
+             std::atomic<uint64_t>& device_used, unsigned threads, uint64_t timeout_ms,
+             const proto::DeviceDescription& device)
+      : base_(window << kWindowShift), space_(base_, kArenaBytes), quota_(quota), shared_(std::move(shared)),
+        device_bytes_(device_bytes), device_used_(device_used), engine_(threads), timeout_ms_(timeout_ms),
+        device_(device) {}
   ~SimContext() override {
     for (auto& [addr, a] : allocs_) heap_.put(a.host);
     for (auto& p : pools_)
       for (auto& [n, c] : p->cache) heap_.put(c.host);
     device_used_ -= used_;
+    if (shared_) shared_->give(used_);
   }
 
   // ---- ptx::DeviceMemory: kernels' view of this session's memory.
@@ -392,8 +395,9 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     // Like a GPU as big as this session's quota: its total is the quota, and
     // free is what the session may still take (no more than the device has).
     uint64_t dev_free = device_bytes_ - std::min(device_bytes_, device_used_.load());
-    *total_bytes = quota_;
+    *total_bytes = shared_ ? std::min(quota_, shared_->limit) : quota_;
     *free_bytes = std::min(dev_free, quota_ - used_);
+    if (shared_) *free_bytes = std::min(*free_bytes, shared_->left());
     return cudaSuccess;
   }
   Err map_host(void* host, uint64_t bytes, uint64_t want, uint64_t* dptr) override {
@@ -821,8 +825,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   }
   bool charge(uint64_t n) {
     if (n > quota_ || used_ > quota_ - n) return false;
+    if (shared_ && !shared_->take(n)) return false;
     if (device_used_.fetch_add(n) + n > device_bytes_) {
       device_used_ -= n;
+      if (shared_) shared_->give(n);
       return false;
     }
     used_ += n;
@@ -831,6 +837,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   void uncharge(uint64_t n) {
     used_ -= n;
     device_used_ -= n;
+    if (shared_) shared_->give(n);
   }
   // Memory pools hold but do not use is given back before an allocation fails.
   bool charge_or_trim(uint64_t n) {
@@ -884,6 +891,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   AddressSpace space_;
   HostHeap heap_;
   uint64_t quota_;
+  std::shared_ptr<SharedQuota> shared_;  // the uid's limit, if any
   uint64_t device_bytes_;
   std::atomic<uint64_t>& device_used_;
   uint64_t used_ = 0;
@@ -1077,7 +1085,7 @@ class SimBackend final : public Backend {
     uint64_t window = kFirstWindow + next_window_.fetch_add(1) % 0xF000;  // windows recycle after 61440 sessions
     proto::DeviceDescription d;
     describe(0, &d);
-    return std::make_unique<SimContext>(window, quota, memory_, used_, threads_, kernel_timeout_ms_, d);
+    return std::make_unique<SimContext>(window, quota, limits.shared, memory_, used_, threads_, kernel_timeout_ms_, d);
   }
 
  private:

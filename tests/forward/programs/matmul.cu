@@ -1,5 +1,7 @@
 // Tiled matrix multiply with shared memory against a host reference.
+// An optional argument repeats the kernel (a longer-running workload).
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 #include "check.cuh"
 
@@ -18,7 +20,8 @@ __global__ void matmul(const float* A, const float* B, float* C, int M, int N, i
   if (r < M && c < N) C[r * N + c] = acc;
 }
 
-int main() {
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 1;
   const int M = 100, N = 70, K = 130;
   std::vector<float> A(M * K), B(K * N), C(M * N), R(M * N);
   for (int i = 0; i < M * K; i++) A[i] = float((i * 13) % 17) / 7.f - 1.f;
@@ -36,8 +39,10 @@ int main() {
   CHECK(cudaMemcpy(dA, A.data(), A.size() * 4, cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(dB, B.data(), B.size() * 4, cudaMemcpyHostToDevice));
   dim3 block(T, T), grid((N + T - 1) / T, (M + T - 1) / T);
-  matmul<<<grid, block>>>(dA, dB, dC, M, N, K);
-  CHECK(cudaGetLastError());
+  for (int r = 0; r < reps; r++) {
+    matmul<<<grid, block>>>(dA, dB, dC, M, N, K);
+    CHECK(cudaGetLastError());
+  }
   CHECK(cudaMemcpy(C.data(), dC, C.size() * 4, cudaMemcpyDeviceToHost));
   for (int i = 0; i < M * N; i++) EXPECT(std::fabs(C[i] - R[i]) < 1e-3f, "i=%d got %f want %f", i, C[i], R[i]);
   std::printf("PASS matmul\n");

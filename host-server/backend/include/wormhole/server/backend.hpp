@@ -19,6 +19,7 @@
 
 #include "wormhole/proto/device_attrs.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -216,8 +217,29 @@ class Context {
   }
 };
 
+// Device memory several sessions share a limit on (every session of one
+// uid, with --uid-quota-mb): the limit and what they hold together.
+struct SharedQuota {
+  explicit SharedQuota(uint64_t l) : limit(l) {}
+  const uint64_t limit;
+  std::atomic<uint64_t> used{0};
+  bool take(uint64_t n) {
+    uint64_t u = used.load();
+    do {
+      if (n > limit || u > limit - n) return false;
+    } while (!used.compare_exchange_weak(u, u + n));
+    return true;
+  }
+  void give(uint64_t n) { used -= n; }
+  uint64_t left() const {
+    const uint64_t u = used.load();
+    return u > limit ? 0 : limit - u;
+  }
+};
+
 struct ContextLimits {
-  uint64_t memory_quota = 0;  // bytes of device memory a session may hold (0: device size)
+  uint64_t memory_quota = 0;            // bytes of device memory a session may hold (0: device size)
+  std::shared_ptr<SharedQuota> shared;  // charged as well, when set
 };
 
 class Backend {
