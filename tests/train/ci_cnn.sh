@@ -9,8 +9,8 @@
 set -u
 build="$1"; prog="$2"; shift 2
 here="$(cd "$(dirname "$0")" && pwd)"
-args=${WH_CNN_ARGS:-"--epochs 1 --batch 64 --seed 1"}
-min=${WH_CNN_MIN_ACC:-86}
+args=${WH_CNN_ARGS:-"--epochs 4 --batch 64 --seed 1"}
+min=${WH_CNN_MIN_ACC:-89}
 dir=$(mktemp -d /tmp/wh-cnn-ci-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 echo "=== forwarded: wh-cnn $args $*"
