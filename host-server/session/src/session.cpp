@@ -53,7 +53,27 @@ double ns_per_tick() {
 #endif
 }
 bool add_overflows(uint64_t a, uint64_t b) { return a + b < a; }
+
+// The histogram's bucket bounds in stat_clock() ticks, from a measurement
+// made once (by the first session, before its first call).
+const std::array<uint64_t, kLatencyBounds.size()>& latency_bounds() {
+  static const std::array<uint64_t, kLatencyBounds.size()> b = [] {
+    const double k = Stats::ns_per_tick();
+    std::array<uint64_t, kLatencyBounds.size()> r{};
+    for (size_t i = 0; i < r.size(); i++) r[i] = uint64_t(kLatencyBounds[i] * 1e9 / k);
+    return r;
+  }();
+  return b;
+}
 }  // namespace
+
+double Stats::ns_per_tick() {
+  static const double k = [] {
+    (void)clock_ref();
+    return wh::server::ns_per_tick();
+  }();
+  return k;
+}
 
 bool is_sticky(Err e) {
   switch (e) {
@@ -114,6 +134,7 @@ Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
     : id_(id), backend_(backend), ctx_(std::move(ctx)), data_(data), stats_(stats) {
   stats_.sessions++;
   (void)clock_ref();  // the reference point render() converts ticks against
+  (void)latency_bounds();
 }
 
 Session::~Session() {
@@ -184,10 +205,34 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
     violations_++;
     stats_.rejected++;
   }
+  const uint64_t dt = stat_clock() - t0;
+  const bool failed = out.status != cudaSuccess;
+  const uint64_t out_bytes = out.fixed.size() + out.tail.size();
   if (opcode < kOpCount) {
     stats_.calls[opcode]++;
-    stats_.ticks[opcode] += stat_clock() - t0;
+    stats_.ticks[opcode] += dt;
+    stats_.bytes_in[opcode] += payload.size();
+    if (!posted) stats_.bytes_out[opcode] += out_bytes;
+    if (failed) stats_.errors[opcode]++;
+    const auto& b = latency_bounds();
+    size_t i = 0;
+    while (i < b.size() && dt > b[i]) i++;
+    stats_.latency[opcode][i]++;
   }
+  ctr_.calls.fetch_add(1, std::memory_order_relaxed);
+  ctr_.bytes_in.fetch_add(payload.size(), std::memory_order_relaxed);
+  if (!posted) ctr_.bytes_out.fetch_add(out_bytes, std::memory_order_relaxed);
+  if (failed) ctr_.errors.fetch_add(1, std::memory_order_relaxed);
+  if (allocs_.size() != counted_allocs_ || array_mem_.size() != counted_arrays_) {
+    counted_allocs_ = allocs_.size();
+    counted_arrays_ = array_mem_.size();
+    ctr_.device_bytes.store(device_bytes(), std::memory_order_relaxed);
+  }
+  // --log-level trace: every call; debug: the failed ones.
+  if (spdlog::should_log(failed ? spdlog::level::debug : spdlog::level::trace))
+    spdlog::log(failed ? spdlog::level::debug : spdlog::level::trace, "session {}: {} -> {} ({:.1f} us{})", id_,
+                opcode < kOpCount ? op_name(opcode) : "unknown-op", int(out.status),
+                double(dt) * Stats::ns_per_tick() / 1e3, posted ? ", posted" : "");
   if (posted) {
     if (out.status != cudaSuccess && out.status > 0) note_async(out.status);
     return false;
@@ -553,7 +598,7 @@ int32_t Session::on_MemcpyHtoD(const MemcpyHtoDReq& rq, std::span<const uint8_t>
   if (e == cudaSuccess && (!src || !device_range(rq.dst, rq.bytes))) e = cudaErrorInvalidValue;
   if (e == cudaSuccess) e = ctx_->copy_htod(rq.dst, src, rq.bytes, s);
   if (e == cudaSuccess && rq.done_seq) e = ctx_->stream_synchronize(s);  // staging slot reusable
-  if (e == cudaSuccess) stats_.bytes_htod += rq.bytes;
+  if (e == cudaSuccess) count_bytes(&Stats::bytes_htod, rq.bytes);
   publish_copy_done(rq.done_seq, e);
   return e;
 }
@@ -567,7 +612,7 @@ int32_t Session::on_MemcpyHtoDInline(const MemcpyHtoDInlineReq& rq, std::span<co
   // copies asynchronously: make it synchronous for this small case.
   Err e = ctx_->copy_htod(rq.dst, tail.data(), tail.size(), s);
   if (e == cudaSuccess) e = ctx_->stream_synchronize(s);
-  if (e == cudaSuccess) stats_.bytes_htod += tail.size();
+  if (e == cudaSuccess) stats_.bytes_htod += tail.size();  // the message itself is counted as bytes in
   return e;
 }
 
@@ -579,7 +624,7 @@ int32_t Session::on_MemcpyDtoH(const MemcpyDtoHReq& rq, std::span<const uint8_t>
   if (e == cudaSuccess && (!dst || !device_range(rq.src, rq.bytes))) e = cudaErrorInvalidValue;
   if (e == cudaSuccess) e = ctx_->copy_dtoh(dst, rq.src, rq.bytes, s);
   if (e == cudaSuccess && rq.done_seq) e = ctx_->stream_synchronize(s);
-  if (e == cudaSuccess) stats_.bytes_dtoh += rq.bytes;
+  if (e == cudaSuccess) count_bytes(&Stats::bytes_dtoh, rq.bytes);
   publish_copy_done(rq.done_seq, e);
   return e;
 }
@@ -590,7 +635,7 @@ int32_t Session::on_MemcpyDtoD(const MemcpyDtoDReq& rq, std::span<const uint8_t>
   if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
   if (!device_range(rq.dst, rq.bytes) || !device_range(rq.src, rq.bytes)) return cudaErrorInvalidValue;
   Err e = ctx_->copy_dtod(rq.dst, rq.src, rq.bytes, s);
-  if (e == cudaSuccess) stats_.bytes_dtod += rq.bytes;
+  if (e == cudaSuccess) count_bytes(&Stats::bytes_dtod, rq.bytes);
   return e;
 }
 
@@ -754,7 +799,12 @@ Err Session::run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_b
                         std::span<const uint8_t> params, bool cooperative) {
   KernelOutput kout;
   kout.limit = printf_fifo_;
+  const auto t0 = std::chrono::steady_clock::now();
   Err e = ctx_->launch(*k.k, grid, block, shared_bytes, cooperative, s, params, &last_log_, &kout);
+  ctr_.kernels.fetch_add(1, std::memory_order_relaxed);
+  ctr_.kernel_ns.fetch_add(
+      uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()),
+      std::memory_order_relaxed);
   add_output(kOutputStdout, kout.out);
   if (kout.dropped)
     add_output(kOutputStderr, "wormhole: device printf output exceeded the " + std::to_string(kout.limit) +
