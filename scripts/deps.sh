@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages a make target needs, and only those missing.
-# Usage: scripts/deps.sh GROUP...   (groups: core vm exitless qemu-build debug)
+# Usage: scripts/deps.sh GROUP...   (groups: core vm exitless qemu-build debug server-test)
 set -euo pipefail
 
 declare -A GROUP
 GROUP[core]="build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libspdlog-dev libfmt-dev
-  libtomlplusplus-dev nlohmann-json3-dev libzstd-dev libelf-dev libopenblas-dev libfftw3-dev nettle-dev
+  libtomlplusplus-dev nlohmann-json3-dev libcpp-httplib-dev libzstd-dev libelf-dev libopenblas-dev libfftw3-dev nettle-dev
   dataset-fashion-mnist clang lld libclang-rt-14-dev"
 # Guest images and VMs under QEMU (TCG), libvirt XML validation.
 GROUP[vm]="qemu-system-x86 qemu-utils busybox-static linux-image-amd64 kmod cpio
@@ -15,6 +15,9 @@ GROUP[vm]="qemu-system-x86 qemu-utils busybox-static linux-image-amd64 kmod cpio
 GROUP[exitless]="bochs bochsbios vgabios grub-pc-bin grub-common xorriso mtools
   linux-source-6.1 linux-headers-amd64 bc flex bison libssl-dev libelf-dev
   dwarves rsync xz-utils kmod cpio busybox-static linux-image-amd64"
+# The server's metrics endpoint checked by promtool and scraped by a real
+# Prometheus (tests/server).
+GROUP[server-test]="prometheus"
 # Single-stepping the ring's critical path (tests/ring/bench/critpath).
 GROUP[debug]="gdb"
 # Building Debian's QEMU from its source package.
