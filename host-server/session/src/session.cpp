@@ -219,10 +219,10 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
     while (i < b.size() && dt > b[i]) i++;
     stats_.latency[opcode][i]++;
   }
-  ctr_.calls.fetch_add(1, std::memory_order_relaxed);
-  ctr_.bytes_in.fetch_add(payload.size(), std::memory_order_relaxed);
-  if (!posted) ctr_.bytes_out.fetch_add(out_bytes, std::memory_order_relaxed);
-  if (failed) ctr_.errors.fetch_add(1, std::memory_order_relaxed);
+  SessionCounters::add(ctr_.calls, 1);
+  SessionCounters::add(ctr_.bytes_in, payload.size());
+  if (!posted) SessionCounters::add(ctr_.bytes_out, out_bytes);
+  if (failed) SessionCounters::add(ctr_.errors, 1);
   if (allocs_.size() != counted_allocs_ || array_mem_.size() != counted_arrays_) {
     counted_allocs_ = allocs_.size();
     counted_arrays_ = array_mem_.size();
@@ -801,10 +801,10 @@ Err Session::run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_b
   kout.limit = printf_fifo_;
   const auto t0 = std::chrono::steady_clock::now();
   Err e = ctx_->launch(*k.k, grid, block, shared_bytes, cooperative, s, params, &last_log_, &kout);
-  ctr_.kernels.fetch_add(1, std::memory_order_relaxed);
-  ctr_.kernel_ns.fetch_add(
-      uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()),
-      std::memory_order_relaxed);
+  SessionCounters::add(ctr_.kernels, 1);
+  SessionCounters::add(
+      ctr_.kernel_ns,
+      uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
   add_output(kOutputStdout, kout.out);
   if (kout.dropped)
     add_output(kOutputStderr, "wormhole: device printf output exceeded the " + std::to_string(kout.limit) +

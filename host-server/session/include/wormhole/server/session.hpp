@@ -57,6 +57,11 @@ struct Stats {
 // One session's counters: written by its thread, read by any (the admin
 // socket, the metrics endpoint) while the session lives.
 struct SessionCounters {
+  // Only the session's thread writes: a plain load and store, no locked
+  // read-modify-write on the request path.
+  static void add(std::atomic<uint64_t>& c, uint64_t n) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   std::atomic<uint64_t> calls{0}, errors{0};
   std::atomic<uint64_t> bytes_in{0}, bytes_out{0};  // messages, plus data copied to / from the device
   std::atomic<uint64_t> device_bytes{0};            // device memory held
@@ -222,8 +227,8 @@ class Session {
 
   void count_bytes(std::atomic<uint64_t> Stats::*dir, uint64_t n) {
     stats_.*dir += n;
-    if (dir == &Stats::bytes_htod) ctr_.bytes_in += n;
-    if (dir == &Stats::bytes_dtoh) ctr_.bytes_out += n;
+    if (dir == &Stats::bytes_htod) SessionCounters::add(ctr_.bytes_in, n);
+    if (dir == &Stats::bytes_dtoh) SessionCounters::add(ctr_.bytes_out, n);
   }
 
   uint64_t id_;
