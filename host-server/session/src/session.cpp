@@ -138,6 +138,7 @@ Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
 }
 
 Session::~Session() {
+  account();
   // Objects before the context that owns them on the device.
   graphs_.clear();
   blas_handles_.clear();
@@ -179,6 +180,7 @@ Session::Snapshot Session::snapshot() {
 
 bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> payload,
                      uint32_t max_msg, DispatchResult& out) {
+  if (pending_.valid) account();
   const uint64_t t0 = stat_clock();
   const bool posted = flags & WH_MSG_F_POSTED;
   max_msg_ = max_msg;
@@ -206,22 +208,36 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
     stats_.rejected++;
   }
   const uint64_t dt = stat_clock() - t0;
-  const bool failed = out.status != cudaSuccess;
-  const uint64_t out_bytes = out.fixed.size() + out.tail.size();
   if (opcode < kOpCount) {
     stats_.calls[opcode]++;
     stats_.ticks[opcode] += dt;
-    stats_.bytes_in[opcode] += payload.size();
-    if (!posted) stats_.bytes_out[opcode] += out_bytes;
-    if (failed) stats_.errors[opcode]++;
+  }
+  // The rest of the accounting is done by account(), after the answer left.
+  pending_ = {true, posted, opcode, int32_t(out.status), dt, payload.size(), out.fixed.size() + out.tail.size()};
+  if (posted) {
+    if (out.status != cudaSuccess && out.status > 0) note_async(out.status);
+    return false;
+  }
+  return true;
+}
+
+void Session::account() {
+  if (!pending_.valid) return;
+  const Pending p = pending_;
+  pending_.valid = false;
+  const bool failed = p.status != cudaSuccess;
+  if (p.opcode < kOpCount) {
+    stats_.bytes_in[p.opcode] += p.in;
+    if (!p.posted) stats_.bytes_out[p.opcode] += p.out;
+    if (failed) stats_.errors[p.opcode]++;
     const auto& b = latency_bounds();
     size_t i = 0;
-    while (i < b.size() && dt > b[i]) i++;
-    stats_.latency[opcode][i]++;
+    while (i < b.size() && p.ticks > b[i]) i++;
+    stats_.latency[p.opcode][i]++;
   }
   SessionCounters::add(ctr_.calls, 1);
-  SessionCounters::add(ctr_.bytes_in, payload.size());
-  if (!posted) SessionCounters::add(ctr_.bytes_out, out_bytes);
+  SessionCounters::add(ctr_.bytes_in, p.in);
+  if (!p.posted) SessionCounters::add(ctr_.bytes_out, p.out);
   if (failed) SessionCounters::add(ctr_.errors, 1);
   if (allocs_.size() != counted_allocs_ || array_mem_.size() != counted_arrays_) {
     counted_allocs_ = allocs_.size();
@@ -229,15 +245,10 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
     ctr_.device_bytes.store(device_bytes(), std::memory_order_relaxed);
   }
   // --log-level trace: every call; debug: the failed ones.
-  if (spdlog::should_log(failed ? spdlog::level::debug : spdlog::level::trace))
-    spdlog::log(failed ? spdlog::level::debug : spdlog::level::trace, "session {}: {} -> {} ({:.1f} us{})", id_,
-                opcode < kOpCount ? op_name(opcode) : "unknown-op", int(out.status),
-                double(dt) * Stats::ns_per_tick() / 1e3, posted ? ", posted" : "");
-  if (posted) {
-    if (out.status != cudaSuccess && out.status > 0) note_async(out.status);
-    return false;
-  }
-  return true;
+  const auto level = failed ? spdlog::level::debug : spdlog::level::trace;
+  if (spdlog::should_log(level))
+    spdlog::log(level, "session {}: {} -> {} ({:.1f} us{})", id_, p.opcode < kOpCount ? op_name(p.opcode) : "unknown-op",
+                p.status, double(p.ticks) * Stats::ns_per_tick() / 1e3, p.posted ? ", posted" : "");
 }
 
 namespace {

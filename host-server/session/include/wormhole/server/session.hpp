@@ -81,6 +81,10 @@ class Session {
               proto::DispatchResult& out);
   uint64_t id() const { return id_; }
   uint64_t violations() const { return violations_; }
+  // The accounting of the last call that is off the round trip (counters,
+  // histograms, the trace log): the server calls it once the answer left;
+  // otherwise the next handle() does.
+  void account();
   // A protocol violation caught before handle() (bad framing, wrong version).
   void note_violation() {
     violations_++;
@@ -234,6 +238,13 @@ class Session {
   uint64_t id_;
   Backend& backend_;
   SessionCounters ctr_;
+  struct Pending {
+    bool valid = false, posted = false;
+    uint16_t opcode = 0;
+    int32_t status = 0;
+    uint64_t ticks = 0, in = 0, out = 0;
+  };
+  Pending pending_;
   size_t counted_allocs_ = 0, counted_arrays_ = 0;  // when device_bytes was last summed
   std::unique_ptr<Context> ctx_;
   std::span<uint8_t> data_;
