@@ -450,3 +450,16 @@ TEST(ServerLiveness, ADeadClientIsFoundWithinASecond) {
   s.kill(SIGTERM);
   EXPECT_EQ(s.wait(10s), 0);
 }
+
+TEST(ServerMetrics, AnAddressItCannotListenOnStopsTheStart) {
+  std::string sock = tmp_name("badmetrics.sock");
+  auto r = Process::run({WH_SERVER_BIN, "--backend", "sim", "--socket", sock, "--metrics", "256.1.1.1:80"}, {}, 20s);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--metrics 256.1.1.1:80: cannot listen there"), std::string::npos) << r.output;
+  struct stat st{};
+  EXPECT_NE(stat(sock.c_str(), &st), 0) << "no socket left behind";
+  EXPECT_NE(stat(admin_of(sock).c_str(), &st), 0) << "no admin socket left behind";
+  auto bad = Process::run({WH_SERVER_BIN, "--backend", "sim", "--socket", sock, "--metrics", "9400"}, {}, 20s);
+  EXPECT_EQ(bad.status, 105) << bad.output;  // CLI11's validation error
+  EXPECT_NE(bad.output.find("ADDR:PORT"), std::string::npos) << bad.output;
+}

@@ -628,7 +628,11 @@ int Server::run() {
     close(listen_fd_);
     unlink(cfg_.socket_path.c_str());
     stop_metrics();
-    if (admin_fd_ >= 0) close(admin_fd_), admin_fd_ = -1;
+    if (admin_fd_ >= 0) {
+      close(admin_fd_);
+      admin_fd_ = -1;
+      unlink(cfg_.admin_socket_path.c_str());
+    }
     return 2;
   }
   if (admin_fd_ >= 0) admin_thread_ = std::thread([this] { serve_admin(); });
