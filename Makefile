@@ -22,12 +22,13 @@ build: deps $(BUILD)/build.ninja
 
 # The whole suite: unit tests, forwarded programs, fuzzers (bounded), VMs, exitless bed.
 # (gdb: ring.critpath_budget single-steps the ring's round trip.)
-TEST_DEPS += debug
+TEST_DEPS += debug server-test
 test: build
 	@scripts/deps.sh $(TEST_DEPS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 test-unit: build
+	@scripts/deps.sh server-test
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'vm|exitless|slow' $(CTEST_ARGS)
 
 # The same suites under sanitizers (VM and emulator beds are not instrumented).

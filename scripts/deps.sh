@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages a make target needs, and only those missing.
-# Usage: scripts/deps.sh GROUP...   (groups: core vm exitless qemu-build debug bench package compare gvirtus)
+# Usage: scripts/deps.sh GROUP...   (groups: core vm exitless qemu-build debug bench package compare gvirtus server-test)
 set -euo pipefail
 
 declare -A GROUP
 GROUP[core]="build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libspdlog-dev libfmt-dev
-  libtomlplusplus-dev nlohmann-json3-dev libzstd-dev libelf-dev libopenblas-dev libfftw3-dev libdnnl-dev nettle-dev
+  libtomlplusplus-dev nlohmann-json3-dev libcpp-httplib-dev libzstd-dev libelf-dev libopenblas-dev libfftw3-dev libdnnl-dev nettle-dev
   dataset-fashion-mnist fortunes gnuplot-nox clang lld libclang-rt-14-dev"
 # Guest images and VMs under QEMU (TCG), libvirt XML validation.
 GROUP[vm]="qemu-system-x86 qemu-utils busybox-static linux-image-amd64 kmod cpio
@@ -17,6 +17,9 @@ GROUP[exitless]="bochs bochsbios vgabios grub-pc-bin grub-common xorriso mtools
   dwarves rsync xz-utils kmod cpio busybox-static linux-image-amd64"
 # Plots drawn by the benchmark scripts.
 GROUP[bench]="gnuplot-nox"
+# The server's metrics endpoint checked by promtool and scraped by a real
+# Prometheus (tests/server).
+GROUP[server-test]="prometheus"
 # Single-stepping the ring's critical path (tests/ring/bench/critpath).
 GROUP[debug]="gdb"
 # The .deb (CPack: dpkg-shlibdeps, file) and its install test in a fresh

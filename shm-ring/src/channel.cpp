@@ -486,6 +486,19 @@ Status ServerChannel::fail(Status s, std::string why) {
 
 bool ServerChannel::peer_dead() { return monitor_.dead(); }
 
+void ServerChannel::end_session() {
+  if (broken_ == Status::Ok) {
+    broken_ = Status::Closed;
+    error_ = "session ended by the server";
+  }
+  cas(&ch_->state, uint32_t(WH_CHAN_ACTIVE), uint32_t(WH_CHAN_POISONED));
+  notify_client();
+}
+
+void ServerChannel::set_peer_timeout(uint32_t ms) {
+  monitor_ = ms ? PeerMonitor(&ch_->client_heartbeat, ms) : PeerMonitor();
+}
+
 Status ServerChannel::try_recv(Message& out) {
   if (broken_ != Status::Ok) return broken_;
   Status s = reader_.read(out);

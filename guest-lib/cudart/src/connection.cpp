@@ -28,8 +28,11 @@ void log(const char* fmt, ...) {
 }
 
 void log_once(const std::string& msg) {
-  static std::mutex mu;
-  static std::set<std::string> seen;
+  // Never destroyed: the exit handler that flushes device output can log
+  // a lost link after static destructors ran (a set made after that handler
+  // was registered is destroyed before it runs).
+  static std::mutex& mu = *new std::mutex;
+  static std::set<std::string>& seen = *new std::set<std::string>;
   std::lock_guard lk(mu);
   if (seen.insert(msg).second) std::fprintf(stderr, "wormhole: %s\n", msg.c_str());
 }

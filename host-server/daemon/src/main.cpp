@@ -179,7 +179,35 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-timeout-ms", cfg.heartbeat_timeout_ms,
                  "silence after which a client (or the server, as clients see it) is dead")
       ->check(CLI::Range(200u, 600000u));
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
+  app.add_option("--vm-heartbeat-timeout-ms", cfg.vm_heartbeat_timeout_ms,
+                 "silence after which a VM's process is dead (0: --heartbeat-timeout-ms; host processes are "
+                 "watched through their pid instead)")
+      ->check([](const std::string& v) {
+        return v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 7 &&
+                       (std::stoul(v) == 0 || (std::stoul(v) >= 200 && std::stoul(v) <= 3600000))
+                   ? std::string()
+                   : std::string("0, or 200..3600000");
+      });
+  std::string admin_mode = "0600";
+  app.add_option("--admin-socket", cfg.admin_socket_path,
+                 "wormholectl's socket (default: beside --socket, NAME-admin.sock; 'off': none)");
+  app.add_option("--admin-socket-mode", admin_mode, "permissions of the admin socket, octal")
+      ->check([](const std::string& m) {
+        return m.size() >= 3 && m.size() <= 4 && m.find_first_not_of("01234567") == std::string::npos &&
+                       std::stoul(m, nullptr, 8) <= 0777
+                   ? std::string()
+                   : std::string("an octal mode such as 0600 or 0660");
+      });
+  app.add_option("--admin-socket-group", cfg.admin_group, "group of the admin socket (with mode 0660)");
+  app.add_option("--metrics", cfg.metrics_addr, "serve Prometheus metrics at http://ADDR:PORT/metrics")
+      ->check([](const std::string& a) {
+        auto c = a.rfind(':');
+        if (c == std::string::npos || c == 0 || c + 1 == a.size() || a.size() - c - 1 > 5 ||
+            a.find_first_not_of("0123456789", c + 1) != std::string::npos || std::stoul(a.substr(c + 1)) > 65535)
+          return std::string("ADDR:PORT, e.g. 127.0.0.1:9400");
+        return std::string();
+      });
+  app.add_option("--log-level", log_level, "trace (every call) | debug (failed calls) | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   app.add_flag("!--no-stats", stats_on_exit, "do not print forwarding statistics at exit");
   CLI11_PARSE(app, argc, argv);
@@ -188,6 +216,8 @@ int main(int argc, char** argv) {
     if (int rc = apply_config(app, config_path); rc != 0) return rc;
   spdlog::set_level(spdlog::level::from_str(log_level));
   cfg.socket_mode = uint32_t(std::stoul(socket_mode, nullptr, 8));
+  cfg.admin_mode = uint32_t(std::stoul(admin_mode, nullptr, 8));
+  if (cfg.admin_socket_path.empty()) cfg.admin_socket_path = wh::server::admin_socket_beside(cfg.socket_path);
   cfg.quota_bytes = quota_mb << 20;
   cfg.pinned_bytes = pinned_mb << 20;
   for (auto& a : vm_args) {

@@ -5,10 +5,12 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <utility>
 #include <functional>
 #include <vector>
 
@@ -20,15 +22,12 @@ namespace wh::server {
 
 using namespace std::chrono_literals;
 
-std::string default_socket_path() {
-  if (const char* e = std::getenv("WORMHOLE_SOCKET")) return e;
-  return "/tmp/wormhole-" + std::to_string(getuid()) + ".sock";
-}
-
 Server::Server(ServerConfig cfg, Backend& backend) : cfg_(std::move(cfg)), backend_(backend) {}
 
 Server::~Server() {
   stop();
+  if (admin_thread_.joinable()) admin_thread_.join();
+  stop_metrics();
   std::lock_guard lk(threads_mu_);
   for (auto& t : threads_)
     if (t.t.joinable()) t.t.join();
@@ -39,10 +38,22 @@ void Server::stop() {
   if (listen_fd_ >= 0) shutdown(listen_fd_, SHUT_RDWR);
 }
 
-std::list<Server::Live>::iterator Server::watch(Session& s, std::function<bool()> gone) {
+std::list<Server::Live>::iterator Server::watch(Session& s, Live info) {
   std::lock_guard lk(live_mu_);
   if (stopping_) s.cancel();
-  return live_.insert(live_.end(), Live{&s, std::move(gone)});
+  info.s = &s;
+  return live_.insert(live_.end(), std::move(info));
+}
+
+bool Server::kill_session(uint64_t id) {
+  std::lock_guard lk(live_mu_);
+  for (Live& l : live_)
+    if (l.s->id() == id) {
+      if (l.killed) l.killed->store(true);
+      l.s->cancel();  // a kernel it runs stops now
+      return true;
+    }
+  return false;
 }
 
 void Server::unwatch(std::list<Live>::iterator it) {
@@ -78,7 +89,7 @@ void Server::track(std::function<void()> fn) {
 
 namespace {
 
-enum class End { ClientClosed, ClientDied, Corrupt, Violations, Stopping, ReplyFailed };
+enum class End { ClientClosed, ClientDied, Corrupt, Violations, Stopping, ReplyFailed, Killed };
 const char* to_string(End e) {
   switch (e) {
     case End::ClientClosed: return "client closed";
@@ -87,6 +98,7 @@ const char* to_string(End e) {
     case End::Violations: return "too many malformed requests";
     case End::Stopping: return "server stopping";
     case End::ReplyFailed: return "client does not take its replies";
+    case End::Killed: return "killed by wormholectl";
   }
   return "?";
 }
@@ -119,15 +131,18 @@ bool ring_request(ring::ServerChannel& ch, Session& s, const ring::Message& msg,
                                                  std::span<const uint8_t>(res.tail)};
     if (ch.reply(h.call_id, h.opcode, res.status, 0, parts) != ring::Status::Ok) return false;
   }
+  s.account();  // off the round trip
   return true;
 }
 
 // The request loop of one session, shared by socket clients and VM channels.
 End serve_channel(ring::ServerChannel& ch, Session& s, uint32_t max_violations,
-                  const std::atomic<bool>& stopping, const std::function<bool()>& client_gone) {
+                  const std::atomic<bool>& stopping, const std::function<bool()>& client_gone,
+                  const std::atomic<bool>& killed) {
   ring::Message msg;
   proto::DispatchResult res;
   for (;;) {
+    if (killed.load(std::memory_order_relaxed)) return End::Killed;
     ring::Status st = ch.recv(msg, 100ms);
     if (st == ring::Status::Timeout) {
       if (stopping) return End::Stopping;
@@ -177,7 +192,7 @@ bool same_answers(const wh_gate_chan_state& a, const wh_gate_chan_state& b) {
 // value stalls or spins the loop.
 End serve_gate_channel(ring::ServerChannel& ch, Session& s, GateVm& gate, uint32_t chan, uint64_t generation,
                        const uint64_t* req_head, const ring::WaitPolicy& pol, uint32_t max_violations,
-                       const std::atomic<bool>& stopping, Stats& stats) {
+                       const std::atomic<bool>& stopping, Stats& stats, const std::atomic<bool>& killed) {
   gate::SessionQueue& q = gate.queue(chan);
   uint64_t handled = 0;
   wh_gate_chan_state last = gate_record(s, generation, handled);
@@ -210,6 +225,7 @@ End serve_gate_channel(ring::ServerChannel& ch, Session& s, GateVm& gate, uint32
     handled++;
     publish();
     gate.respond(rq, 0, &rh, out);
+    s.account();
     stats.gate_calls++;
   };
   auto head = [req_head] { return __atomic_load_n(req_head, __ATOMIC_ACQUIRE); };
@@ -232,6 +248,7 @@ End serve_gate_channel(ring::ServerChannel& ch, Session& s, GateVm& gate, uint32
     return st != ring::Status::Empty;
   };
   for (;;) {
+    if (killed.load(std::memory_order_relaxed)) return End::Killed;
     if (!have) {
       // Gate requests the ring has caught up with go first (nothing read
       // from the ring is unhandled here, so the head is exact). Taking new
@@ -277,6 +294,38 @@ End serve_gate_channel(ring::ServerChannel& ch, Session& s, GateVm& gate, uint32
   }
 }
 
+// A warning that a client can cause over and over (a bad hello, a refused
+// session) is logged at most kBurst times per window; the ones left out
+// are counted and told with the next one logged.
+class WarnLimiter {
+ public:
+  static constexpr int kBurst = 5;
+  static constexpr auto kWindow = std::chrono::seconds(10);
+  template <class... A>
+  void warn(fmt::format_string<A...> f, A&&... a) {
+    uint64_t dropped = 0;
+    {
+      std::lock_guard lk(mu_);
+      auto now = std::chrono::steady_clock::now();
+      if (now - window_ >= kWindow) window_ = now, n_ = 0;
+      if (++n_ > kBurst) {
+        suppressed_++;
+        return;
+      }
+      dropped = std::exchange(suppressed_, 0);
+    }
+    std::string msg = fmt::format(f, std::forward<A>(a)...);
+    if (dropped) spdlog::warn("{} ({} similar warnings suppressed)", msg, dropped);
+    else spdlog::warn("{}", msg);
+  }
+
+ private:
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point window_{};
+  int n_ = 0;
+  uint64_t suppressed_ = 0;
+};
+
 bool read_full(int fd, void* buf, size_t n, int timeout_ms) {
   auto* p = static_cast<uint8_t*>(buf);
   while (n) {
@@ -318,11 +367,17 @@ void Server::serve_socket_client(int fd) {
     rep.status = status;
     std::snprintf(rep.message, sizeof rep.message, "%s", why.c_str());
     send_with_fd(fd, &rep, sizeof rep, -1);
-    spdlog::warn("refused a client: {}", why);
+    static WarnLimiter limit;
+    limit.warn("refused a client: {}", why);
     close(fd);
   };
   if (!read_full(fd, &hello, sizeof hello, 2000) || hello.magic != proto::kHelloMagic)
     return refuse(cudaErrorInvalidValue, "bad hello");
+  if (draining_) return refuse(cudaErrorDevicesUnavailable, "the server is draining (wormholectl drain)");
+  // Who the client is, from the kernel (the hello's pid is the client's word).
+  ucred cred{};
+  socklen_t cl = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) cred.pid = 0, cred.uid = uid_t(-1);
   if (hello.max_version < proto::kMinVersion || hello.min_version > proto::kVersion)
     return refuse(cudaErrorInsufficientDriver, "no common protocol version");
   rep.version = std::min<uint16_t>(hello.max_version, proto::kVersion);
@@ -351,25 +406,41 @@ void Server::serve_socket_client(int fd) {
   std::unique_ptr<ring::ServerChannel> ch;
   if (read_full(fd, &claimed, 1, 5000)) ch = ring::ServerChannel::attach(*region, 0, &err);
   if (!ch) {
-    spdlog::warn("session {}: client never claimed its channel ({})", sid, err);
+    static WarnLimiter limit;
+    limit.warn("session {}: client never claimed its channel ({})", sid, err);
     close(fd);
     return;
   }
+  // A host process lives as long as its pid (a pidfd becomes readable when
+  // it exits) and its end of the socket: a process stopped by SIGSTOP or a
+  // debugger keeps its session however long its heartbeat stands still.
+  int pidfd = cred.pid > 0 ? int(syscall(SYS_pidfd_open, pid_t(cred.pid), 0)) : -1;
+  ch->set_peer_timeout(0);
   live_sessions_++;
   {
     Session session(sid, backend_, std::move(ctx), ch->data(), stats_);
-    spdlog::info("session {}: client pid {} connected ({} backend)", sid, hello.pid, backend_.name());
-    auto gone = [fd] {
-      pollfd p{fd, POLLIN | POLLRDHUP, 0};
-      return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+    spdlog::info("session {}: client pid {} uid {} connected ({} backend)", sid, int64_t(cred.pid),
+                 int64_t(cred.uid), backend_.name());
+    auto gone = [fd, pidfd] {
+      pollfd p[2] = {{fd, POLLIN | POLLRDHUP, 0}, {pidfd, POLLIN, 0}};
+      if (poll(p, pidfd >= 0 ? 2 : 1, 0) <= 0) return false;
+      return (p[0].revents & (POLLHUP | POLLRDHUP | POLLERR)) || (pidfd >= 0 && p[1].revents);
     };
-    auto watched = watch(session, gone);
-    End why = serve_channel(*ch, session, cfg_.max_violations, stopping_, gone);
+    std::atomic<bool> killed{false};
+    Live info{};
+    info.gone = gone;
+    info.pid = cred.pid;
+    info.uid = cred.uid == uid_t(-1) ? -1 : int64_t(cred.uid);
+    info.killed = &killed;
+    auto watched = watch(session, std::move(info));
+    End why = serve_channel(*ch, session, cfg_.max_violations, stopping_, gone, killed);
     unwatch(watched);
+    if (why == End::Killed) ch->end_session();  // its next call fails at once
     spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, to_string(why),
                  session.device_bytes());
   }
   live_sessions_--;
+  if (pidfd >= 0) close(pidfd);
   close(fd);
 }
 
@@ -415,7 +486,7 @@ void Server::serve_vm(const VmSpec& vm, GateVm* gate, std::shared_ptr<ring::Regi
   std::vector<uint32_t> unsettled(vm.channels, 0);
   while (!stopping_) {
     for (uint32_t i = 0; i < vm.channels; i++) {
-      if (busy[i].load()) continue;
+      if (busy[i].load() || draining_) continue;
       auto* chh = region->channel(i);
       if (__atomic_load_n(&chh->state, __ATOMIC_ACQUIRE) != WH_CHAN_CLAIMED) {
         unsettled[i] = 0;
@@ -454,6 +525,7 @@ void Server::serve_vm(const VmSpec& vm, GateVm* gate, std::shared_ptr<ring::Regi
         if (gated && ctx) gate->end(i);
         continue;
       }
+      ch->set_peer_timeout(cfg_.vm_heartbeat_timeout_ms ? cfg_.vm_heartbeat_timeout_ms : cfg_.heartbeat_timeout_ms);
       if (!gated) ctx = backend_.create_context(0, lim, &err);
       if (!ctx) {
         ch->reclaim();
@@ -476,11 +548,18 @@ void Server::serve_vm(const VmSpec& vm, GateVm* gate, std::shared_ptr<ring::Regi
           Session session(sid, backend_, std::move(ctx), ch->data(), stats_);
           spdlog::info("session {}: vm {} channel {} (guest pid {}){}", sid, vm.name, i, ch->client_pid(),
                        gate ? ", gate" : "");
-          auto watched = watch(session, nullptr);
+          std::atomic<bool> killed{false};
+          Live info{};
+          info.pid = ch->client_pid();
+          info.vm = vm.name;
+          info.channel = i;
+          info.killed = &killed;
+          auto watched = watch(session, std::move(info));
           End why = gate ? serve_gate_channel(*ch, session, *gate, i, gen, req_head, gate_wait, cfg_.max_violations,
-                                              stopping_, stats_)
-                         : serve_channel(*ch, session, cfg_.max_violations, stopping_, nullptr);
+                                              stopping_, stats_, killed)
+                         : serve_channel(*ch, session, cfg_.max_violations, stopping_, nullptr, killed);
           unwatch(watched);
+          if (why == End::Killed) ch->end_session();
           spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, to_string(why),
                        session.device_bytes());
           // Its gate binding is stale from here on, before the channel can
@@ -505,6 +584,10 @@ void Server::serve_vm(const VmSpec& vm, GateVm* gate, std::shared_ptr<ring::Regi
 }
 
 int Server::run() {
+  // The statistics' clock is calibrated once (20 ms) before any client is
+  // served: a first session that waited for it would start its round trips
+  // slowly, and the client's wait pacing learns from those.
+  (void)Stats::ns_per_tick();
   // Every VM's gate memory object is checked before anything is served: a
   // wrong path is a configuration error, not something to find out later.
   gates_.clear();
@@ -539,6 +622,20 @@ int Server::run() {
       if (g) g->withdraw();
     return rc;
   }
+  if (!start_admin() || !start_metrics()) {
+    for (auto& g : gates_)
+      if (g) g->withdraw();
+    close(listen_fd_);
+    unlink(cfg_.socket_path.c_str());
+    stop_metrics();
+    if (admin_fd_ >= 0) {
+      close(admin_fd_);
+      admin_fd_ = -1;
+      unlink(cfg_.admin_socket_path.c_str());
+    }
+    return 2;
+  }
+  if (admin_fd_ >= 0) admin_thread_ = std::thread([this] { serve_admin(); });
   for (size_t k = 0; k < cfg_.vms.size(); k++) {
     GateVm* g = gates_[k].get();
     track([this, vm = cfg_.vms[k], g, r = std::shared_ptr<ring::Region>(std::move(regions[k]))] {
@@ -557,6 +654,11 @@ int Server::run() {
         break;
       case Report::None: break;
     }
+    if (draining_ && live_sessions_ == 0) {
+      spdlog::info("drained: no session left; stopping");
+      stop();
+      break;
+    }
     if (poll(&p, 1, 200) <= 0) continue;
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
@@ -569,6 +671,8 @@ int Server::run() {
       uint64_t(now.st_ino) == sock_ino_)
     unlink(cfg_.socket_path.c_str());
   cancel_orphaned_kernels(true);  // a runaway kernel must not hold the stop up
+  if (admin_thread_.joinable()) admin_thread_.join();
+  stop_metrics();
   {
     std::lock_guard lk(threads_mu_);
     for (auto& t : threads_)

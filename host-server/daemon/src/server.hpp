@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "paths.hpp"
 #include "wormhole/ring.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/session.hpp"
@@ -37,6 +39,14 @@ struct ServerConfig {
   uint64_t pinned_bytes = 256ull << 20;  // per-client pinned heap in the data area
   uint32_t max_violations = 64;     // malformed requests before a client is dropped
   uint32_t heartbeat_timeout_ms = 600;  // silence after which a peer is dead
+  // A VM's process whose heartbeat stood still this long is dead (host
+  // processes are watched through their pid and socket instead); 0: the
+  // heartbeat timeout.
+  uint32_t vm_heartbeat_timeout_ms = 0;
+  std::string admin_socket_path;  // wormholectl's socket ("off": none)
+  uint32_t admin_mode = 0600;
+  std::string admin_group;
+  std::string metrics_addr;       // ADDR:PORT of the Prometheus endpoint (empty: none)
   std::vector<VmSpec> vms;
 };
 
@@ -55,6 +65,12 @@ class Server {
   // the configuration is read at start only (Reload).
   enum class Report { None, Stats, Reload };
   void request_report(Report r) { report_.store(r); }
+  // Refuses new sessions; run() returns once the last one ended.
+  void drain() { draining_ = true; }
+  // One admin request (a JSON object) and its answer (admin.cpp).
+  std::string admin_request(const std::string& line, int64_t peer_uid);
+  // The Prometheus text exposition of the counters (metrics.cpp).
+  std::string metrics_text();
 
  private:
   void serve_socket_client(int fd);
@@ -72,10 +88,23 @@ class Server {
   struct Live {
     Session* s;
     std::function<bool()> gone;  // the client's socket hung up (null: not known)
+    int64_t pid = 0;             // host process (SO_PEERCRED) or the guest's own word
+    int64_t uid = -1;            // host process: SO_PEERCRED; -1 in a VM
+    std::string vm;              // empty: a host process
+    uint32_t channel = 0;
+    std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+    std::atomic<bool>* killed = nullptr;  // set by `wormholectl kill` (owned by the session's thread)
   };
-  std::list<Live>::iterator watch(Session& s, std::function<bool()> gone);
+  std::list<Live>::iterator watch(Session& s, Live info);
   void unwatch(std::list<Live>::iterator it);
   void cancel_orphaned_kernels(bool all);
+  // The admin socket and the metrics endpoint (admin.cpp, metrics.cpp):
+  // false and a logged reason when they cannot be served.
+  bool start_admin();
+  void serve_admin();
+  bool start_metrics();
+  void stop_metrics();
+  bool kill_session(uint64_t id);
 
   ServerConfig cfg_;
   Backend& backend_;
@@ -87,6 +116,13 @@ class Server {
   uint64_t sock_dev_ = 0, sock_ino_ = 0;
   std::atomic<uint64_t> next_session_{1};
   std::atomic<int> live_sessions_{0};
+  std::atomic<bool> draining_{false};
+  int admin_fd_ = -1;
+  uint64_t admin_dev_ = 0, admin_ino_ = 0;
+  std::thread admin_thread_, metrics_thread_;
+  struct Metrics;
+  std::shared_ptr<Metrics> metrics_;  // (shared_ptr: Metrics is complete in metrics.cpp only)
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   int listen_fd_ = -1;
   std::mutex threads_mu_;
   struct Tracked {
@@ -99,6 +135,5 @@ class Server {
   std::list<Live> live_;  // per cfg_.vms entry; null: no gate
 };
 
-std::string default_socket_path();
 
 }  // namespace wh::server

@@ -53,7 +53,27 @@ double ns_per_tick() {
 #endif
 }
 bool add_overflows(uint64_t a, uint64_t b) { return a + b < a; }
+
+// The histogram's bucket bounds in stat_clock() ticks, from a measurement
+// made once (by the first session, before its first call).
+const std::array<uint64_t, kLatencyBounds.size()>& latency_bounds() {
+  static const std::array<uint64_t, kLatencyBounds.size()> b = [] {
+    const double k = Stats::ns_per_tick();
+    std::array<uint64_t, kLatencyBounds.size()> r{};
+    for (size_t i = 0; i < r.size(); i++) r[i] = uint64_t(kLatencyBounds[i] * 1e9 / k);
+    return r;
+  }();
+  return b;
+}
 }  // namespace
+
+double Stats::ns_per_tick() {
+  static const double k = [] {
+    (void)clock_ref();
+    return wh::server::ns_per_tick();
+  }();
+  return k;
+}
 
 bool is_sticky(Err e) {
   switch (e) {
@@ -114,9 +134,11 @@ Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
     : id_(id), backend_(backend), ctx_(std::move(ctx)), data_(data), stats_(stats) {
   stats_.sessions++;
   (void)clock_ref();  // the reference point render() converts ticks against
+  (void)latency_bounds();
 }
 
 Session::~Session() {
+  account();
   // Objects before the context that owns them on the device.
   graphs_.clear();
   blas_handles_.clear();
@@ -158,6 +180,7 @@ Session::Snapshot Session::snapshot() {
 
 bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> payload,
                      uint32_t max_msg, DispatchResult& out) {
+  if (pending_.valid) account();
   const uint64_t t0 = stat_clock();
   const bool posted = flags & WH_MSG_F_POSTED;
   max_msg_ = max_msg;
@@ -184,15 +207,48 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
     violations_++;
     stats_.rejected++;
   }
+  const uint64_t dt = stat_clock() - t0;
   if (opcode < kOpCount) {
     stats_.calls[opcode]++;
-    stats_.ticks[opcode] += stat_clock() - t0;
+    stats_.ticks[opcode] += dt;
   }
+  // The rest of the accounting is done by account(), after the answer left.
+  pending_ = {true, posted, opcode, int32_t(out.status), dt, payload.size(), out.fixed.size() + out.tail.size()};
   if (posted) {
     if (out.status != cudaSuccess && out.status > 0) note_async(out.status);
     return false;
   }
   return true;
+}
+
+void Session::account() {
+  if (!pending_.valid) return;
+  const Pending p = pending_;
+  pending_.valid = false;
+  const bool failed = p.status != cudaSuccess;
+  if (p.opcode < kOpCount) {
+    stats_.bytes_in[p.opcode] += p.in;
+    if (!p.posted) stats_.bytes_out[p.opcode] += p.out;
+    if (failed) stats_.errors[p.opcode]++;
+    const auto& b = latency_bounds();
+    size_t i = 0;
+    while (i < b.size() && p.ticks > b[i]) i++;
+    stats_.latency[p.opcode][i]++;
+  }
+  SessionCounters::add(ctr_.calls, 1);
+  SessionCounters::add(ctr_.bytes_in, p.in);
+  if (!p.posted) SessionCounters::add(ctr_.bytes_out, p.out);
+  if (failed) SessionCounters::add(ctr_.errors, 1);
+  if (allocs_.size() != counted_allocs_ || array_mem_.size() != counted_arrays_) {
+    counted_allocs_ = allocs_.size();
+    counted_arrays_ = array_mem_.size();
+    ctr_.device_bytes.store(device_bytes(), std::memory_order_relaxed);
+  }
+  // --log-level trace: every call; debug: the failed ones.
+  const auto level = failed ? spdlog::level::debug : spdlog::level::trace;
+  if (spdlog::should_log(level))
+    spdlog::log(level, "session {}: {} -> {} ({:.1f} us{})", id_, p.opcode < kOpCount ? op_name(p.opcode) : "unknown-op",
+                p.status, double(p.ticks) * Stats::ns_per_tick() / 1e3, p.posted ? ", posted" : "");
 }
 
 namespace {
@@ -553,7 +609,7 @@ int32_t Session::on_MemcpyHtoD(const MemcpyHtoDReq& rq, std::span<const uint8_t>
   if (e == cudaSuccess && (!src || !device_range(rq.dst, rq.bytes))) e = cudaErrorInvalidValue;
   if (e == cudaSuccess) e = ctx_->copy_htod(rq.dst, src, rq.bytes, s);
   if (e == cudaSuccess && rq.done_seq) e = ctx_->stream_synchronize(s);  // staging slot reusable
-  if (e == cudaSuccess) stats_.bytes_htod += rq.bytes;
+  if (e == cudaSuccess) count_bytes(&Stats::bytes_htod, rq.bytes);
   publish_copy_done(rq.done_seq, e);
   return e;
 }
@@ -567,7 +623,7 @@ int32_t Session::on_MemcpyHtoDInline(const MemcpyHtoDInlineReq& rq, std::span<co
   // copies asynchronously: make it synchronous for this small case.
   Err e = ctx_->copy_htod(rq.dst, tail.data(), tail.size(), s);
   if (e == cudaSuccess) e = ctx_->stream_synchronize(s);
-  if (e == cudaSuccess) stats_.bytes_htod += tail.size();
+  if (e == cudaSuccess) stats_.bytes_htod += tail.size();  // the message itself is counted as bytes in
   return e;
 }
 
@@ -579,7 +635,7 @@ int32_t Session::on_MemcpyDtoH(const MemcpyDtoHReq& rq, std::span<const uint8_t>
   if (e == cudaSuccess && (!dst || !device_range(rq.src, rq.bytes))) e = cudaErrorInvalidValue;
   if (e == cudaSuccess) e = ctx_->copy_dtoh(dst, rq.src, rq.bytes, s);
   if (e == cudaSuccess && rq.done_seq) e = ctx_->stream_synchronize(s);
-  if (e == cudaSuccess) stats_.bytes_dtoh += rq.bytes;
+  if (e == cudaSuccess) count_bytes(&Stats::bytes_dtoh, rq.bytes);
   publish_copy_done(rq.done_seq, e);
   return e;
 }
@@ -590,7 +646,7 @@ int32_t Session::on_MemcpyDtoD(const MemcpyDtoDReq& rq, std::span<const uint8_t>
   if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
   if (!device_range(rq.dst, rq.bytes) || !device_range(rq.src, rq.bytes)) return cudaErrorInvalidValue;
   Err e = ctx_->copy_dtod(rq.dst, rq.src, rq.bytes, s);
-  if (e == cudaSuccess) stats_.bytes_dtod += rq.bytes;
+  if (e == cudaSuccess) count_bytes(&Stats::bytes_dtod, rq.bytes);
   return e;
 }
 
@@ -754,7 +810,12 @@ Err Session::run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_b
                         std::span<const uint8_t> params, bool cooperative) {
   KernelOutput kout;
   kout.limit = printf_fifo_;
+  const auto t0 = std::chrono::steady_clock::now();
   Err e = ctx_->launch(*k.k, grid, block, shared_bytes, cooperative, s, params, &last_log_, &kout);
+  SessionCounters::add(ctr_.kernels, 1);
+  SessionCounters::add(
+      ctr_.kernel_ns,
+      uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
   add_output(kOutputStdout, kout.out);
   if (kout.dropped)
     add_output(kOutputStderr, "wormhole: device printf output exceeded the " + std::to_string(kout.limit) +

@@ -69,13 +69,13 @@ Err Session::run_copy3d(const GraphCopyBody& c, Stream* s) {
       Err e;
       if (c.kind == cudaMemcpyDeviceToDevice) {
         e = ctx_->copy_dtod(dO, so, row_bytes, s);
-        if (e == cudaSuccess) stats_.bytes_dtod += row_bytes;
+        if (e == cudaSuccess) count_bytes(&Stats::bytes_dtod, row_bytes);
       } else if (c.kind == cudaMemcpyHostToDevice) {
         e = ctx_->copy_htod(dO, host_range(so, row_bytes), row_bytes, s);
-        if (e == cudaSuccess) stats_.bytes_htod += row_bytes;
+        if (e == cudaSuccess) count_bytes(&Stats::bytes_htod, row_bytes);
       } else {
         e = ctx_->copy_dtoh(host_range(dO, row_bytes), so, row_bytes, s);
-        if (e == cudaSuccess) stats_.bytes_dtoh += row_bytes;
+        if (e == cudaSuccess) count_bytes(&Stats::bytes_dtoh, row_bytes);
       }
       if (e != cudaSuccess) return e;
     }

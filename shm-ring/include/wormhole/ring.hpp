@@ -1022,6 +1022,13 @@ class ServerChannel {
   // client can claim it. Called after a client closed or died.
   void reclaim();
   bool peer_dead();
+  // How long the client's heartbeat may stand still before recv() reports
+  // PeerDead (default: the region's timeout). 0: never from the heartbeat;
+  // the caller tells a dead client some other way (its process, a socket).
+  void set_peer_timeout(uint32_t ms);
+  // The server ends the session (an operator killed it): the client's next
+  // call finds the channel no longer active.
+  void end_session();
 
   uint32_t index() const { return index_; }
   uint64_t generation() const { return generation_; }

@@ -22,10 +22,21 @@
 
 namespace wh::server {
 
+// Upper bounds (seconds) of the service-time histogram's buckets; one more
+// bucket counts the rest (+Inf).
+inline constexpr std::array<double, 15> kLatencyBounds = {1e-6, 2.5e-6, 5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
+                                                         5e-4, 1e-3,   2.5e-3, 1e-2, 1e-1,   1.0,  10.0};
+constexpr size_t kLatencyBuckets = kLatencyBounds.size() + 1;
+
 // Server-wide counters, shown by `make demo` and GetStats.
 struct Stats {
   std::array<std::atomic<uint64_t>, proto::kOpCount> calls{};
   std::array<std::atomic<uint64_t>, proto::kOpCount> ticks{};  // service time, stat_clock() units
+  std::array<std::atomic<uint64_t>, proto::kOpCount> errors{};     // answered with a status other than success
+  std::array<std::atomic<uint64_t>, proto::kOpCount> bytes_in{};   // request messages
+  std::array<std::atomic<uint64_t>, proto::kOpCount> bytes_out{};  // response messages
+  // Service time histogram per opcode: counts per bucket (not cumulative).
+  std::array<std::array<std::atomic<uint64_t>, kLatencyBuckets>, proto::kOpCount> latency{};
   std::atomic<uint64_t> bytes_htod{0}, bytes_dtoh{0}, bytes_dtod{0};
   std::atomic<uint64_t> rejected{0};  // malformed or invalid requests
   std::atomic<uint64_t> sessions{0};
@@ -39,6 +50,22 @@ struct Stats {
   std::atomic<uint64_t> gate_violations{0};    // malformed slots (answered -EINVAL)
   std::atomic<uint64_t> gate_publishes{0};     // state-page rewrites
   std::string render() const;
+  // stat_clock() ticks per nanosecond (measured once per process).
+  static double ns_per_tick();
+};
+
+// One session's counters: written by its thread, read by any (the admin
+// socket, the metrics endpoint) while the session lives.
+struct SessionCounters {
+  // Only the session's thread writes: a plain load and store, no locked
+  // read-modify-write on the request path.
+  static void add(std::atomic<uint64_t>& c, uint64_t n) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  std::atomic<uint64_t> calls{0}, errors{0};
+  std::atomic<uint64_t> bytes_in{0}, bytes_out{0};  // messages, plus data copied to / from the device
+  std::atomic<uint64_t> device_bytes{0};            // device memory held
+  std::atomic<uint64_t> kernels{0}, kernel_ns{0};   // launches and the time spent in them
 };
 
 class Session {
@@ -54,12 +81,17 @@ class Session {
               proto::DispatchResult& out);
   uint64_t id() const { return id_; }
   uint64_t violations() const { return violations_; }
+  // The accounting of the last call that is off the round trip (counters,
+  // histograms, the trace log): the server calls it once the answer left;
+  // otherwise the next handle() does.
+  void account();
   // A protocol violation caught before handle() (bad framing, wrong version).
   void note_violation() {
     violations_++;
     stats_.rejected++;
   }
   uint64_t device_bytes() const;
+  const SessionCounters& counters() const { return ctr_; }
   // From any thread: stops the kernel this session runs, and all later ones
   // (its client is gone or the server stops).
   void cancel() { ctx_->cancel(); }
@@ -206,8 +238,23 @@ class Session {
   // tells the guest through the status page's output_seq.
   void add_output(uint32_t stream, std::string_view text);
 
+  void count_bytes(std::atomic<uint64_t> Stats::*dir, uint64_t n) {
+    stats_.*dir += n;
+    if (dir == &Stats::bytes_htod) SessionCounters::add(ctr_.bytes_in, n);
+    if (dir == &Stats::bytes_dtoh) SessionCounters::add(ctr_.bytes_out, n);
+  }
+
   uint64_t id_;
   Backend& backend_;
+  SessionCounters ctr_;
+  struct Pending {
+    bool valid = false, posted = false;
+    uint16_t opcode = 0;
+    int32_t status = 0;
+    uint64_t ticks = 0, in = 0, out = 0;
+  };
+  Pending pending_;
+  size_t counted_allocs_ = 0, counted_arrays_ = 0;  // when device_bytes was last summed
   std::unique_ptr<Context> ctx_;
   std::span<uint8_t> data_;
   Stats& stats_;
