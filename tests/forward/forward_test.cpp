@@ -207,6 +207,29 @@ uint64_t free_bytes(Server& s) {
   return p == std::string::npos ? 0 : std::stoull(r.output.substr(p + 5));
 }
 
+// --uid-quota-mb: all sessions of one user share a budget. A second process
+// of the same user sees only what the first left, and gets it back when the
+// first ends; a user the option cannot resolve stops the start.
+TEST(ForwardQuota, SessionsOfOneUserShareItsQuota) {
+  Server server;
+  ASSERT_TRUE(server.start({"--uid-quota-mb", std::to_string(getuid()) + "=64"})) << server.log();
+  expect_pass(Process::run({prog("quota"), "64"}, server.client_env(), 60s), "quota alone");
+  Process hold = Process::spawn({prog("hold"), "48"}, server.client_env());
+  ASSERT_TRUE(hold.wait_for_output("READY", 60s)) << hold.output();
+  EXPECT_LE(free_bytes(server), 16ull << 20) << "the other session's 48 MiB not counted";
+  auto r = Process::run({prog("quota"), "64"}, server.client_env(), 60s);
+  EXPECT_NE(r.status, 0) << "a second session of the user got memory beyond the user's quota\n" << r.output;
+  hold.kill(SIGKILL);
+  hold.wait(10s);
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline && free_bytes(server) != (64ull << 20))
+    std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(free_bytes(server), 64ull << 20) << server.log();
+  expect_pass(Process::run({prog("quota"), "64"}, server.client_env(), 60s), "quota after the other ended");
+  Server bad;
+  EXPECT_FALSE(bad.start({"--uid-quota-mb", "no-such-user-here=64"})) << bad.log();
+}
+
 TEST_F(Forward, ClientKilledMidStream) {
   const uint64_t baseline = free_bytes(server);
   Process hold = Process::spawn({prog("hold"), "256"}, server.client_env());

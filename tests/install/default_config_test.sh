@@ -31,7 +31,7 @@ done < <(WORMHOLE_SOCKET=/run/wormhole/server.sock "$server" --help |
 work=$(mktemp -d)
 spid=""
 trap '[ -n "$spid" ] && kill -KILL "$spid" 2>/dev/null; rm -rf "$work"' EXIT
-sed -nE 's/^#?([a-z_]+ = )/\1/p' "$conf" | grep -vE '^(vm|vm_gate|socket_group) = ' >"$work/all.toml"
+sed -nE 's/^#?([a-z_]+ = )/\1/p' "$conf" | grep -vE '^(vm|vm_gate|socket_group|uid_quota_mb|admin_socket|admin_socket_group|metrics) = ' >"$work/all.toml"
 echo "default_config_test: $(wc -l <"$work/all.toml") keys at their defaults"
 "$server" --config "$work/all.toml" --backend sim --socket "$work/s.sock" --sim-memory-mb 64 >"$work/log" 2>&1 &
 spid=$!

@@ -1,6 +1,7 @@
 // wormhole-server: serves forwarded CUDA calls from client processes and VMs.
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <pwd.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -126,6 +127,24 @@ bool parse_vm(const std::string& a, uint32_t default_channels, wh::server::VmSpe
   }
   return !vm->path.empty() && vm->channels >= 1 && vm->channels <= kMaxVmChannels;
 }
+// USER=MB: USER a uid or a user name known to the system.
+bool parse_uid_quota(const std::string& a, uint32_t* uid, uint64_t* mb) {
+  auto eq = a.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == a.size()) return false;
+  const std::string user = a.substr(0, eq), n = a.substr(eq + 1);
+  if (n.size() > 10 || n.find_first_not_of("0123456789") != std::string::npos) return false;
+  *mb = std::stoull(n);
+  if (*mb == 0 || *mb > (1ull << 30)) return false;
+  if (user.find_first_not_of("0123456789") == std::string::npos) {
+    if (user.size() > 10 || std::stoull(user) >= uint64_t(uid_t(-1))) return false;
+    *uid = uint32_t(std::stoull(user));
+    return true;
+  }
+  passwd* pw = getpwnam(user.c_str());
+  if (!pw) return false;
+  *uid = pw->pw_uid;
+  return true;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,6 +179,10 @@ int main(int argc, char** argv) {
   // Sizes in MiB are bounded so that the byte counts (<< 20) cannot wrap.
   app.add_option("--quota-mb", quota_mb, "device memory per client session (0: the device's)")
       ->check(CLI::Range(uint64_t(0), uint64_t(1) << 30));
+  std::vector<std::string> uid_quota_args;
+  app.add_option("--uid-quota-mb", uid_quota_args,
+                 "device memory all sessions of one user hold together: USER=MB (a uid or a user name; "
+                 "repeatable; host clients only)");
   app.add_option("--pinned-mb", pinned_mb, "pinned host memory per client (in its shared data area)")
       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 16));
   app.add_option("--sim-memory-mb", sim_memory_mb, "device memory of the sim device")
@@ -220,6 +243,16 @@ int main(int argc, char** argv) {
   if (cfg.admin_socket_path.empty()) cfg.admin_socket_path = wh::server::admin_socket_beside(cfg.socket_path);
   cfg.quota_bytes = quota_mb << 20;
   cfg.pinned_bytes = pinned_mb << 20;
+  for (auto& a : uid_quota_args) {
+    uint32_t uid = 0;
+    uint64_t mb = 0;
+    if (!parse_uid_quota(a, &uid, &mb)) {
+      std::fprintf(stderr, "wormhole-server: --uid-quota-mb wants USER=MB (a uid or a known user name, MB in 1..%llu), "
+                   "got '%s'\n", 1ull << 30, a.c_str());
+      return 2;
+    }
+    cfg.uid_quota_bytes[uid] = mb << 20;
+  }
   for (auto& a : vm_args) {
     wh::server::VmSpec vm;
     if (!parse_vm(a, vm_channels, &vm)) {

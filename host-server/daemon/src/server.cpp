@@ -22,7 +22,9 @@ namespace wh::server {
 
 using namespace std::chrono_literals;
 
-Server::Server(ServerConfig cfg, Backend& backend) : cfg_(std::move(cfg)), backend_(backend) {}
+Server::Server(ServerConfig cfg, Backend& backend) : cfg_(std::move(cfg)), backend_(backend) {
+  for (auto& [uid, bytes] : cfg_.uid_quota_bytes) uid_budgets_[uid] = std::make_shared<SharedQuota>(bytes);
+}
 
 Server::~Server() {
   stop();
@@ -391,6 +393,8 @@ void Server::serve_socket_client(int fd) {
   if (!region) return refuse(cudaErrorMemoryAllocation, "region: " + err);
   ContextLimits lim;
   lim.memory_quota = cfg_.quota_bytes;
+  if (auto b = uid_budgets_.find(uint32_t(cred.uid)); cred.uid != uid_t(-1) && b != uid_budgets_.end())
+    lim.shared = b->second;  // every session of this uid draws on one budget
   auto ctx = backend_.create_context(0, lim, &err);
   if (!ctx) return refuse(cudaErrorDevicesUnavailable, "context: " + err);
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <map>
 #include <mutex>
 #include <memory>
 #include <string>
@@ -36,6 +37,9 @@ struct ServerConfig {
   uint32_t socket_mode = 0600;  // who may connect: the owner only, by default
   std::string socket_group;     // group of the socket (empty: the server's)
   uint64_t quota_bytes = 0;         // per-session device memory (0: device size)
+  // Device memory all host clients of one uid hold together (SO_PEERCRED);
+  // uids not listed have no such limit. VM channels have no uid.
+  std::map<uint32_t, uint64_t> uid_quota_bytes;
   uint64_t pinned_bytes = 256ull << 20;  // per-client pinned heap in the data area
   uint32_t max_violations = 64;     // malformed requests before a client is dropped
   uint32_t heartbeat_timeout_ms = 600;  // silence after which a peer is dead
@@ -108,6 +112,7 @@ class Server {
 
   ServerConfig cfg_;
   Backend& backend_;
+  std::map<uint32_t, std::shared_ptr<SharedQuota>> uid_budgets_;  // from cfg_.uid_quota_bytes, made at start
   Stats stats_;
   std::atomic<bool> stopping_{false};
   std::atomic<Report> report_{Report::None};
