@@ -35,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "train_common.cuh"
+
 #define CK(x)                                                                                    \
   do {                                                                                           \
     cudaError_t e_ = (x);                                                                        \
@@ -129,60 +131,6 @@ __global__ void score(const float* __restrict__ Z, const int* __restrict__ y, in
   for (int c = 1; c < 10; c++)
     if (Z[j * 10 + c] > Z[j * 10 + best]) best = c;
   if (best == y[j]) atomicAdd(correct, 1);
-}
-
-// SGD with momentum over every parameter at once: v = mu*v + g; w -= lr*v.
-__global__ void sgd_momentum(float* __restrict__ w, float* __restrict__ v, const float* __restrict__ g, int n, float lr,
-                             float mu) {
-  int t = blockIdx.x * blockDim.x + threadIdx.x;
-  for (int i = t; i < n; i += gridDim.x * blockDim.x) {
-    float vi = mu * v[i] + g[i];
-    v[i] = vi;
-    w[i] -= lr * vi;
-  }
-}
-
-// ------------------------------------------------------------------ data
-
-struct Dataset {
-  std::vector<unsigned char> images, labels;
-  int n = 0;
-};
-
-static uint32_t be32(const unsigned char* p) { return uint32_t(p[0]) << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
-
-static std::vector<unsigned char> gz_read(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) {
-    std::fprintf(stderr, "wh-cnn: cannot open %s (install dataset-fashion-mnist)\n", path.c_str());
-    std::exit(2);
-  }
-  std::vector<unsigned char> out;
-  unsigned char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.insert(out.end(), buf, buf + n);
-  gzclose(f);
-  return out;
-}
-
-static Dataset load(const std::string& dir, const char* prefix, int limit) {
-  auto img = gz_read(dir + "/" + prefix + "-images-idx3-ubyte.gz");
-  auto lab = gz_read(dir + "/" + prefix + "-labels-idx1-ubyte.gz");
-  if (img.size() < 16 || lab.size() < 8 || be32(img.data()) != 0x803 || be32(lab.data()) != 0x801 ||
-      be32(img.data() + 8) != 28 || be32(img.data() + 12) != 28) {
-    std::fprintf(stderr, "wh-cnn: %s/%s-*: not Fashion-MNIST idx files\n", dir.c_str(), prefix);
-    std::exit(2);
-  }
-  Dataset d;
-  d.n = int(std::min(be32(img.data() + 4), be32(lab.data() + 4)));
-  if (size_t(d.n) * 784 + 16 > img.size() || size_t(d.n) + 8 > lab.size()) {
-    std::fprintf(stderr, "wh-cnn: %s/%s-*: truncated\n", dir.c_str(), prefix);
-    std::exit(2);
-  }
-  if (limit > 0 && limit < d.n) d.n = limit;
-  d.images.assign(img.begin() + 16, img.begin() + 16 + long(d.n) * 784);
-  d.labels.assign(lab.begin() + 8, lab.begin() + 8 + d.n);
-  return d;
 }
 
 struct Rng {  // splitmix64
@@ -447,7 +395,8 @@ static double now() {
 
 int main(int argc, char** argv) {
   Opts o = parse(argc, argv);
-  Dataset train = load(o.data, "train", o.subset), test = load(o.data, "t10k", o.test_subset);
+  Dataset train = load_fashion_mnist(o.data, "train", o.subset, "wh-cnn");
+  Dataset test = load_fashion_mnist(o.data, "t10k", o.test_subset, "wh-cnn");
   if (train.n < o.batch) {
     std::fprintf(stderr, "wh-cnn: fewer images than one batch\n");
     return 2;

@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "train_common.cuh"
+
 // Every CUDA runtime and cuBLAS call the program makes goes through these,
 // which count them (calls_per_step is what a step forwards).
 static long g_calls = 0;
@@ -132,57 +134,6 @@ __global__ void predict(const float* __restrict__ Z, const float* __restrict__ b
     if (v > bv) bv = v, best = c;
   }
   pred[j] = best;
-}
-
-// SGD with momentum over every parameter at once: v = mu*v + g; w -= lr*v.
-__global__ void sgd_momentum(float* __restrict__ w, float* __restrict__ v, const float* __restrict__ g, int n, float lr,
-                             float mu) {
-  int t = blockIdx.x * blockDim.x + threadIdx.x;
-  for (int i = t; i < n; i += gridDim.x * blockDim.x) {
-    float vi = mu * v[i] + g[i];
-    v[i] = vi;
-    w[i] -= lr * vi;
-  }
-}
-
-// ------------------------------------------------------------------ data
-
-struct Dataset {
-  std::vector<unsigned char> images, labels;
-  int n = 0;
-};
-
-static uint32_t be32(const unsigned char* p) { return uint32_t(p[0]) << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
-
-static std::vector<unsigned char> gz_read(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) {
-    std::fprintf(stderr, "wh-train: cannot open %s (install dataset-fashion-mnist)\n", path.c_str());
-    std::exit(2);
-  }
-  std::vector<unsigned char> out;
-  unsigned char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.insert(out.end(), buf, buf + n);
-  gzclose(f);
-  return out;
-}
-
-static Dataset load(const std::string& dir, const char* prefix, int limit) {
-  Dataset d;
-  auto img = gz_read(dir + "/" + prefix + "-images-idx3-ubyte.gz");
-  auto lab = gz_read(dir + "/" + prefix + "-labels-idx1-ubyte.gz");
-  if (img.size() < 16 || be32(&img[0]) != 0x803 || lab.size() < 8 || be32(&lab[0]) != 0x801 ||
-      be32(&img[8]) != 28 || be32(&img[12]) != 28 || be32(&img[4]) != be32(&lab[4]) ||
-      img.size() < 16 + size_t(be32(&img[4])) * 784 || lab.size() < 8 + size_t(be32(&lab[4]))) {
-    std::fprintf(stderr, "wh-train: %s/%s-*: not Fashion-MNIST idx files\n", dir.c_str(), prefix);
-    std::exit(2);
-  }
-  d.n = int(be32(&img[4]));
-  if (limit > 0 && limit < d.n) d.n = limit;
-  d.images.assign(img.begin() + 16, img.begin() + 16 + size_t(d.n) * 784);
-  d.labels.assign(lab.begin() + 8, lab.begin() + 8 + d.n);
-  return d;
 }
 
 // ------------------------------------------------------------------ model
@@ -319,7 +270,8 @@ static void progress_bar(int epoch, int epochs, int step, int steps, double t0, 
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  Dataset train = load(o.data, "train", o.subset), test = load(o.data, "t10k", o.test_subset);
+  Dataset train = load_fashion_mnist(o.data, "train", o.subset, "wh-train");
+  Dataset test = load_fashion_mnist(o.data, "t10k", o.test_subset, "wh-train");
 
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
