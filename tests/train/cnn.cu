@@ -412,21 +412,11 @@ int main(int argc, char** argv) {
   build(n, o.batch, rng);
 
   unsigned char *d_img, *d_lab, *d_timg, *d_tlab;
-  CK(cudaMalloc(&d_img, train.images.size()));
-  CK(cudaMalloc(&d_lab, train.labels.size()));
-  CK(cudaMalloc(&d_timg, test.images.size()));
-  CK(cudaMalloc(&d_tlab, test.labels.size()));
-  CK(cudaMemcpy(d_img, train.images.data(), train.images.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(d_lab, train.labels.data(), train.labels.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(d_timg, test.images.data(), test.images.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(d_tlab, test.labels.data(), test.labels.size(), cudaMemcpyHostToDevice));
   int *d_idx, *d_tidx;
-  CK(cudaMalloc(&d_idx, size_t(train.n) * 4));
-  CK(cudaMalloc(&d_tidx, size_t(test.n) * 4));
-  std::vector<int> tidx(test.n), idx(train.n);
-  for (int i = 0; i < test.n; i++) tidx[i] = i;
+  CK(to_device(train, &d_img, &d_lab, &d_idx));
+  CK(to_device(test, &d_timg, &d_tlab, &d_tidx));
+  std::vector<int> idx(train.n);
   for (int i = 0; i < train.n; i++) idx[i] = i;
-  CK(cudaMemcpy(d_tidx, tidx.data(), tidx.size() * 4, cudaMemcpyHostToDevice));
 
   FILE* lf = o.loss_out.empty() && o.plot.empty() ? nullptr
                                                   : std::fopen((o.loss_out.empty() ? o.plot + ".dat" : o.loss_out).c_str(), "w");

@@ -315,20 +315,9 @@ int main(int argc, char** argv) {
 
   // The datasets live on the device as bytes; batches are gathered there.
   unsigned char *d_img, *d_lab, *d_timg, *d_tlab;
-  CK(cudaMalloc(&d_img, train.images.size()));
-  CK(cudaMalloc(&d_lab, train.labels.size()));
-  CK(cudaMalloc(&d_timg, test.images.size()));
-  CK(cudaMalloc(&d_tlab, test.labels.size()));
-  CK(cudaMemcpy(d_img, train.images.data(), train.images.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(d_lab, train.labels.data(), train.labels.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(d_timg, test.images.data(), test.images.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(d_tlab, test.labels.data(), test.labels.size(), cudaMemcpyHostToDevice));
   int *d_idx, *d_tidx;
-  CK(cudaMalloc(&d_idx, size_t(train.n) * 4));
-  CK(cudaMalloc(&d_tidx, size_t(test.n) * 4));
-  std::vector<int> tidx(test.n);
-  for (int i = 0; i < test.n; i++) tidx[i] = i;
-  CK(cudaMemcpy(d_tidx, tidx.data(), tidx.size() * 4, cudaMemcpyHostToDevice));
+  CK(to_device(train, &d_img, &d_lab, &d_idx));
+  CK(to_device(test, &d_timg, &d_tlab, &d_tidx));
 
   const int steps_per_epoch = train.n / o.batch;  // the last partial batch is dropped
   if (steps_per_epoch < 1) {

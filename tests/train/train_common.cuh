@@ -3,6 +3,7 @@
 // files) and the SGD-with-momentum update.
 #pragma once
 
+#include <cuda_runtime.h>
 #include <zlib.h>
 
 #include <cstdint>
@@ -60,4 +61,20 @@ inline Dataset load_fashion_mnist(const std::string& dir, const char* prefix, in
   d.images.assign(img.begin() + 16, img.begin() + 16 + size_t(d.n) * 784);
   d.labels.assign(lab.begin() + 8, lab.begin() + 8 + d.n);
   return d;
+}
+
+// A dataset on the device, as bytes (batches are gathered there), and an
+// index buffer of its size holding 0..n-1 (a shuffled order is copied over
+// it where the program wants one).
+inline cudaError_t to_device(const Dataset& d, unsigned char** img, unsigned char** lab, int** idx) {
+  std::vector<int> order(size_t(d.n));
+  for (int i = 0; i < d.n; i++) order[size_t(i)] = i;
+  cudaError_t e;
+  if ((e = cudaMalloc(img, d.images.size())) != cudaSuccess || (e = cudaMalloc(lab, d.labels.size())) != cudaSuccess ||
+      (e = cudaMalloc(idx, order.size() * sizeof(int))) != cudaSuccess)
+    return e;
+  if ((e = cudaMemcpy(*img, d.images.data(), d.images.size(), cudaMemcpyHostToDevice)) != cudaSuccess ||
+      (e = cudaMemcpy(*lab, d.labels.data(), d.labels.size(), cudaMemcpyHostToDevice)) != cudaSuccess)
+    return e;
+  return cudaMemcpy(*idx, order.data(), order.size() * sizeof(int), cudaMemcpyHostToDevice);
 }
