@@ -236,6 +236,37 @@ TEST(ClientHandshake, ASilentListenerFailsTheCallWithinSeconds) {
   unlink(sock.c_str());
 }
 
+TEST(ServerSocket, ConnectionsBeyondMaxClientsAreRefusedAtOnce) {
+  // Idle connections that never say hello hold their slot only until they
+  // close or the 2 s hello timeout; past --max-clients a client is told why
+  // at once, without a thread spent on it.
+  std::string sock = tmp_name("max.sock");
+  Process server = start_server(sock, {"--max-clients", "2"});
+  ASSERT_TRUE(wait_for_path(sock, server)) << server.output();
+  auto idle = [&] {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+  };
+  int a = idle(), b = idle();
+  std::this_thread::sleep_for(200ms);  // both accepted
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = run_client(sock);
+  EXPECT_NE(c.status, 0) << c.output;
+  EXPECT_NE(c.output.find("too many clients"), std::string::npos) << "[" << c.output << "]";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  close(a);
+  close(b);
+  std::this_thread::sleep_for(300ms);  // their threads see the close
+  auto ok = run_client(sock);
+  EXPECT_EQ(ok.status, 0) << ok.output << server.output();
+  server.kill(SIGTERM);
+  EXPECT_EQ(server.wait(10s), 0) << server.output();
+}
+
 TEST(ServerVm, TheDocumentedRegionSizeIsServed) {
   // docs/vms.md, make vm-shell and the libvirt renderer all make a 512 MiB
   // file (QEMU creates it before the server when the VM starts first).

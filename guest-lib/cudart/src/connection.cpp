@@ -180,7 +180,10 @@ bool Connection::connect_socket(std::string* err) {
   h.min_version = proto::kMinVersion;
   h.max_version = proto::kVersion;
   h.pid = uint32_t(getpid());
-  if (write(sock_, &h, sizeof h) != ssize_t(sizeof h)) {
+  // MSG_NOSIGNAL: a library must not raise SIGPIPE in the program. A server
+  // that refuses at connect (too many clients) answers and closes before it
+  // reads the hello: its answer is still read below.
+  if (::send(sock_, &h, sizeof h, MSG_NOSIGNAL) != ssize_t(sizeof h) && errno != EPIPE && errno != ECONNRESET) {
     *err = "handshake write failed";
     return false;
   }
@@ -221,7 +224,7 @@ bool Connection::connect_socket(std::string* err) {
   if (!chan_) return false;
   reset_status_page();
   uint8_t ok = 1;
-  if (write(sock_, &ok, 1) != 1) {
+  if (::send(sock_, &ok, 1, MSG_NOSIGNAL) != 1) {
     *err = "handshake write failed";
     return false;
   }

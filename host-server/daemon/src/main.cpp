@@ -183,6 +183,9 @@ int main(int argc, char** argv) {
   app.add_option("--uid-quota-mb", uid_quota_args,
                  "device memory all sessions of one user hold together: USER=MB (a uid or a user name; "
                  "repeatable; host clients only)");
+  app.add_option("--max-clients", cfg.max_clients,
+                 "socket clients served at once (sessions and handshakes); more are refused at connect")
+      ->check(CLI::Range(1u, 65536u));
   app.add_option("--pinned-mb", pinned_mb, "pinned host memory per client (in its shared data area)")
       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 16));
   app.add_option("--sim-memory-mb", sim_memory_mb, "device memory of the sim device")

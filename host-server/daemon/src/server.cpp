@@ -666,7 +666,23 @@ int Server::run() {
     if (poll(&p, 1, 200) <= 0) continue;
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    track([this, fd] { serve_socket_client(fd); });
+    if (connections_.load() >= cfg_.max_clients) {
+      // Answered from here, without reading the hello and without a thread.
+      proto::HelloReply rep{};
+      rep.magic = proto::kHelloMagic;
+      rep.status = cudaErrorDevicesUnavailable;
+      std::snprintf(rep.message, sizeof rep.message, "too many clients (--max-clients %u)", cfg_.max_clients);
+      (void)!send(fd, &rep, sizeof rep, MSG_DONTWAIT | MSG_NOSIGNAL);
+      close(fd);
+      static WarnLimiter limit;
+      limit.warn("refused a client: too many clients (--max-clients {})", cfg_.max_clients);
+      continue;
+    }
+    connections_++;
+    track([this, fd] {
+      serve_socket_client(fd);
+      connections_--;
+    });
   }
   close(listen_fd_);
   // Only the socket this server made: another server may have replaced it.

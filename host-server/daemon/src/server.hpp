@@ -42,6 +42,9 @@ struct ServerConfig {
   std::map<uint32_t, uint64_t> uid_quota_bytes;
   uint64_t pinned_bytes = 256ull << 20;  // per-client pinned heap in the data area
   uint32_t max_violations = 64;     // malformed requests before a client is dropped
+  // Socket connections served at once (sessions and handshakes in progress):
+  // each holds a thread, so a flood of idle connections is refused, not served.
+  uint32_t max_clients = 256;
   uint32_t heartbeat_timeout_ms = 600;  // silence after which a peer is dead
   // A VM's process whose heartbeat stood still this long is dead (host
   // processes are watched through their pid and socket instead); 0: the
@@ -121,6 +124,7 @@ class Server {
   uint64_t sock_dev_ = 0, sock_ino_ = 0;
   std::atomic<uint64_t> next_session_{1};
   std::atomic<int> live_sessions_{0};
+  std::atomic<uint32_t> connections_{0};  // socket clients being served (handshake or session)
   std::atomic<bool> draining_{false};
   int admin_fd_ = -1;
   uint64_t admin_dev_ = 0, admin_ino_ = 0;
