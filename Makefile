@@ -7,7 +7,7 @@ CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 CTEST_ARGS ?=
 
 .PHONY: all deps build test test-unit test-asan test-tsan test-gpu demo clean compat \
-        bench-report bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-train bench-vm kmod qemu test-exitless fuzz
+        soak bench-report bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-train bench-vm kmod qemu test-exitless fuzz
 
 all: build
 
@@ -39,6 +39,12 @@ test-asan:
 test-tsan:
 	$(MAKE) build BUILD=build-tsan CMAKE_ARGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DWH_SANITIZE=thread"
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -LE 'vm|exitless|bench' $(CTEST_ARGS)
+
+# Clients killed at random under a verifying client, then the server killed
+# under blocked clients (tests/server/soak.sh; 20 s of it runs in make test).
+SOAK_SECONDS ?= 600
+soak: build
+	tests/server/soak.sh $(BUILD) $(SOAK_SECONDS)
 
 # Every benchmark in one go: summary lines in build/bench/report.txt, plots
 # build/bench/latency.png and bandwidth.png (docs/benchmarks.md).
