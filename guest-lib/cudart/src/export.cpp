@@ -9,6 +9,7 @@
 
 #include "connection.hpp"
 #include "state.hpp"
+#include "wormhole/proto/graph_wire.hpp"
 #include "wormhole/ptx/fatbin.hpp"
 
 using namespace wh::guest;
@@ -102,7 +103,7 @@ __attribute__((visibility("default"))) int wh_guest_call(uint16_t op, const void
     uint64_t stream;
     std::memcpy(&stream, static_cast<const uint8_t*>(rq) + 8, sizeof stream);
     if (stream_capturing(reinterpret_cast<cudaStream_t>(stream))) {
-      if (posted && op < uint16_t(Op::FftPlan) && op_kind(op) != Kind::Sync)
+      if (posted && graph_call_allowed(op))
         return capture_call(reinterpret_cast<cudaStream_t>(stream), op, rq, rq_len, tail, tail_len);
       return capture_check_unsafe(reinterpret_cast<cudaStream_t>(stream));
     }

@@ -93,13 +93,6 @@ Err Session::check_memset(const GraphMemsetBody& m) const {
   return cudaSuccess;
 }
 
-namespace {
-// Requests a graph may replay: posted cuBLAS work (handle and stream first).
-bool graph_call_allowed(uint16_t op) {
-  return op > uint16_t(Op::BlasDestroy) && op < uint16_t(Op::FftPlan) && op_kind(op) != Kind::Sync;
-}
-}  // namespace
-
 Err Session::parse_graph(std::span<const uint8_t> wire, uint32_t nodes, uint32_t segments, GraphExecEntry* out) {
   if (nodes > kMaxGraphNodes || segments == 0 || segments > kMaxGraphSegments) return cudaErrorInvalidValue;
   out->nodes.reserve(nodes);

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "wormhole/proto/wire.hpp"
+
 namespace wh::proto {
 
 enum class GraphOp : uint16_t { Kernel = 1, Copy = 2, Memset = 3, EventRecord = 4, EventWait = 5, SegmentEnd = 6, Call = 7 };
@@ -64,6 +66,11 @@ struct GraphCallBody {
   uint32_t payload_bytes;
 };
 constexpr uint32_t kMaxGraphCallBytes = 1u << 20;
+// The requests a call node may carry: posted (not Sync) cuBLAS requests. The
+// guest records exactly these during capture; the server refuses the rest.
+inline bool graph_call_allowed(uint16_t op) {
+  return op > uint16_t(Op::BlasDestroy) && op < uint16_t(Op::FftPlan) && op_kind(op) != Kind::Sync;
+}
 
 constexpr uint32_t kMaxGraphNodes = 1u << 16;
 constexpr uint32_t kMaxGraphSegments = kMaxGraphNodes + 1;
