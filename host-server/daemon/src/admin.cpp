@@ -87,7 +87,8 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
                {"bytes_out", c.bytes_out.load()},
                {"device_bytes", c.device_bytes.load()},
                {"kernels", c.kernels.load()},
-               {"kernel_s", double(c.kernel_ns.load()) / 1e9}};
+               {"kernel_s", double(c.kernel_ns.load()) / 1e9},
+               {"thread_instructions", c.thread_instructions.load()}};
         if (l.vm.empty()) e.erase("vm"), e.erase("channel");
         list.push_back(std::move(e));
       }
@@ -138,6 +139,9 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
                  {"bytes_dtoh", stats_.bytes_dtoh.load()},
                  {"bytes_dtod", stats_.bytes_dtod.load()},
                  {"device_bytes", device},
+                 {"kernels", stats_.kernels.load()},
+                 {"kernel_s", double(stats_.kernel_ns.load()) / 1e9},
+                 {"thread_instructions", stats_.thread_instructions.load()},
                  {"ops", std::move(ops)}};
     } else if (cmd == "drain") {
       spdlog::warn("admin (uid {}): draining: no new sessions; stopping when the last one ends", peer_uid);
