@@ -16,13 +16,14 @@ REPORT=$OUTDIR/report.txt
   echo "# $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
 } >>"$REPORT"
 
-run() {  # NAME PATTERN COMMAND...: keeps the last line matching PATTERN
-  local name=$1 pat=$2; shift 2
+run() {  # NAME PATTERN COMMAND...: keeps the last line matching PATTERN for each first key
+  local name=$1 pat=$2; shift 2   # (bench-train: one line per model)
   echo "== $name: $*" >&2
   local log=$OUTDIR/$name.log
   if "$@" >"$log" 2>&1; then
-    local line; line=$(grep -E "$pat" "$log" | tail -1)
-    if [ -n "$line" ]; then echo "$name $line" >>"$REPORT"; echo "$line" >&2; return; fi
+    local lines; lines=$(grep -E "$pat" "$log" | awk '{ k = $1; sub(/=.*/, "", k); if (!(k in last)) order[++n] = k; last[k] = $0 }
+                                                     END { for (i = 1; i <= n; i++) print last[order[i]] }')
+    if [ -n "$lines" ]; then sed "s/^/$name /" <<<"$lines" >>"$REPORT"; echo "$lines" >&2; return; fi
   fi
   echo "$name FAILED (see $log)" >>"$REPORT"; tail -5 "$log" >&2
 }
@@ -33,7 +34,7 @@ for s in "${SUITES[@]}"; do
     forward) run forward '^null_call_rtt_p50_ns=' make --no-print-directory bench-forward BUILD="$BUILD" ;;
     graph)   run graph 'kernels/s' make --no-print-directory bench-graph BUILD="$BUILD" ;;
     ptx)     run ptx '^ptx_thread_instr_per_s' make --no-print-directory bench-ptx BUILD="$BUILD" ;;
-    train)   run train '^train_step_ms=' make --no-print-directory bench-train BUILD="$BUILD" ;;
+    train)   run train '^(mlp|cnn|gpt)_step_ms=' make --no-print-directory bench-train BUILD="$BUILD" ;;
     vm)      run vm '^vm_null_call_rtt_p50_ns=' make --no-print-directory bench-vm BUILD="$BUILD" ;;
     *) echo "bench_report.sh: unknown suite '$s'" >&2; exit 2 ;;
   esac
