@@ -11,13 +11,16 @@
 #   make bench-train   fixed steps of the MLP, the CNN and the GPT forwarded
 #                      (+ native with a GPU); one line per model:
 #                      <model>_step_ms=.. native_step_ms=.. calls_per_step=.. steps_per_s=.. backend=..
+#   make bench-train-vm  the same steps inside a TCG guest against the sim
+#                      backend, and from a host process in the same run; one line:
+#                      vm_mlp_step_ms=.. host_mlp_step_ms=.. ... accel=..
 #   make test-gpu-train  native vs forwarded on a GPU (loss within 1e-4/epoch,
 #                      step time within 5%); exits 2 without a GPU
 DEMO_ARGS ?=
 DEMO_MLP_ARGS ?=
 DEMO_CNN_ARGS ?= $(DEMO_ARGS)
 
-.PHONY: demo demo-cnn demo-mlp bench-train test-gpu-train
+.PHONY: demo demo-cnn demo-mlp bench-train bench-train-vm test-gpu-train
 
 demo: demo-cnn
 
@@ -29,6 +32,9 @@ demo-mlp: build
 
 bench-train: build
 	@tests/train/bench.sh $(BUILD)
+
+bench-train-vm: guest-image
+	@tests/train/bench_vm.sh $(BUILD) $(VM_IMAGE)
 
 test-gpu-train: build
 	@tests/train/gpu_train.sh $(BUILD)

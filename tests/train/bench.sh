@@ -5,11 +5,16 @@
 # and the GPT (wh-gpt, bf16 cuBLASLt). Each program times its steps itself
 # (after warm-up steps, without a per-step read-back) and counts the calls
 # a step makes. Ends with exactly one line per model:
-#   mlp_step_ms=<forwarded> native_step_ms=<native or NA> calls_per_step=<n> steps_per_s=<forwarded> backend=<sim|cuda>
+#   mlp_step_ms=<forwarded> native_step_ms=<native or NA> calls_per_step=<n> steps_per_s=<forwarded> [kernel_minstr_per_s=<r>] backend=<sim|cuda>
 #   cnn_step_ms=...
 #   gpt_step_ms=...
+# kernel_minstr_per_s (sim backend only): the rate at which the sim device
+# ran the program's own kernels over the whole run, in millions of
+# thread-instructions per second (the server's statistics; cuBLAS and cuDNN
+# calls run on OpenBLAS / oneDNN and are not in it).
 # Usage: bench.sh <build-dir> [mlp] [cnn] [gpt]   (default: all three)
-# Env: BENCH_STEPS, BENCH_WARMUP (every model), BENCH_BATCH (the MLP's batch).
+# Env: BENCH_STEPS, BENCH_WARMUP (every model), BENCH_BATCH (the MLP's batch),
+#      BENCH_BACKEND (the server's --backend, default auto).
 set -u
 build="$(cd "$1" && pwd)"; shift
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -46,7 +51,9 @@ for m in "${models[@]}"; do
   steps=${BENCH_STEPS:-$dsteps}; warm=${BENCH_WARMUP:-$dwarm}
   args=$(args_of "$m" "$steps" "$warm")
   echo "bench-train: $m: $steps steps after $warm warm-up steps, forwarded ($(basename "$prog") $args)" >&2
-  fwd=$("$here/../blas/forwarded.sh" "$build" --backend auto -- "$prog" $args 2>/dev/null | grep '^step_ms=')
+  slog=$(mktemp /tmp/wh-bench-train-server-XXXXXX.log)
+  fwd=$("$here/../blas/forwarded.sh" "$build" --backend "${BENCH_BACKEND:-auto}" --server-log "$slog" -- "$prog" $args 2>/dev/null | grep '^step_ms=')
+  kline=$(grep '^  kernels: .*thread-instructions' "$slog"); rm -f "$slog"
   if [ -z "$fwd" ]; then echo "bench-train: the forwarded $m run failed" >&2; fail=1; continue; fi
   echo "  forwarded: $fwd" >&2
   fms=$(field "$fwd" step_ms)
@@ -61,7 +68,12 @@ for m in "${models[@]}"; do
     [ -n "$nms" ] || nms=NA
   fi
   sps=$(awk -v ms="$fms" 'BEGIN { printf "%.1f", (ms > 0 ? 1000 / ms : 0) }')
-  lines+=("${m}_step_ms=$fms native_step_ms=$nms calls_per_step=$calls steps_per_s=$sps backend=$backend")
+  krate=""
+  if [ -n "$kline" ]; then
+    echo "  sim device ${kline#  }" >&2
+    krate=" kernel_minstr_per_s=$(sed -n 's/.*thread-instructions, \([0-9.]*\) M\/s.*/\1/p' <<<"$kline")"
+  fi
+  lines+=("${m}_step_ms=$fms native_step_ms=$nms calls_per_step=$calls steps_per_s=$sps$krate backend=$backend")
 done
 printf '%s\n' "${lines[@]}"
 exit $fail
