@@ -64,7 +64,8 @@ fi
 bold "== training $what on Fashion-MNIST through Wormhole"
 bold "== WORMHOLE_SOCKET=$sock LD_LIBRARY_PATH=$build/guest-lib $name $*"
 out="$(mktemp /tmp/wormhole-demo-out-XXXXXX)"
-WORMHOLE_SOCKET="$sock" LD_LIBRARY_PATH="$build/guest-lib" "$prog" "$@" | tee "$out"
+# (WH_PRELOAD: a sanitizer runtime that instrumented drop-ins need first)
+WORMHOLE_SOCKET="$sock" LD_LIBRARY_PATH="$build/guest-lib" env ${WH_PRELOAD:+LD_PRELOAD="$WH_PRELOAD"} "$prog" "$@" | tee "$out"
 rc=${PIPESTATUS[0]}
 acc=$(sed -n 's/^final test_acc=\([0-9.]*%\).*/\1/p' "$out")
 ips=$(sed -n 's/.*images_per_s=\([0-9]*\).*/\1/p' "$out")
