@@ -151,6 +151,11 @@ Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
 
 Session::~Session() {
   account();
+  // Its kernel figures join the server-wide ones (live sessions' are added
+  // by whoever reads them: no shared counter on the launch path).
+  stats_.kernels.fetch_add(ctr_.kernels.load(), std::memory_order_relaxed);
+  stats_.kernel_ns.fetch_add(ctr_.kernel_ns.load(), std::memory_order_relaxed);
+  stats_.thread_instructions.fetch_add(ctr_.thread_instructions.load(), std::memory_order_relaxed);
   // Objects before the context that owns them on the device.
   graphs_.clear();
   blas_handles_.clear();
@@ -831,9 +836,6 @@ Err Session::run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_b
   SessionCounters::add(ctr_.kernels, 1);
   SessionCounters::add(ctr_.kernel_ns, ns);
   SessionCounters::add(ctr_.thread_instructions, ti);
-  stats_.kernels.fetch_add(1, std::memory_order_relaxed);
-  stats_.kernel_ns.fetch_add(ns, std::memory_order_relaxed);
-  if (ti) stats_.thread_instructions.fetch_add(ti, std::memory_order_relaxed);
   add_output(kOutputStdout, kout.out);
   if (kout.dropped)
     add_output(kOutputStderr, "wormhole: device printf output exceeded the " + std::to_string(kout.limit) +

@@ -41,7 +41,8 @@ struct Stats {
   std::atomic<uint64_t> rejected{0};  // malformed or invalid requests
   std::atomic<uint64_t> sessions{0};
   // Kernel launches, the time spent in them and (sim device) the
-  // thread-instructions they executed, over every session.
+  // thread-instructions they executed, over every session that has ended
+  // (a live session's are in its SessionCounters).
   std::atomic<uint64_t> kernels{0}, kernel_ns{0}, thread_instructions{0};
   // The exitless gate (VMs served with --vm-gate). QUERYs never reach the
   // server (the gate code copies the state page), so they are not counted
