@@ -60,7 +60,7 @@ if [ $# -eq 0 ]; then
     mlp/*) set -- --epochs 10 --batch 128 ;;
   esac
 fi
-[ -n "$plot" ] && set -- "$@" --plot "$plot"
+[ -n "$plot" ] && { rm -f "$plot"; set -- "$@" --plot "$plot"; }
 bold "== training $what on Fashion-MNIST through Wormhole"
 bold "== WORMHOLE_SOCKET=$sock LD_LIBRARY_PATH=$build/guest-lib $name $*"
 out="$(mktemp /tmp/wormhole-demo-out-XXXXXX)"
@@ -69,13 +69,12 @@ WORMHOLE_SOCKET="$sock" LD_LIBRARY_PATH="$build/guest-lib" env ${WH_PRELOAD:+LD_
 rc=${PIPESTATUS[0]}
 acc=$(sed -n 's/^final test_acc=\([0-9.]*%\).*/\1/p' "$out")
 ips=$(sed -n 's/.*images_per_s=\([0-9]*\).*/\1/p' "$out")
-wrote_plot=$(grep -c "loss plot written" "$out")
 rm -f "$out"
 stop_server
 echo
 if [ "$rc" -eq 0 ]; then
   bold "== $name finished through Wormhole ($used backend): test accuracy ${acc:-?}, ${ips:-?} images/s"
-  [ -n "$plot" ] && [ "$wrote_plot" -gt 0 ] && bold "== loss plot: $plot"
+  [ -n "$plot" ] && [ -s "$plot" ] && bold "== loss plot: $plot"
 else
   bold "== $name FAILED (exit $rc)"
 fi
