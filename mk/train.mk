@@ -1,28 +1,40 @@
-# The training workload (issue 5): make demo, make bench-train, and the
-# training part of make test-gpu. Included by the top Makefile.
+# The training workload: make demo, make bench-train, and the training part
+# of make test-gpu. Included by the top Makefile.
 #   make demo          build, start wormhole-server (--backend auto), train the
-#                      Fashion-MNIST MLP through the drop-ins, show accuracy and
-#                      the server's forwarding statistics, stop the server
-#   make bench-train   fixed steps forwarded (+ native with a GPU); one line:
-#                      train_step_ms=.. native_step_ms=.. calls_per_step=.. backend=..
-#   make demo-cnn      the same for wh-cnn, a LeNet-5-like CNN through cuDNN
-#                      (4 epochs; DEMO_CNN_ARGS to change), with a loss plot
+#                      LeNet-5-like CNN (wh-cnn: cuDNN + cuBLAS) on Fashion-MNIST
+#                      through the drop-ins with a progress bar, print its test
+#                      accuracy, write its loss plot (build/wh-cnn-loss.png),
+#                      show the server's statistics, stop the server
+#                      (DEMO_ARGS: wh-cnn arguments; DEMO_BACKEND=auto|sim|cuda)
+#   make demo-mlp      the same for wh-train, the Fashion-MNIST MLP (cuBLAS)
+#   make demo-cnn      the same as make demo
+#   make bench-train   fixed steps of the MLP, the CNN and the GPT forwarded
+#                      (+ native with a GPU); one line per model:
+#                      <model>_step_ms=.. native_step_ms=.. calls_per_step=.. steps_per_s=.. backend=..
+#   make bench-train-vm  the same steps inside a TCG guest against the sim
+#                      backend, and from a host process in the same run; one line:
+#                      vm_mlp_step_ms=.. host_mlp_step_ms=.. ... accel=..
 #   make test-gpu-train  native vs forwarded on a GPU (loss within 1e-4/epoch,
 #                      step time within 5%); exits 2 without a GPU
 DEMO_ARGS ?=
+DEMO_MLP_ARGS ?=
+DEMO_CNN_ARGS ?= $(DEMO_ARGS)
 
-DEMO_CNN_ARGS ?=
+.PHONY: demo demo-cnn demo-mlp bench-train bench-train-vm test-gpu-train
 
-.PHONY: demo demo-cnn bench-train test-gpu-train
-
-demo: build
-	@tests/train/demo.sh $(BUILD) $(DEMO_ARGS)
+demo: demo-cnn
 
 demo-cnn: build
-	@tests/train/demo_cnn.sh $(BUILD) $(DEMO_CNN_ARGS)
+	@tests/train/demo.sh $(BUILD) cnn $(DEMO_CNN_ARGS)
+
+demo-mlp: build
+	@tests/train/demo.sh $(BUILD) mlp $(DEMO_MLP_ARGS)
 
 bench-train: build
 	@tests/train/bench.sh $(BUILD)
+
+bench-train-vm: guest-image
+	@tests/train/bench_vm.sh $(BUILD) $(VM_IMAGE)
 
 test-gpu-train: build
 	@tests/train/gpu_train.sh $(BUILD)

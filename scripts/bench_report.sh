@@ -3,8 +3,8 @@
 # build, collects each one's summary line into BUILD/bench/report.txt and
 # draws BUILD/bench/latency.png and BUILD/bench/bandwidth.png (gnuplot).
 # Usage: scripts/bench_report.sh BUILD [SUITE...]
-#   suites: ring forward graph ptx train (default: all five); vm (needs the
-#   guest image: make guest-image) is run only when named.
+#   suites: ring forward graph ptx train (default: all five); vm and train-vm
+#   (they boot a guest) are run only when named.
 set -uo pipefail
 BUILD=${1:?usage: bench_report.sh BUILD [SUITE...]}; shift
 SUITES=("$@"); ((${#SUITES[@]})) || SUITES=(ring forward graph ptx train)
@@ -17,12 +17,18 @@ REPORT=$OUTDIR/report.txt
 } >>"$REPORT"
 
 run() {  # NAME PATTERN COMMAND...: keeps the last line matching PATTERN
-  local name=$1 pat=$2; shift 2
+  local name=$1 pat=$2; shift 2   # (EACH=1: the last one of each first key, e.g. one per model)
   echo "== $name: $*" >&2
   local log=$OUTDIR/$name.log
   if "$@" >"$log" 2>&1; then
-    local line; line=$(grep -E "$pat" "$log" | tail -1)
-    if [ -n "$line" ]; then echo "$name $line" >>"$REPORT"; echo "$line" >&2; return; fi
+    local lines
+    if [ "${EACH:-0}" = 1 ]; then
+      lines=$(grep -E "$pat" "$log" | awk '{ k = $1; sub(/=.*/, "", k); if (!(k in last)) order[++n] = k; last[k] = $0 }
+                                           END { for (i = 1; i <= n; i++) print last[order[i]] }')
+    else
+      lines=$(grep -E "$pat" "$log" | tail -1)
+    fi
+    if [ -n "$lines" ]; then sed "s/^/$name /" <<<"$lines" >>"$REPORT"; echo "$lines" >&2; return; fi
   fi
   echo "$name FAILED (see $log)" >>"$REPORT"; tail -5 "$log" >&2
 }
@@ -33,8 +39,9 @@ for s in "${SUITES[@]}"; do
     forward) run forward '^null_call_rtt_p50_ns=' make --no-print-directory bench-forward BUILD="$BUILD" ;;
     graph)   run graph 'kernels/s' make --no-print-directory bench-graph BUILD="$BUILD" ;;
     ptx)     run ptx '^ptx_thread_instr_per_s' make --no-print-directory bench-ptx BUILD="$BUILD" ;;
-    train)   run train '^train_step_ms=' make --no-print-directory bench-train BUILD="$BUILD" ;;
+    train)   EACH=1 run train '^(mlp|cnn|gpt)_step_ms=' make --no-print-directory bench-train BUILD="$BUILD" ;;
     vm)      run vm '^vm_null_call_rtt_p50_ns=' make --no-print-directory bench-vm BUILD="$BUILD" ;;
+    train-vm) run train-vm '^vm_mlp_step_ms=' make --no-print-directory bench-train-vm BUILD="$BUILD" ;;
     *) echo "bench_report.sh: unknown suite '$s'" >&2; exit 2 ;;
   esac
 done

@@ -95,6 +95,19 @@ TEST_F(Fixture, PtxTextLoadsAndRuns) {
   EXPECT_EQ(back[0], 2u);
   EXPECT_EQ(back[2], 6u);
   EXPECT_EQ(back[3], 4u);  // n = 3: untouched
+  // The launch is counted with the thread-instructions the sim device ran:
+  // lanes 0-2 run 11 (the predicated-off `@%p ret` not counted), lane 3 runs
+  // 5 (its `ret` taken), 38 in all; the server-wide statistics show them
+  // once the session has ended.
+  const auto& c = s->counters();
+  EXPECT_EQ(c.kernels.load(), 1u);
+  EXPECT_EQ(c.thread_instructions.load(), 38u);
+  EXPECT_EQ(stats.kernels.load(), 0u);
+  s.reset();
+  EXPECT_EQ(stats.kernels.load(), 1u);
+  EXPECT_EQ(stats.thread_instructions.load(), 38u);
+  EXPECT_NE(stats.render().find("kernels: 1 launches"), std::string::npos) << stats.render();
+  EXPECT_NE(stats.render().find("38 thread-instructions"), std::string::npos) << stats.render();
 }
 
 TEST_F(Fixture, PtxWithoutNulAndTrailingNuls) {

@@ -158,6 +158,15 @@ TEST(ServerAdmin, SessionsListsAClientAndKillEndsIt) {
   EXPECT_NE(bad.output.find("no session 999999"), std::string::npos) << bad.output;
   auto v = Process::run({prog("vector_add")}, client_env(sock), 60s);
   EXPECT_EQ(v.status, 0) << v.output;
+  // Its kernel is counted, with the thread-instructions the sim device ran,
+  // in the server-wide figures and in the log line of its session's end.
+  json after = ctl_json(sock, {"stats"});
+  EXPECT_GE(after["kernels"].get<uint64_t>(), 1u) << after.dump();
+  EXPECT_GT(after["kernel_s"].get<double>(), 0.0) << after.dump();
+  EXPECT_GT(after["thread_instructions"].get<uint64_t>(), 0u) << after.dump();
+  auto stats_table = ctl(sock, {"stats"});
+  EXPECT_NE(stats_table.output.find(" thread-instructions ("), std::string::npos) << stats_table.output;
+  EXPECT_TRUE(s.wait_for_output("thread-instructions, ", 5s)) << s.output();
   s.kill(SIGTERM);
   EXPECT_EQ(s.wait(10s), 0) << s.output();
 }
@@ -286,6 +295,7 @@ TEST(ServerMetrics, PromtoolAcceptsAScrapeWithSessionAndOpSeries) {
   const std::string& body = res->body;
   EXPECT_NE(body.find("wormhole_sessions 1\n"), std::string::npos) << body;
   EXPECT_NE(body.find("wormhole_session_device_memory_bytes{session=\""), std::string::npos) << body;
+  EXPECT_NE(body.find("wormhole_session_thread_instructions_total{session=\""), std::string::npos) << body;
   EXPECT_NE(body.find("pid=\"" + std::to_string(c.pid()) + "\""), std::string::npos) << body;
   EXPECT_NE(body.find("wormhole_calls_total{op=\"Malloc\"} 1\n"), std::string::npos) << body;
   EXPECT_NE(body.find("wormhole_call_duration_seconds_bucket{op=\"Malloc\",le=\"+Inf\"} 1\n"), std::string::npos)

@@ -2,8 +2,8 @@
 # CI: wh-cnn (LeNet-5-like CNN through cuDNN + cuBLAS) forwarded through
 # Wormhole on the sim backend (oneDNN for cuDNN, OpenBLAS for cuBLAS, the
 # PTX interpreter for its kernels): it must finish, print its summary line
-# and reach the accuracy floor; the loss plot is written when gnuplot is
-# installed.
+# and reach the accuracy floor, and its loss plot must be a PNG that decodes
+# (wh-png-check; gnuplot-nox is in scripts/deps.sh core).
 # Usage: ci_cnn.sh <build-dir> <wh-cnn> [extra wh-cnn args]
 # Env: WH_CNN_ARGS (default below), WH_CNN_MIN_ACC (default below).
 set -u
@@ -29,8 +29,11 @@ if [ -z "$acc" ] || ! awk -v a="$acc" -v m="$min" 'BEGIN { exit !(a >= m) }'; th
 else
   echo "test accuracy ${acc}% >= ${min}%"
 fi
-if command -v gnuplot >/dev/null 2>&1; then
-  head -c 8 "$dir/loss.png" | od -An -c | grep -q "P   N   G" || { echo "FAIL: no loss plot PNG"; fail=1; }
+grep -q '^final test_acc=[0-9.]*% images_per_s=[0-9]* train_s=' "$dir/out.txt" || { echo "FAIL: no summary line"; fail=1; }
+if ! command -v gnuplot >/dev/null 2>&1; then
+  echo "FAIL: no gnuplot: the loss plot cannot be drawn (apt-get install gnuplot-nox, or scripts/deps.sh core)"; fail=1
+elif ! "$build/tests/train/wh-png-check" "$dir/loss.png" 640 400; then
+  echo "FAIL: the loss plot is not a valid PNG"; fail=1
 fi
 grep -q "Dnn" "$dir/server.log" || { echo "FAIL: no cuDNN call reached the server"; fail=1; }
 echo "--- server statistics"; sed -n '/statistics/,$p' "$dir/server.log"

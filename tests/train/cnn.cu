@@ -12,7 +12,11 @@
 //
 //   wh-cnn [--epochs N] [--batch B] [--subset N] [--test-subset N] [--lr X]
 //          [--momentum X] [--constant-lr] [--seed S] [--data DIR]
-//          [--loss-out FILE] [--plot FILE.png] [--no-progress]
+//          [--loss-out FILE] [--plot FILE.png] [--no-progress] [--steps N] [--warmup N]
+//
+// --steps N runs N timed training steps (after --warmup steps, default 5)
+// and prints `step_ms=<ms> calls_per_step=<n> device=<sim|gpu>` instead of
+// training (for make bench-train).
 //
 // The learning rate follows a cosine from --lr down to 0 over the whole run
 // (--constant-lr keeps it fixed).
@@ -37,8 +41,12 @@
 
 #include "train_common.cuh"
 
+// Every CUDA runtime, cuDNN and cuBLAS call and every kernel launch goes
+// through these, which count them (calls_per_step is what a step forwards).
+static long g_calls = 0;
 #define CK(x)                                                                                    \
   do {                                                                                           \
+    g_calls++;                                                                                   \
     cudaError_t e_ = (x);                                                                        \
     if (e_ != cudaSuccess) {                                                                     \
       std::fprintf(stderr, "wh-cnn: %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
@@ -47,6 +55,7 @@
   } while (0)
 #define CD(x)                                                                                    \
   do {                                                                                           \
+    g_calls++;                                                                                   \
     cudnnStatus_t s_ = (x);                                                                      \
     if (s_ != CUDNN_STATUS_SUCCESS) {                                                            \
       std::fprintf(stderr, "wh-cnn: %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudnnGetErrorString(s_)); \
@@ -55,13 +64,15 @@
   } while (0)
 #define CB(x)                                                                                    \
   do {                                                                                           \
+    g_calls++;                                                                                   \
     cublasStatus_t s_ = (x);                                                                     \
     if (s_ != CUBLAS_STATUS_SUCCESS) {                                                           \
       std::fprintf(stderr, "wh-cnn: %s:%d %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, int(s_)); \
       std::exit(1);                                                                              \
     }                                                                                            \
   } while (0)
-#define LAUNCH(k, grid, block, ...)        \
+// (a launch counts once, through the cudaGetLastError that checks it)
+#define LAUNCH(k, grid, block, ...)                \
   do {                                             \
     k<<<(grid), (block)>>>(__VA_ARGS__);           \
     CK(cudaGetLastError());                        \
@@ -150,7 +161,7 @@ struct Rng {  // splitmix64
 // ------------------------------------------------------------------ network
 
 struct Opts {
-  int epochs = 4, batch = 64, subset = 0, test_subset = 0;
+  int epochs = 4, batch = 64, subset = 0, test_subset = 0, steps = 0, warmup = 5;
   float lr = 0.03f, momentum = 0.9f;
   unsigned long long seed = 1;
   std::string data = "/usr/share/datasets/fashion-mnist", loss_out, plot;
@@ -180,16 +191,18 @@ static Opts parse(int argc, char** argv) {
     else if (a == "--plot") o.plot = val();
     else if (a == "--no-progress") o.progress = false;
     else if (a == "--constant-lr") o.cosine = false;
+    else if (a == "--steps") o.steps = std::atoi(val());
+    else if (a == "--warmup") o.warmup = std::atoi(val());
     else {
       std::fprintf(stderr,
                    "usage: wh-cnn [--epochs N] [--batch B] [--subset N] [--test-subset N] [--lr X] [--momentum X]\n"
                    "              [--constant-lr] [--seed S] [--data DIR] [--loss-out FILE] [--plot FILE.png]\n"
-                   "              [--no-progress]\n");
+                   "              [--no-progress] [--steps N] [--warmup N]\n");
       std::exit(2);
     }
   }
-  if (o.epochs < 1 || o.batch < 1 || o.batch > 4096) {
-    std::fprintf(stderr, "wh-cnn: bad --epochs or --batch\n");
+  if (o.epochs < 1 || o.batch < 1 || o.batch > 4096 || o.steps < 0 || o.warmup < 0) {
+    std::fprintf(stderr, "wh-cnn: bad --epochs, --batch, --steps or --warmup\n");
     std::exit(2);
   }
   return o;
@@ -395,6 +408,7 @@ static double now() {
 
 int main(int argc, char** argv) {
   Opts o = parse(argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines in order with the progress on stderr, also through a pipe
   Dataset train = load_fashion_mnist(o.data, "train", o.subset, "wh-cnn");
   Dataset test = load_fashion_mnist(o.data, "t10k", o.test_subset, "wh-cnn");
   if (train.n < o.batch) {
@@ -418,10 +432,31 @@ int main(int argc, char** argv) {
   std::vector<int> idx(train.n);
   for (int i = 0; i < train.n; i++) idx[i] = i;
 
+  const int steps = train.n / o.batch;
+  // ---- benchmark mode: a fixed number of steps (batch gather + forward +
+  // backward + update, constant learning rate), no per-step read-back
+  if (o.steps > 0) {
+    const bool sim = std::strstr(prop.name, "Wormhole sim") != nullptr;
+    auto step = [&](int s) {
+      LAUNCH(gather, blocks(long(o.batch) * 784), 256, d_img, d_lab, d_idx + long(s % steps) * o.batch, o.batch, n.X,
+             n.y);
+      train_step(n, o.lr, o.momentum);
+    };
+    for (int s = 0; s < o.warmup; s++) step(s);
+    CK(cudaDeviceSynchronize());
+    const long c0 = g_calls;
+    const double t0 = now();
+    for (int s = 0; s < o.steps; s++) step(o.warmup + s);
+    const long per_step = (g_calls - c0) / o.steps;
+    CK(cudaDeviceSynchronize());
+    const double ms = (now() - t0) * 1e3 / o.steps;
+    std::printf("step_ms=%.3f calls_per_step=%ld device=%s\n", ms, per_step, sim ? "sim" : "gpu");
+    return 0;
+  }
+
   FILE* lf = o.loss_out.empty() && o.plot.empty() ? nullptr
                                                   : std::fopen((o.loss_out.empty() ? o.plot + ".dat" : o.loss_out).c_str(), "w");
   const bool tty = o.progress && isatty(2);
-  const int steps = train.n / o.batch;
   double total_s = 0, acc = 0;
   long total_images = 0;
   long global_step = 0;

@@ -648,6 +648,8 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     }
     return cudaSuccess;
   }
+  uint64_t thread_instructions() const override { return engine_.instructions_executed(); }
+
   Err launch(Kernel& kb, Dim3 grid, Dim3 block, uint32_t shared_bytes, bool cooperative, Stream*,
              std::span<const uint8_t> params, std::string* log, KernelOutput* output) override {
     auto& k = static_cast<SimKernel&>(kb);

@@ -87,7 +87,8 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
                {"bytes_out", c.bytes_out.load()},
                {"device_bytes", c.device_bytes.load()},
                {"kernels", c.kernels.load()},
-               {"kernel_s", double(c.kernel_ns.load()) / 1e9}};
+               {"kernel_s", double(c.kernel_ns.load()) / 1e9},
+               {"thread_instructions", c.thread_instructions.load()}};
         if (l.vm.empty()) e.erase("vm"), e.erase("channel");
         list.push_back(std::move(e));
       }
@@ -121,9 +122,15 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
                            {"mean_us", double(stats_.ticks[i].load()) * k / 1e3 / double(c)}});
       }
       int live = 0;
+      uint64_t kernels = stats_.kernels.load(), kernel_ns = stats_.kernel_ns.load(),
+               thread_instr = stats_.thread_instructions.load();  // ended sessions, then the live ones
       {
         std::lock_guard lk(live_mu_);
-        for (const Live& l : live_) device += l.s->counters().device_bytes.load(), live++;
+        for (const Live& l : live_) {
+          const SessionCounters& c = l.s->counters();
+          device += c.device_bytes.load(), live++;
+          kernels += c.kernels.load(), kernel_ns += c.kernel_ns.load(), thread_instr += c.thread_instructions.load();
+        }
       }
       out = json{{"ok", true},
                  {"backend", backend_.name()},
@@ -138,6 +145,9 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
                  {"bytes_dtoh", stats_.bytes_dtoh.load()},
                  {"bytes_dtod", stats_.bytes_dtod.load()},
                  {"device_bytes", device},
+                 {"kernels", kernels},
+                 {"kernel_s", double(kernel_ns) / 1e9},
+                 {"thread_instructions", thread_instr},
                  {"ops", std::move(ops)}};
     } else if (cmd == "drain") {
       spdlog::warn("admin (uid {}): draining: no new sessions; stopping when the last one ends", peer_uid);

@@ -44,7 +44,7 @@ std::string Server::metrics_text() {
   const double k = Stats::ns_per_tick();
   struct Row {
     std::string labels;
-    uint64_t calls, errors, in, out, device, kernels, kernel_ns;
+    uint64_t calls, errors, in, out, device, kernels, kernel_ns, thread_instructions;
     double uptime;
   };
   std::vector<Row> rows;
@@ -56,7 +56,7 @@ std::string Server::metrics_text() {
       std::string lab = "session=\"" + std::to_string(l.s->id()) + "\",pid=\"" + std::to_string(l.pid) + "\"";
       lab += ",vm=\"" + esc(l.vm) + "\"";
       rows.push_back({lab, c.calls.load(), c.errors.load(), c.bytes_in.load(), c.bytes_out.load(),
-                      c.device_bytes.load(), c.kernels.load(), c.kernel_ns.load(),
+                      c.device_bytes.load(), c.kernels.load(), c.kernel_ns.load(), c.thread_instructions.load(),
                       std::chrono::duration<double>(now - l.since).count()});
     }
   }
@@ -95,6 +95,10 @@ std::string Server::metrics_text() {
   head(o, "wormhole_session_kernel_seconds_total", "counter", "Time spent in a live session's kernel launches.");
   for (auto& r : rows)
     o << "wormhole_session_kernel_seconds_total{" << r.labels << "} " << num(double(r.kernel_ns) / 1e9) << '\n';
+  head(o, "wormhole_session_thread_instructions_total", "counter",
+       "Thread-instructions a live session's kernels executed (sim device; 0 on a GPU).");
+  for (auto& r : rows)
+    o << "wormhole_session_thread_instructions_total{" << r.labels << "} " << r.thread_instructions << '\n';
   head(o, "wormhole_session_uptime_seconds", "gauge", "Age of a live session.");
   for (auto& r : rows) o << "wormhole_session_uptime_seconds{" << r.labels << "} " << num(r.uptime) << '\n';
 

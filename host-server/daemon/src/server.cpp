@@ -105,6 +105,19 @@ const char* to_string(End e) {
   return "?";
 }
 
+// What a session's kernels did, logged when it ends (sim device: with the
+// thread-instructions its kernels executed and their rate).
+void log_kernel_totals(uint64_t sid, const SessionCounters& c) {
+  const uint64_t n = c.kernels.load();
+  if (!n) return;
+  const double s = double(c.kernel_ns.load()) / 1e9;
+  if (const uint64_t ti = c.thread_instructions.load())
+    spdlog::info("session {}: {} kernel launches, {:.3f} s in them; {} thread-instructions, {:.1f} M/s", sid, n, s, ti,
+                 s > 0 ? double(ti) / s / 1e6 : 0.0);
+  else
+    spdlog::info("session {}: {} kernel launches, {:.3f} s in them", sid, n, s);
+}
+
 // One request read from a channel's ring: handled, then answered on the
 // ring unless posted. `before_answer` runs between the two (the gate's
 // state page must be current when the answer arrives). False: the answer
@@ -442,6 +455,7 @@ void Server::serve_socket_client(int fd) {
     if (why == End::Killed) ch->end_session();  // its next call fails at once
     spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, to_string(why),
                  session.device_bytes());
+    log_kernel_totals(sid, session.counters());
   }
   live_sessions_--;
   if (pidfd >= 0) close(pidfd);
@@ -566,6 +580,7 @@ void Server::serve_vm(const VmSpec& vm, GateVm* gate, std::shared_ptr<ring::Regi
           if (why == End::Killed) ch->end_session();
           spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, to_string(why),
                        session.device_bytes());
+          log_kernel_totals(sid, session.counters());
           // Its gate binding is stale from here on, before the channel can
           // be claimed again.
           if (gate) gate->end(i);

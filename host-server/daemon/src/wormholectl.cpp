@@ -112,6 +112,14 @@ void print_stats(const json& r) {
               human_bytes(r["bytes_htod"].get<uint64_t>()).c_str(), human_bytes(r["bytes_dtoh"].get<uint64_t>()).c_str(),
               human_bytes(r["bytes_dtod"].get<uint64_t>()).c_str());
   std::printf("device memory  %s held by sessions\n", human_bytes(r["device_bytes"].get<uint64_t>()).c_str());
+  if (r.contains("kernels")) {  // (a server before these counters leaves them out)
+    const double ks = r["kernel_s"].get<double>();
+    const uint64_t ti = r["thread_instructions"].get<uint64_t>();
+    std::printf("kernels        %llu launches, %s in them", (unsigned long long)r["kernels"].get<uint64_t>(),
+                human_time(ks).c_str());
+    if (ti) std::printf("; %llu thread-instructions (%.1f M/s)", (unsigned long long)ti, ks > 0 ? double(ti) / ks / 1e6 : 0.0);
+    std::printf("\n");
+  }
   if (r["ops"].empty()) return;
   std::printf("\n%-28s %12s %10s %12s\n", "OPERATION", "CALLS", "ERRORS", "MEAN");
   for (const auto& o : r["ops"]) {

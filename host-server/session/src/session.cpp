@@ -116,6 +116,18 @@ std::string Stats::render() const {
                 bytes_htod.load() / 1048576.0, bytes_dtoh.load() / 1048576.0, bytes_dtod.load() / 1048576.0,
                 (unsigned long long)rejected.load(), (unsigned long long)sessions.load());
   o << tail;
+  if (const uint64_t nk = kernels.load()) {
+    const double ks = double(kernel_ns.load()) / 1e9;
+    const uint64_t ti = thread_instructions.load();
+    char line[256];
+    if (ti)
+      std::snprintf(line, sizeof line,
+                    "  kernels: %llu launches, %.3f s in them; %llu thread-instructions, %.1f M/s\n",
+                    (unsigned long long)nk, ks, (unsigned long long)ti, ks > 0 ? double(ti) / ks / 1e6 : 0.0);
+    else
+      std::snprintf(line, sizeof line, "  kernels: %llu launches, %.3f s in them\n", (unsigned long long)nk, ks);
+    o << line;
+  }
   if (gate_served.load()) {
     char line[384];
     std::snprintf(line, sizeof line,
@@ -139,6 +151,11 @@ Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
 
 Session::~Session() {
   account();
+  // Its kernel figures join the server-wide ones (live sessions' are added
+  // by whoever reads them: no shared counter on the launch path).
+  stats_.kernels.fetch_add(ctr_.kernels.load(), std::memory_order_relaxed);
+  stats_.kernel_ns.fetch_add(ctr_.kernel_ns.load(), std::memory_order_relaxed);
+  stats_.thread_instructions.fetch_add(ctr_.thread_instructions.load(), std::memory_order_relaxed);
   // Objects before the context that owns them on the device.
   graphs_.clear();
   blas_handles_.clear();
@@ -810,12 +827,15 @@ Err Session::run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_b
                         std::span<const uint8_t> params, bool cooperative) {
   KernelOutput kout;
   kout.limit = printf_fifo_;
+  const uint64_t i0 = ctx_->thread_instructions();
   const auto t0 = std::chrono::steady_clock::now();
   Err e = ctx_->launch(*k.k, grid, block, shared_bytes, cooperative, s, params, &last_log_, &kout);
+  const uint64_t ns =
+      uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  const uint64_t ti = ctx_->thread_instructions() - i0;
   SessionCounters::add(ctr_.kernels, 1);
-  SessionCounters::add(
-      ctr_.kernel_ns,
-      uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
+  SessionCounters::add(ctr_.kernel_ns, ns);
+  SessionCounters::add(ctr_.thread_instructions, ti);
   add_output(kOutputStdout, kout.out);
   if (kout.dropped)
     add_output(kOutputStderr, "wormhole: device printf output exceeded the " + std::to_string(kout.limit) +

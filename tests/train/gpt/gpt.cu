@@ -16,6 +16,8 @@
 //
 // Prints a progress bar, validation losses, a final summary line, a generated sample, and
 // writes the loss curve (--loss-log) and a PNG plot of it (--plot, with gnuplot if present).
+// --bench N runs N timed training steps (after --bench-warmup steps, default 3) and prints
+// `step_ms=<ms> calls_per_step=<n> device=<sim|gpu>` instead (for make bench-train).
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -23,6 +25,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -31,8 +34,12 @@
 using namespace gpt;
 typedef __nv_bfloat16 bf16;
 
+// Every CUDA runtime and cuBLASLt call goes through these, which count them (a kernel launch
+// counts once, through the KCHECK after it): calls_per_step is what a step forwards.
+static long g_calls = 0;
 #define CK(x)                                                                                        \
   do {                                                                                               \
+    g_calls++;                                                                                       \
     cudaError_t e_ = (x);                                                                            \
     if (e_ != cudaSuccess) {                                                                         \
       std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
@@ -41,6 +48,7 @@ typedef __nv_bfloat16 bf16;
   } while (0)
 #define CB(x)                                                                                              \
   do {                                                                                                     \
+    g_calls++;                                                                                             \
     cublasStatus_t s_ = (x);                                                                               \
     if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                     \
       std::fprintf(stderr, "cuBLASLt error %s at %s:%d: %s\n", cublasLtGetStatusName(s_), __FILE__, __LINE__, #x); \
@@ -504,6 +512,7 @@ static void progress(int step, int steps, double loss, double tps) {
 int main(int argc, char** argv) {
   Args a;
   if (!parse_args(argc, argv, a)) return 2;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines in order with the progress on stderr, also through a pipe
   Corpus d;
   std::string err;
   if (!load_corpus(a.corpus, d, &err)) {
@@ -520,6 +529,26 @@ int main(int argc, char** argv) {
   net.cast(net.p, net.pb, net.lay.total);
 
   std::vector<int> x, y;
+  if (a.bench > 0) {  // batch upload + forward + backward + update; no per-step loss read-back
+    auto step = [&](int s) {
+      train_batch(c, d, a.seed, s, x, y);
+      net.upload(x, y);
+      net.forward(c.B, true);
+      net.backward();
+      net.update(s);
+    };
+    for (int s = 0; s < a.bench_warmup; ++s) step(s);
+    CK(cudaDeviceSynchronize());
+    const long c0 = g_calls;
+    auto tb = std::chrono::steady_clock::now();
+    for (int s = 0; s < a.bench; ++s) step(a.bench_warmup + s);
+    const long per_step = (g_calls - c0) / a.bench;
+    CK(cudaDeviceSynchronize());
+    const double ms = std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count() * 1e3 / a.bench;
+    const bool sim = std::strstr(prop.name, "Wormhole sim") != nullptr;
+    std::printf("step_ms=%.3f calls_per_step=%ld device=%s\n", ms, per_step, sim ? "sim" : "gpu");
+    return 0;
+  }
   auto eval = [&]() {
     double s = 0;
     for (int k = 0; k < a.val_batches; ++k) {

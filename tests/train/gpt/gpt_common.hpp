@@ -197,6 +197,7 @@ struct Args {
   std::string loss_log, plot;
   bool quiet = false;
   bool gradcheck = false;  // wh-gpt-ref only
+  int bench = 0, bench_warmup = 3;  // wh-gpt only: timed steps instead of training
 };
 inline bool parse_args(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
@@ -221,18 +222,20 @@ inline bool parse_args(int argc, char** argv, Args& a) {
     else if (s == "--plot") a.plot = val();
     else if (s == "--quiet") a.quiet = true;
     else if (s == "--gradcheck") a.gradcheck = true;
+    else if (s == "--bench") a.bench = std::atoi(val());
+    else if (s == "--bench-warmup") a.bench_warmup = std::atoi(val());
     else {
       std::fprintf(stderr,
                    "usage: %s [--steps N] [--eval-every N] [--val-batches N] [--sample CHARS] [--seed S] [--lr LR]\n"
                    "          [--batch B] [--ctx T] [--width C] [--layers L] [--heads H] [--corpus FILE]...\n"
-                   "          [--loss-log FILE] [--plot FILE.png] [--quiet]\n",
+                   "          [--loss-log FILE] [--plot FILE.png] [--quiet] [--bench N [--bench-warmup N]]\n",
                    argv[0]);
       return false;
     }
   }
   const Config& c = a.cfg;
   if (c.T < 2 || c.T > 256 || c.C < 8 || c.C > 512 || c.H < 1 || c.C % c.H || c.L < 1 || c.L > 12 || c.B < 1 || c.B > 64 ||
-      a.steps < 0 || a.val_batches < 1 || a.eval_every < 1) {
+      a.steps < 0 || a.val_batches < 1 || a.eval_every < 1 || a.bench < 0 || a.bench_warmup < 0) {
     std::fprintf(stderr, "bad model/training arguments\n");
     return false;
   }

@@ -4,7 +4,8 @@
 #   1. every one of the first WH_GPT_CMP_STEPS steps' training loss matches the reference
 #      within a relative WH_GPT_TOL (default 1e-2; see docs/training.md for the derivation);
 #   2. the validation loss falls: final <= WH_GPT_VAL_FRAC (default 0.8) x initial;
-#   3. the program printed its summary line and a sample (and a PNG plot if gnuplot exists).
+#   3. the program printed its summary line and a sample, and its loss plot is a PNG that
+#      decodes (wh-png-check; gnuplot-nox is in scripts/deps.sh core).
 # Usage: train_gpt.sh <build-dir> <wh-gpt> <wh-gpt-ref>
 # Exit 77 (skip) when the corpus (Debian package `fortunes`) is not installed.
 set -u
@@ -62,9 +63,9 @@ fi
 # 3. output
 grep -q '^wh-gpt summary: steps=' "$dir/out.txt" || { echo "FAIL: no summary line"; fail=1; }
 grep -q '^sample:' "$dir/out.txt" || { echo "FAIL: no sample"; fail=1; }
-if command -v gnuplot >/dev/null 2>&1; then
-  if [ -s "$dir/loss.png" ] && head -c 4 "$dir/loss.png" | grep -q PNG; then echo "loss plot: PNG written"
-  else echo "FAIL: gnuplot present but no PNG"; fail=1; fi
-fi
+if ! command -v gnuplot >/dev/null 2>&1; then
+  echo "FAIL: no gnuplot: the loss plot cannot be drawn (apt-get install gnuplot-nox, or scripts/deps.sh core)"; fail=1
+elif "$build/tests/train/wh-png-check" "$dir/loss.png" 640 400; then echo "loss plot: a valid PNG"
+else echo "FAIL: the loss plot is not a valid PNG"; fail=1; fi
 [ "$fail" -eq 0 ] && echo "PASS"
 exit "$fail"

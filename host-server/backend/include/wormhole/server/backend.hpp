@@ -148,6 +148,9 @@ class Context {
   // grid larger than the device holds at once is refused.
   virtual Err launch(Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, bool cooperative, Stream* s,
                      std::span<const uint8_t> params, std::string* log, KernelOutput* output) = 0;
+  // Thread-instructions executed by this context's kernels so far (the sim
+  // device's PTX interpreter counts them per lane); 0 where nothing counts.
+  virtual uint64_t thread_instructions() const { return 0; }
 
   virtual Err stream_create(uint32_t flags, int priority, std::unique_ptr<Stream>* out) = 0;
   virtual Err stream_synchronize(Stream* s) = 0;

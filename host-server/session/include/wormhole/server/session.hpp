@@ -40,6 +40,10 @@ struct Stats {
   std::atomic<uint64_t> bytes_htod{0}, bytes_dtoh{0}, bytes_dtod{0};
   std::atomic<uint64_t> rejected{0};  // malformed or invalid requests
   std::atomic<uint64_t> sessions{0};
+  // Kernel launches, the time spent in them and (sim device) the
+  // thread-instructions they executed, over every session that has ended
+  // (a live session's are in its SessionCounters).
+  std::atomic<uint64_t> kernels{0}, kernel_ns{0}, thread_instructions{0};
   // The exitless gate (VMs served with --vm-gate). QUERYs never reach the
   // server (the gate code copies the state page), so they are not counted
   // here; the state page's rewrites are.
@@ -66,6 +70,7 @@ struct SessionCounters {
   std::atomic<uint64_t> bytes_in{0}, bytes_out{0};  // messages, plus data copied to / from the device
   std::atomic<uint64_t> device_bytes{0};            // device memory held
   std::atomic<uint64_t> kernels{0}, kernel_ns{0};   // launches and the time spent in them
+  std::atomic<uint64_t> thread_instructions{0};     // executed by them (sim device; 0 on a GPU)
 };
 
 class Session {
