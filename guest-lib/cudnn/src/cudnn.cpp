@@ -69,6 +69,24 @@ struct cudnnActivationStruct {
   bool set = false;
   DnnAct a{};
 };
+struct cudnnLRNStruct {  // created with cuDNN's defaults (Krizhevsky et al.)
+  uint32_t magic = kAlive;
+  bool set = true;
+  DnnLrn l{5, 0, 1e-4, 0.75, 2.0};
+};
+struct cudnnReduceTensorStruct {
+  uint32_t magic = kAlive;
+  bool set = false;
+  DnnReduce r{};
+};
+struct cudnnDropoutStruct {
+  uint32_t magic = kAlive;
+  bool set = false;
+  float p = 0;
+  void* states = nullptr;
+  size_t states_size = 0;
+  unsigned long long seed = 0;
+};
 
 namespace {
 
@@ -870,6 +888,309 @@ cudnnStatus_t cudnnScaleTensor(cudnnHandle_t h, const cudnnTensorDescriptor_t yd
   if (int32_t s = dnn::check_tensor(yd->t)) return st(s);
   rq.stream = U(h->stream), rq.y = yd->t, rq.yp = U(y);
   return status(post<Op::DnnScaleTensor>(rq));
+}
+
+// ------------------------------------------------------------ batch normalization
+
+cudnnStatus_t cudnnDeriveBNTensorDescriptor(cudnnTensorDescriptor_t derived, const cudnnTensorDescriptor_t xd,
+                                            cudnnBatchNormMode_t mode) {
+  if (!derived || derived->magic != kAlive || !ok(xd)) return CUDNN_STATUS_BAD_PARAM;
+  DnnTensor bn;
+  if (int32_t s = dnn::bn_dims(xd->t, mode, &bn)) return st(s);
+  derived->t = bn;
+  derived->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBatchNormalizationForwardTraining(cudnnHandle_t h, cudnnBatchNormMode_t mode, const void* alpha,
+                                                     const void* beta, const cudnnTensorDescriptor_t xd, const void* x,
+                                                     const cudnnTensorDescriptor_t yd, void* y,
+                                                     const cudnnTensorDescriptor_t bnd, const void* scale,
+                                                     const void* bias, double factor, void* rmean, void* rvar,
+                                                     double eps, void* smean, void* sinv) {
+  DnnBnFwdTrainReq rq{};
+  if (!ok(h) || !ok(xd) || !ok(yd) || !ok(bnd) || !x || !y || !scale || !bias ||
+      !scalars(alpha, beta, &rq.alpha, &rq.beta) || (!rmean) != (!rvar) || (!smean) != (!sinv) ||
+      !dnn::finite(factor))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_bn(mode, xd->t, yd->t, bnd->t, eps)) return st(s);
+  rq.stream = U(h->stream), rq.mode = mode;
+  rq.x = xd->t, rq.y = yd->t, rq.bn = bnd->t;
+  rq.xp = U(x), rq.yp = U(y), rq.scalep = U(scale), rq.biasp = U(bias);
+  rq.rmeanp = U(rmean), rq.rvarp = U(rvar), rq.smeanp = U(smean), rq.sinvp = U(sinv);
+  rq.factor = factor, rq.eps = eps;
+  return status(post<Op::DnnBnFwdTrain>(rq));
+}
+
+cudnnStatus_t cudnnBatchNormalizationForwardInference(cudnnHandle_t h, cudnnBatchNormMode_t mode, const void* alpha,
+                                                      const void* beta, const cudnnTensorDescriptor_t xd,
+                                                      const void* x, const cudnnTensorDescriptor_t yd, void* y,
+                                                      const cudnnTensorDescriptor_t bnd, const void* scale,
+                                                      const void* bias, const void* mean, const void* var,
+                                                      double eps) {
+  DnnBnFwdInferReq rq{};
+  if (!ok(h) || !ok(xd) || !ok(yd) || !ok(bnd) || !x || !y || !scale || !bias || !mean || !var ||
+      !scalars(alpha, beta, &rq.alpha, &rq.beta))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_bn(mode, xd->t, yd->t, bnd->t, eps)) return st(s);
+  rq.stream = U(h->stream), rq.mode = mode;
+  rq.x = xd->t, rq.y = yd->t, rq.bn = bnd->t;
+  rq.xp = U(x), rq.yp = U(y), rq.scalep = U(scale), rq.biasp = U(bias), rq.meanp = U(mean), rq.varp = U(var);
+  rq.eps = eps;
+  return status(post<Op::DnnBnFwdInfer>(rq));
+}
+
+cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t h, cudnnBatchNormMode_t mode, const void* alpha_d,
+                                              const void* beta_d, const void* alpha_p, const void* beta_p,
+                                              const cudnnTensorDescriptor_t xd, const void* x,
+                                              const cudnnTensorDescriptor_t dyd, const void* dy,
+                                              const cudnnTensorDescriptor_t dxd, void* dx,
+                                              const cudnnTensorDescriptor_t bnd, const void* scale, void* dscale,
+                                              void* dbias, double eps, const void* smean, const void* sinv) {
+  DnnBnBwdReq rq{};
+  if (!ok(h) || !ok(xd) || !ok(dyd) || !ok(dxd) || !ok(bnd) || !x || !dy || !dx || !scale || !dscale || !dbias ||
+      !scalars(alpha_d, beta_d, &rq.alpha, &rq.beta) || !scalars(alpha_p, beta_p, &rq.alpha_p, &rq.beta_p) ||
+      (!smean) != (!sinv))
+    return CUDNN_STATUS_BAD_PARAM;
+  int32_t s = dnn::check_bn(mode, xd->t, dyd->t, bnd->t, eps);
+  if (!s) s = dnn::check_tensor45(dxd->t);
+  if (!s && !dnn::same_dims(xd->t, dxd->t)) s = dnn::kBadParam;
+  if (s) return st(s);
+  rq.stream = U(h->stream), rq.mode = mode;
+  rq.x = xd->t, rq.dy = dyd->t, rq.dx = dxd->t, rq.bn = bnd->t;
+  rq.xp = U(x), rq.dyp = U(dy), rq.dxp = U(dx), rq.scalep = U(scale), rq.dscalep = U(dscale), rq.dbiasp = U(dbias);
+  rq.smeanp = U(smean), rq.sinvp = U(sinv), rq.eps = eps;
+  return status(post<Op::DnnBnBwd>(rq));
+}
+
+// The *Ex forms: CUDNN_BATCHNORM_OPS_BN (no fused add or activation), which
+// needs no work area and no reserve space.
+cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const cudnnTensorDescriptor_t xd,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t,
+    const cudnnActivationDescriptor_t, size_t* size) {
+  if (!ok(h) || !ok(xd) || !size || mode < 0 || mode > 2) return CUDNN_STATUS_BAD_PARAM;
+  if (ops != CUDNN_BATCHNORM_OPS_BN) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const cudnnTensorDescriptor_t xd,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnActivationDescriptor_t, size_t* size) {
+  if (!ok(h) || !ok(xd) || !size || mode < 0 || mode > 2) return CUDNN_STATUS_BAD_PARAM;
+  if (ops != CUDNN_BATCHNORM_OPS_BN) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t h, cudnnBatchNormMode_t mode,
+                                                                   cudnnBatchNormOps_t ops,
+                                                                   const cudnnActivationDescriptor_t,
+                                                                   const cudnnTensorDescriptor_t xd, size_t* size) {
+  if (!ok(h) || !ok(xd) || !size || mode < 0 || mode > 2) return CUDNN_STATUS_BAD_PARAM;
+  if (ops != CUDNN_BATCHNORM_OPS_BN) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const void* alpha, const void* beta,
+    const cudnnTensorDescriptor_t xd, const void* x, const cudnnTensorDescriptor_t, const void*,
+    const cudnnTensorDescriptor_t yd, void* y, const cudnnTensorDescriptor_t bnd, const void* scale,
+    const void* bias, double factor, void* rmean, void* rvar, double eps, void* smean, void* sinv,
+    cudnnActivationDescriptor_t, void*, size_t, void*, size_t) {
+  if (ops != CUDNN_BATCHNORM_OPS_BN) return CUDNN_STATUS_NOT_SUPPORTED;
+  return cudnnBatchNormalizationForwardTraining(h, mode, alpha, beta, xd, x, yd, y, bnd, scale, bias, factor, rmean,
+                                                rvar, eps, smean, sinv);
+}
+cudnnStatus_t cudnnBatchNormalizationBackwardEx(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const void* alpha_d, const void* beta_d,
+    const void* alpha_p, const void* beta_p, const cudnnTensorDescriptor_t xd, const void* x,
+    const cudnnTensorDescriptor_t, const void*, const cudnnTensorDescriptor_t dyd, const void* dy,
+    const cudnnTensorDescriptor_t, void*, const cudnnTensorDescriptor_t dxd, void* dx,
+    const cudnnTensorDescriptor_t bnd, const void* scale, const void*, void* dscale, void* dbias, double eps,
+    const void* smean, const void* sinv, cudnnActivationDescriptor_t, void*, size_t, void*, size_t) {
+  if (ops != CUDNN_BATCHNORM_OPS_BN) return CUDNN_STATUS_NOT_SUPPORTED;
+  return cudnnBatchNormalizationBackward(h, mode, alpha_d, beta_d, alpha_p, beta_p, xd, x, dyd, dy, dxd, dx, bnd,
+                                         scale, dscale, dbias, eps, smean, sinv);
+}
+
+// ------------------------------------------------------------ LRN
+
+cudnnStatus_t cudnnCreateLRNDescriptor(cudnnLRNDescriptor_t* d) { return create(d); }
+cudnnStatus_t cudnnDestroyLRNDescriptor(cudnnLRNDescriptor_t d) {
+  if (!d) return CUDNN_STATUS_SUCCESS;
+  return destroy_checked(d);
+}
+cudnnStatus_t cudnnSetLRNDescriptor(cudnnLRNDescriptor_t d, unsigned n, double alpha, double beta, double k) {
+  if (!d || d->magic != kAlive) return CUDNN_STATUS_BAD_PARAM;
+  DnnLrn l{n, 0, alpha, beta, k};
+  if (dnn::check_lrn(l)) return CUDNN_STATUS_BAD_PARAM;
+  d->l = l;
+  d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetLRNDescriptor(cudnnLRNDescriptor_t d, unsigned* n, double* alpha, double* beta, double* k) {
+  if (!ok(d)) return CUDNN_STATUS_BAD_PARAM;
+  if (n) *n = d->l.n;
+  if (alpha) *alpha = d->l.alpha;
+  if (beta) *beta = d->l.beta;
+  if (k) *k = d->l.k;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnLRNCrossChannelForward(cudnnHandle_t h, cudnnLRNDescriptor_t ld, cudnnLRNMode_t mode,
+                                          const void* alpha, const cudnnTensorDescriptor_t xd, const void* x,
+                                          const void* beta, const cudnnTensorDescriptor_t yd, void* y) {
+  DnnLrnFwdReq rq{};
+  if (!ok(h) || !ok(ld) || !ok(xd) || !ok(yd) || !x || !y || mode != CUDNN_LRN_CROSS_CHANNEL_DIM1 ||
+      !scalars(alpha, beta, &rq.alpha, &rq.beta))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_lrn_shapes(ld->l, xd->t, yd->t)) return st(s);
+  rq.stream = U(h->stream), rq.lrn = ld->l, rq.x = xd->t, rq.y = yd->t, rq.xp = U(x), rq.yp = U(y);
+  return status(post<Op::DnnLrnFwd>(rq));
+}
+cudnnStatus_t cudnnLRNCrossChannelBackward(cudnnHandle_t h, cudnnLRNDescriptor_t ld, cudnnLRNMode_t mode,
+                                           const void* alpha, const cudnnTensorDescriptor_t yd, const void* y,
+                                           const cudnnTensorDescriptor_t dyd, const void* dy,
+                                           const cudnnTensorDescriptor_t xd, const void* x, const void* beta,
+                                           const cudnnTensorDescriptor_t dxd, void* dx) {
+  DnnLrnBwdReq rq{};
+  if (!ok(h) || !ok(ld) || !ok(yd) || !ok(dyd) || !ok(xd) || !ok(dxd) || !y || !dy || !x || !dx ||
+      mode != CUDNN_LRN_CROSS_CHANNEL_DIM1 || !scalars(alpha, beta, &rq.alpha, &rq.beta))
+    return CUDNN_STATUS_BAD_PARAM;
+  int32_t s = dnn::check_lrn_shapes(ld->l, xd->t, yd->t);
+  if (!s) s = dnn::check_lrn_shapes(ld->l, xd->t, dyd->t);
+  if (!s) s = dnn::check_lrn_shapes(ld->l, xd->t, dxd->t);
+  if (s) return st(s);
+  rq.stream = U(h->stream), rq.lrn = ld->l, rq.y = yd->t, rq.dy = dyd->t, rq.x = xd->t, rq.dx = dxd->t;
+  rq.yp = U(y), rq.dyp = U(dy), rq.xp = U(x), rq.dxp = U(dx);
+  return status(post<Op::DnnLrnBwd>(rq));
+}
+
+// ------------------------------------------------------------ dropout
+
+cudnnStatus_t cudnnDropoutGetStatesSize(cudnnHandle_t h, size_t* size) {
+  if (!ok(h) || !size) return CUDNN_STATUS_BAD_PARAM;
+  *size = dnn::kDropoutStates;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnDropoutGetReserveSpaceSize(cudnnTensorDescriptor_t xd, size_t* size) {
+  if (!ok(xd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  *size = dnn::dropout_reserve(xd->t);
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnCreateDropoutDescriptor(cudnnDropoutDescriptor_t* d) { return create(d); }
+cudnnStatus_t cudnnDestroyDropoutDescriptor(cudnnDropoutDescriptor_t d) {
+  if (!d) return CUDNN_STATUS_SUCCESS;
+  return destroy_checked(d);
+}
+namespace {
+cudnnStatus_t set_dropout(cudnnDropoutDescriptor_t d, cudnnHandle_t h, float p, void* states, size_t size,
+                          unsigned long long seed, bool init) {
+  if (!d || d->magic != kAlive || !ok(h) || dnn::check_dropout(p)) return CUDNN_STATUS_BAD_PARAM;
+  if (states && size < dnn::kDropoutStates) return CUDNN_STATUS_BAD_PARAM;
+  if (init && states) {  // seeds the generator in the states buffer, in the handle's stream
+    DnnDropoutInitReq rq{};
+    rq.stream = U(h->stream), rq.statesp = U(states), rq.states_size = size, rq.seed = seed;
+    if (cudnnStatus_t s = status(post<Op::DnnDropoutInit>(rq))) return s;
+  }
+  d->p = p, d->states = states, d->states_size = states ? size : 0, d->seed = seed, d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+}  // namespace
+cudnnStatus_t cudnnSetDropoutDescriptor(cudnnDropoutDescriptor_t d, cudnnHandle_t h, float p, void* states,
+                                        size_t size, unsigned long long seed) {
+  return set_dropout(d, h, p, states, size, seed, true);
+}
+cudnnStatus_t cudnnRestoreDropoutDescriptor(cudnnDropoutDescriptor_t d, cudnnHandle_t h, float p, void* states,
+                                            size_t size, unsigned long long seed) {
+  return set_dropout(d, h, p, states, size, seed, false);
+}
+cudnnStatus_t cudnnGetDropoutDescriptor(cudnnDropoutDescriptor_t d, cudnnHandle_t h, float* p, void** states,
+                                        unsigned long long* seed) {
+  if (!ok(d) || !ok(h) || !p || !states || !seed) return CUDNN_STATUS_BAD_PARAM;
+  *p = d->p, *states = d->states, *seed = d->seed;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnDropoutForward(cudnnHandle_t h, const cudnnDropoutDescriptor_t dd, const cudnnTensorDescriptor_t xd,
+                                  const void* x, const cudnnTensorDescriptor_t yd, void* y, void* reserve,
+                                  size_t reserve_size) {
+  if (!ok(h) || !ok(dd) || !ok(xd) || !ok(yd) || !x || !y || !reserve || !dd->states) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_transform(xd->t, yd->t)) return st(s);
+  if (reserve_size < dnn::dropout_reserve(xd->t)) return CUDNN_STATUS_BAD_PARAM;
+  DnnDropoutFwdReq rq{};
+  rq.stream = U(h->stream), rq.x = xd->t, rq.y = yd->t, rq.xp = U(x), rq.yp = U(y);
+  rq.statesp = U(dd->states), rq.states_size = dd->states_size, rq.reservep = U(reserve);
+  rq.reserve_size = reserve_size, rq.p = dd->p;
+  return status(post<Op::DnnDropoutFwd>(rq));
+}
+cudnnStatus_t cudnnDropoutBackward(cudnnHandle_t h, const cudnnDropoutDescriptor_t dd,
+                                   const cudnnTensorDescriptor_t dyd, const void* dy,
+                                   const cudnnTensorDescriptor_t dxd, void* dx, void* reserve, size_t reserve_size) {
+  if (!ok(h) || !ok(dd) || !ok(dyd) || !ok(dxd) || !dy || !dx || !reserve) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_transform(dyd->t, dxd->t)) return st(s);
+  if (reserve_size < dnn::dropout_reserve(dyd->t)) return CUDNN_STATUS_BAD_PARAM;
+  DnnDropoutBwdReq rq{};
+  rq.stream = U(h->stream), rq.dy = dyd->t, rq.dx = dxd->t, rq.dyp = U(dy), rq.dxp = U(dx);
+  rq.reservep = U(reserve), rq.reserve_size = reserve_size, rq.p = dd->p;
+  return status(post<Op::DnnDropoutBwd>(rq));
+}
+
+// ------------------------------------------------------------ reduction
+
+cudnnStatus_t cudnnCreateReduceTensorDescriptor(cudnnReduceTensorDescriptor_t* d) { return create(d); }
+cudnnStatus_t cudnnDestroyReduceTensorDescriptor(cudnnReduceTensorDescriptor_t d) {
+  if (!d) return CUDNN_STATUS_SUCCESS;
+  return destroy_checked(d);
+}
+cudnnStatus_t cudnnSetReduceTensorDescriptor(cudnnReduceTensorDescriptor_t d, cudnnReduceTensorOp_t op,
+                                             cudnnDataType_t comp, cudnnNanPropagation_t nan,
+                                             cudnnReduceTensorIndices_t indices, cudnnIndicesType_t idx_type) {
+  if (!d || d->magic != kAlive || !valid_dtype(comp)) return CUDNN_STATUS_BAD_PARAM;
+  DnnReduce r{};
+  r.op = op, r.comp = comp, r.nan_opt = nan, r.indices = indices, r.idx_type = idx_type;
+  if (dnn::check_reduce(r) == dnn::kBadParam) return CUDNN_STATUS_BAD_PARAM;
+  d->r = r;
+  d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetReduceTensorDescriptor(const cudnnReduceTensorDescriptor_t d, cudnnReduceTensorOp_t* op,
+                                             cudnnDataType_t* comp, cudnnNanPropagation_t* nan,
+                                             cudnnReduceTensorIndices_t* indices, cudnnIndicesType_t* idx_type) {
+  if (!ok(d) || !op || !comp || !nan || !indices || !idx_type) return CUDNN_STATUS_BAD_PARAM;
+  *op = cudnnReduceTensorOp_t(d->r.op), *comp = cudnnDataType_t(d->r.comp);
+  *nan = cudnnNanPropagation_t(d->r.nan_opt), *indices = cudnnReduceTensorIndices_t(d->r.indices);
+  *idx_type = cudnnIndicesType_t(d->r.idx_type);
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetReductionIndicesSize(cudnnHandle_t h, const cudnnReduceTensorDescriptor_t rd,
+                                           const cudnnTensorDescriptor_t ad, const cudnnTensorDescriptor_t cd,
+                                           size_t* size) {
+  if (!ok(h) || !ok(rd) || !ok(ad) || !ok(cd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_reduce_shapes(rd->r, ad->t, cd->t)) return st(s);
+  *size = dnn::reduce_indices_size(rd->r, cd->t);
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetReductionWorkspaceSize(cudnnHandle_t h, const cudnnReduceTensorDescriptor_t rd,
+                                             const cudnnTensorDescriptor_t ad, const cudnnTensorDescriptor_t cd,
+                                             size_t* size) {
+  if (!ok(h) || !ok(rd) || !ok(ad) || !ok(cd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_reduce_shapes(rd->r, ad->t, cd->t)) return st(s);
+  *size = 0;  // the server needs no work area
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnReduceTensor(cudnnHandle_t h, const cudnnReduceTensorDescriptor_t rd, void* indices,
+                                size_t indices_size, void*, size_t, const void* alpha,
+                                const cudnnTensorDescriptor_t ad, const void* a, const void* beta,
+                                const cudnnTensorDescriptor_t cd, void* c) {
+  DnnReduceTensorReq rq{};
+  if (!ok(h) || !ok(rd) || !ok(ad) || !ok(cd) || !a || !c || !scalars(alpha, beta, &rq.alpha, &rq.beta))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_reduce_shapes(rd->r, ad->t, cd->t)) return st(s);
+  const uint64_t need = dnn::reduce_indices_size(rd->r, cd->t);
+  if (need && indices && indices_size < need) return CUDNN_STATUS_BAD_PARAM;
+  rq.stream = U(h->stream), rq.red = rd->r, rq.a = ad->t, rq.c = cd->t, rq.ap = U(a), rq.cp = U(c);
+  if (need && indices) rq.indicesp = U(indices), rq.indices_size = indices_size;
+  return status(post<Op::DnnReduceTensor>(rq));
 }
 
 }  // extern "C"

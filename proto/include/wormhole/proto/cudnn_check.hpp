@@ -191,4 +191,89 @@ inline int32_t check_op_tensor(int32_t op, int32_t nan_opt, const DnnTensor& a, 
   return kOk;
 }
 
+// ---- batch normalization, LRN, dropout, reduction (plain float tensors
+// of 4 or 5 dimensions, any positive strides).
+inline int32_t check_tensor45(const DnnTensor& t) {
+  if (int32_t r = check_tensor(t)) return r;
+  return (t.nb == 4 || t.nb == 5) ? kOk : kNotSupported;
+}
+inline bool finite(double v) { return v == v && v - v == 0; }
+
+// cudnnBatchNormMode_t: PER_ACTIVATION SPATIAL SPATIAL_PERSISTENT.
+inline bool bn_spatial(int32_t mode) { return mode != 0; }
+// The dimensions of the scale/bias/mean/variance tensor of x in `mode`
+// (cudnnDeriveBNTensorDescriptor).
+inline int32_t bn_dims(const DnnTensor& x, int32_t mode, DnnTensor* bn) {
+  if (mode < 0 || mode > 2) return kBadParam;
+  if (int32_t r = check_tensor45(x)) return r;
+  DnnTensor b{};
+  b.dtype = kFloat, b.nb = x.nb;
+  b.dim[0] = 1, b.dim[1] = x.dim[1];
+  for (int k = 2; k < x.nb; k++) b.dim[k] = bn_spatial(mode) ? 1 : x.dim[k];
+  int64_t s = 1;
+  for (int k = x.nb - 1; k >= 0; k--) b.stride[k] = int32_t(s), s *= b.dim[k];
+  *bn = b;
+  return kOk;
+}
+// x and y (or dy, dx) of one batch normalization and its parameter tensor.
+inline int32_t check_bn(int32_t mode, const DnnTensor& x, const DnnTensor& y, const DnnTensor& bn, double eps) {
+  DnnTensor want;
+  if (int32_t r = bn_dims(x, mode, &want)) return r;
+  if (int32_t r = check_tensor45(y)) return r;
+  if (int32_t r = check_tensor45(bn)) return r;
+  if (!same_dims(x, y) || !same_dims(bn, want)) return kBadParam;
+  if (!finite(eps) || eps < 0) return kBadParam;
+  return kOk;
+}
+// The number of values normalised together (the statistics' sample count).
+inline int64_t bn_samples(const DnnTensor& x, int32_t mode) {
+  int64_t m = x.dim[0];
+  if (bn_spatial(mode))
+    for (int k = 2; k < x.nb; k++) m *= x.dim[k];
+  return m;
+}
+
+// cudnnSetLRNDescriptor's limits.
+inline int32_t check_lrn(const DnnLrn& l) {
+  if (l.n < 1 || l.n > 16 || !finite(l.alpha) || !finite(l.beta) || !finite(l.k) || l.beta < 0.01 || l.k < 1e-5)
+    return kBadParam;
+  return kOk;
+}
+inline int32_t check_lrn_shapes(const DnnLrn& l, const DnnTensor& x, const DnnTensor& y) {
+  if (int32_t r = check_lrn(l)) return r;
+  if (int32_t r = check_tensor45(x)) return r;
+  if (int32_t r = check_tensor45(y)) return r;
+  return same_dims(x, y) ? kOk : kBadParam;
+}
+
+// Dropout: the generator state's size (cudnnDropoutGetStatesSize) and the
+// mask's (one byte per element).
+constexpr uint64_t kDropoutStates = 64;
+inline int32_t check_dropout(double p) { return (finite(p) && p >= 0 && p <= 1) ? kOk : kBadParam; }
+inline uint64_t dropout_reserve(const DnnTensor& x) { return uint64_t(count(x)); }
+
+// cudnnReduceTensorOp_t: ADD MUL MIN MAX AMAX AVG NORM1 NORM2 MUL_NO_ZEROS.
+inline bool reduce_has_indices(const DnnReduce& r) { return r.indices == 1 && r.op >= 2 && r.op <= 4; }
+inline int32_t check_reduce(const DnnReduce& r) {
+  if (r.op < 0 || r.op > 8 || (r.nan_opt != 0 && r.nan_opt != 1) || (r.indices != 0 && r.indices != 1) ||
+      r.idx_type < 0 || r.idx_type > 3)
+    return kBadParam;
+  if (r.comp != kFloat) return kNotSupported;
+  if (reduce_has_indices(r) && r.idx_type != 0) return kNotSupported;  // 32-bit indices only
+  return kOk;
+}
+// c's dimensions are a's, or 1 where a is reduced.
+inline int32_t check_reduce_shapes(const DnnReduce& r, const DnnTensor& a, const DnnTensor& c) {
+  if (int32_t e = check_reduce(r)) return e;
+  if (int32_t e = check_tensor(a)) return e;
+  if (int32_t e = check_tensor(c)) return e;
+  if (a.nb != c.nb) return kBadParam;
+  for (int k = 0; k < a.nb; k++)
+    if (c.dim[k] != a.dim[k] && c.dim[k] != 1) return kBadParam;
+  return kOk;
+}
+inline uint64_t reduce_indices_size(const DnnReduce& r, const DnnTensor& c) {
+  return reduce_has_indices(r) ? uint64_t(count(c)) * 4 : 0;
+}
+
 }  // namespace wh::proto::dnn
