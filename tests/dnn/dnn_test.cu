@@ -16,17 +16,23 @@
 //   form); LRN across channels forward and backward (the backward pass
 //   against central differences); dropout (the dropped fraction, the
 //   scale, the mask reused by backward, reseeding and restoring); and
-//   every reduction op, with indices for MIN, MAX and AMAX.
+//   every reduction op, with indices for MIN, MAX and AMAX; and half and
+//   bfloat16 data (convolution in all three directions, max pooling,
+//   sigmoid, softmax, AddTensor, OpTensor, batch normalization, SetTensor)
+//   against references over the rounded inputs.
 // Tolerance: 1e-4 relative to the largest magnitude of the reference
-// (float data, float accumulation order differs); the measured errors are
-// printed.
+// (float data, float accumulation order differs; 1e-3 for half, 8e-3 for
+// bfloat16 outputs); the measured errors are printed.
 #include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cudnn.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #define CK(x)                                                                                \
@@ -50,7 +56,9 @@ using Vec = std::vector<float>;
 static int failures = 0;
 static const double kTol = 1e-4;
 
-static void compare(const char* what, const Vec& got, const Vec& want) {
+static void compare_tol(const char* what, const Vec& got, const Vec& want, double tol);
+static void compare(const char* what, const Vec& got, const Vec& want) { compare_tol(what, got, want, kTol); }
+static void compare_tol(const char* what, const Vec& got, const Vec& want, double tol) {
   double scale = 1e-30, err = 0;
   for (float v : want) scale = std::fmax(scale, std::fabs(v));
   bool ok = got.size() == want.size();
@@ -58,8 +66,8 @@ static void compare(const char* what, const Vec& got, const Vec& want) {
     if (!std::isfinite(got[i])) ok = false;
     err = std::fmax(err, std::fabs(double(got[i]) - want[i]) / scale);
   }
-  ok = ok && err <= kTol;
-  std::printf("%s %s: max relative error %.3g (tolerance %.3g)\n", ok ? "ok  " : "FAIL", what, err, kTol);
+  ok = ok && err <= tol;
+  std::printf("%s %s: max relative error %.3g (tolerance %.3g)\n", ok ? "ok  " : "FAIL", what, err, tol);
   if (!ok) failures++;
 }
 static void expect(cudnnStatus_t got, cudnnStatus_t want, const char* what) {
@@ -815,6 +823,233 @@ static void test_reduce(cudnnHandle_t h) {
   for (auto d : {ad, cd, sd, bad}) CD(cudnnDestroyTensorDescriptor(d));
 }
 
+// ---------------------------------------------------------------- half and bfloat16
+
+// Values rounded to `dt` (what the device holds), and the device copies.
+static float round_to(float v, cudnnDataType_t dt) {
+  return dt == CUDNN_DATA_HALF ? __half2float(__float2half_rn(v)) : __bfloat162float(__float2bfloat16_rn(v));
+}
+static Vec rounded(Vec v, cudnnDataType_t dt) {
+  for (auto& x : v) x = round_to(x, dt);
+  return v;
+}
+static void* dev16(const Vec& v, cudnnDataType_t dt) {
+  std::vector<unsigned short> b(v.size());
+  for (size_t i = 0; i < v.size(); i++) {
+    if (dt == CUDNN_DATA_HALF) {
+      __half hv = __float2half_rn(v[i]);
+      std::memcpy(&b[i], &hv, 2);
+    } else {
+      __nv_bfloat16 bv = __float2bfloat16_rn(v[i]);
+      std::memcpy(&b[i], &bv, 2);
+    }
+  }
+  void* p;
+  CK(cudaMalloc(&p, b.size() * 2));
+  CK(cudaMemcpy(p, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+  return p;
+}
+static Vec host16(const void* p, size_t n, cudnnDataType_t dt) {
+  std::vector<unsigned short> b(n);
+  CK(cudaMemcpy(b.data(), p, n * 2, cudaMemcpyDeviceToHost));
+  Vec v(n);
+  for (size_t i = 0; i < n; i++) {
+    if (dt == CUDNN_DATA_HALF) {
+      __half hv;
+      std::memcpy(&hv, &b[i], 2);
+      v[i] = __half2float(hv);
+    } else {
+      __nv_bfloat16 bv;
+      std::memcpy(&bv, &b[i], 2);
+      v[i] = __bfloat162float(bv);
+    }
+  }
+  return v;
+}
+static cudnnTensorDescriptor_t tensor_t(cudnnDataType_t dt, int n, int c, int h, int w) {
+  cudnnTensorDescriptor_t d;
+  CD(cudnnCreateTensorDescriptor(&d));
+  CD(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, dt, n, c, h, w));
+  return d;
+}
+
+// Convolution, pooling, activation, softmax, AddTensor, OpTensor, batch
+// normalization and SetTensor on half or bfloat16 data, computed in float:
+// the references use the rounded inputs, so the error is the output's
+// rounding (2^-11 half, 2^-8 bfloat16, relative to the largest value).
+static void test_lowp(cudnnHandle_t h, cudnnDataType_t dt, const char* tn) {
+  const double tol = dt == CUDNN_DATA_HALF ? 1e-3 : 8e-3;
+  const float one = 1, zero = 0;
+  char what[160];
+  // Convolution (pad 1, stride 2, groups 2), all three directions.
+  const ConvShape s{2, 4, 9, 7, 6, 3, 3, 1, 1, 2, 2, 1, 1, 2, false};
+  const int OH = s.OH(), OW = s.OW(), cg = s.C / s.G;
+  Vec x = rounded(rand_vec(size_t(s.N) * s.C * s.H * s.W), dt), w = rounded(rand_vec(size_t(s.K) * cg * s.R * s.S), dt),
+      dy = rounded(rand_vec(size_t(s.N) * s.K * OH * OW), dt);
+  Vec y_ref(dy.size(), 0), dx_ref(x.size(), 0), dw_ref(w.size(), 0);
+  conv_loop(s, [&](size_t xi, size_t wi, size_t yi) {
+    y_ref[yi] += x[xi] * w[wi];
+    dx_ref[xi] += dy[yi] * w[wi];
+    dw_ref[wi] += dy[yi] * x[xi];
+  });
+  cudnnTensorDescriptor_t xd = tensor_t(dt, s.N, s.C, s.H, s.W), yd = tensor_t(dt, s.N, s.K, OH, OW);
+  cudnnFilterDescriptor_t wd, wf;
+  CD(cudnnCreateFilterDescriptor(&wd));
+  CD(cudnnSetFilter4dDescriptor(wd, dt, CUDNN_TENSOR_NCHW, s.K, cg, s.R, s.S));
+  cudnnConvolutionDescriptor_t cd;
+  CD(cudnnCreateConvolutionDescriptor(&cd));
+  CD(cudnnSetConvolution2dDescriptor(cd, s.ph, s.pw, s.sh, s.sw, s.dh, s.dw, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CD(cudnnSetConvolutionGroupCount(cd, s.G));
+  void *px = dev16(x, dt), *pw = dev16(w, dt), *pdy = dev16(dy, dt), *py = dev16(Vec(dy.size(), NAN), dt),
+       *pdx = dev16(Vec(x.size(), NAN), dt), *pdw = dev16(Vec(w.size(), NAN), dt);
+  CD(cudnnConvolutionForward(h, &one, xd, px, wd, pw, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &zero,
+                             yd, py));
+  CD(cudnnConvolutionBackwardData(h, &one, wd, pw, yd, pdy, cd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, nullptr, 0, &zero,
+                                  xd, pdx));
+  CD(cudnnConvolutionBackwardFilter(h, &one, xd, px, yd, pdy, cd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, nullptr, 0,
+                                    &zero, wd, pdw));
+  std::snprintf(what, sizeof what, "%s convolution forward", tn);
+  compare_tol(what, host16(py, y_ref.size(), dt), y_ref, tol);
+  std::snprintf(what, sizeof what, "%s convolution backward data", tn);
+  compare_tol(what, host16(pdx, x.size(), dt), dx_ref, tol);
+  std::snprintf(what, sizeof what, "%s convolution backward filter", tn);
+  compare_tol(what, host16(pdw, w.size(), dt), dw_ref, tol);
+  CD(cudnnCreateFilterDescriptor(&wf));
+  CD(cudnnSetFilter4dDescriptor(wf, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.K, cg, s.R, s.S));
+  std::snprintf(what, sizeof what, "a %s convolution with a float filter", tn);
+  expect(cudnnConvolutionForward(h, &one, xd, px, wf, pw, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0,
+                                 &zero, yd, py),
+         CUDNN_STATUS_BAD_PARAM, what);
+
+  // Max pooling 2x2 stride 2 on y, forward and backward.
+  const int PH = OH / 2, PW = OW / 2, NC = s.N * s.K;
+  Vec yv = host16(py, y_ref.size(), dt), pref(size_t(NC) * PH * PW), pdy_v = rounded(rand_vec(pref.size()), dt),
+      pdx_ref(yv.size(), 0);
+  for (int nc = 0; nc < NC; nc++)
+    for (int i = 0; i < PH; i++)
+      for (int j = 0; j < PW; j++) {
+        size_t arg = 0;
+        float best = -INFINITY;
+        for (int r = 0; r < 2; r++)
+          for (int q = 0; q < 2; q++) {
+            const size_t k = (size_t(nc) * OH + 2 * i + r) * OW + 2 * j + q;
+            if (yv[k] > best) best = yv[k], arg = k;
+          }
+        pref[(size_t(nc) * PH + i) * PW + j] = best;
+        pdx_ref[arg] += pdy_v[(size_t(nc) * PH + i) * PW + j];
+      }
+  cudnnPoolingDescriptor_t pd;
+  CD(cudnnCreatePoolingDescriptor(&pd));
+  CD(cudnnSetPooling2dDescriptor(pd, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN, 2, 2, 0, 0, 2, 2));
+  cudnnTensorDescriptor_t pyd = tensor_t(dt, s.N, s.K, PH, PW);
+  void *ppy = dev16(Vec(pref.size(), NAN), dt), *ppdy = dev16(pdy_v, dt), *ppdx = dev16(Vec(yv.size(), NAN), dt);
+  CD(cudnnPoolingForward(h, pd, &one, yd, py, &zero, pyd, ppy));
+  CD(cudnnPoolingBackward(h, pd, &one, pyd, ppy, pyd, ppdy, yd, py, &zero, yd, ppdx));
+  std::snprintf(what, sizeof what, "%s max pooling forward", tn);
+  compare_tol(what, host16(ppy, pref.size(), dt), pref, tol);
+  std::snprintf(what, sizeof what, "%s max pooling backward", tn);
+  compare_tol(what, host16(ppdx, yv.size(), dt), pdx_ref, tol);
+
+  // Sigmoid forward and backward on x.
+  Vec sy(x.size()), sdx(x.size()), sdy = rounded(rand_vec(x.size()), dt);
+  for (size_t i = 0; i < x.size(); i++) sy[i] = float(1 / (1 + std::exp(-double(x[i]))));
+  Vec syr = rounded(sy, dt);  // backward reads the y it is given: the rounded one
+  for (size_t i = 0; i < x.size(); i++) sdx[i] = float(double(sy[i]) * (1 - sy[i]) * sdy[i]);
+  cudnnActivationDescriptor_t ad;
+  CD(cudnnCreateActivationDescriptor(&ad));
+  CD(cudnnSetActivationDescriptor(ad, CUDNN_ACTIVATION_SIGMOID, CUDNN_NOT_PROPAGATE_NAN, 0));
+  void *pay = dev16(Vec(x.size(), NAN), dt), *pady = dev16(sdy, dt), *padx = dev16(Vec(x.size(), NAN), dt);
+  CD(cudnnActivationForward(h, ad, &one, xd, px, &zero, xd, pay));
+  CD(cudnnActivationBackward(h, ad, &one, xd, pay, xd, pady, xd, px, &zero, xd, padx));
+  std::snprintf(what, sizeof what, "%s sigmoid forward", tn);
+  compare_tol(what, host16(pay, x.size(), dt), sy, tol);
+  std::snprintf(what, sizeof what, "%s sigmoid backward", tn);
+  compare_tol(what, host16(padx, x.size(), dt), sdx, 2 * tol);
+
+  // Softmax (accurate, channel) of x.
+  Vec smx(x.size());
+  const int HW = s.H * s.W;
+  for (int n = 0; n < s.N; n++)
+    for (int p = 0; p < HW; p++) {
+      double mx = -INFINITY, sum = 0;
+      for (int c = 0; c < s.C; c++) mx = std::fmax(mx, x[(size_t(n) * s.C + c) * HW + p]);
+      for (int c = 0; c < s.C; c++) sum += std::exp(x[(size_t(n) * s.C + c) * HW + p] - mx);
+      for (int c = 0; c < s.C; c++)
+        smx[(size_t(n) * s.C + c) * HW + p] = float(std::exp(x[(size_t(n) * s.C + c) * HW + p] - mx) / sum);
+    }
+  void* psm = dev16(Vec(x.size(), NAN), dt);
+  CD(cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, xd, px, &zero, xd, psm));
+  std::snprintf(what, sizeof what, "%s softmax forward", tn);
+  compare_tol(what, host16(psm, x.size(), dt), smx, tol);
+
+  // AddTensor: a per-channel bias added to y (beta 1); OpTensor MUL y * y.
+  Vec bias = rounded(rand_vec(s.K), dt), add_ref(yv.size()), mul_ref(yv.size());
+  for (size_t i = 0; i < yv.size(); i++) {
+    add_ref[i] = yv[i] + bias[(i / (size_t(OH) * OW)) % s.K];
+    mul_ref[i] = yv[i] * yv[i];
+  }
+  cudnnTensorDescriptor_t bd = tensor_t(dt, 1, s.K, 1, 1);
+  void *pb = dev16(bias, dt), *pmul = dev16(Vec(yv.size(), NAN), dt);
+  cudnnOpTensorDescriptor_t od;
+  CD(cudnnCreateOpTensorDescriptor(&od));
+  CD(cudnnSetOpTensorDescriptor(od, CUDNN_OP_TENSOR_MUL, CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN));
+  CD(cudnnOpTensor(h, od, &one, yd, py, &one, yd, py, &zero, yd, pmul));
+  CD(cudnnAddTensor(h, &one, bd, pb, &one, yd, py));
+  std::snprintf(what, sizeof what, "%s OpTensor MUL", tn);
+  compare_tol(what, host16(pmul, yv.size(), dt), mul_ref, tol);
+  std::snprintf(what, sizeof what, "%s AddTensor (bias, beta 1)", tn);
+  compare_tol(what, host16(py, yv.size(), dt), add_ref, tol);
+
+  // Batch normalization (spatial) of x with float parameters.
+  cudnnTensorDescriptor_t bnd;
+  CD(cudnnCreateTensorDescriptor(&bnd));
+  CD(cudnnDeriveBNTensorDescriptor(bnd, xd, CUDNN_BATCHNORM_SPATIAL));
+  Vec scale = rand_vec(s.C), shift = rand_vec(s.C), bn_ref(x.size());
+  for (int c = 0; c < s.C; c++) {
+    double m = 0, v = 0;
+    for (int n = 0; n < s.N; n++)
+      for (int p = 0; p < HW; p++) m += x[(size_t(n) * s.C + c) * HW + p];
+    m /= s.N * HW;
+    for (int n = 0; n < s.N; n++)
+      for (int p = 0; p < HW; p++) v += std::pow(x[(size_t(n) * s.C + c) * HW + p] - m, 2);
+    v /= s.N * HW;
+    for (int n = 0; n < s.N; n++)
+      for (int p = 0; p < HW; p++) {
+        const size_t i = (size_t(n) * s.C + c) * HW + p;
+        bn_ref[i] = float(scale[c] * (x[i] - m) / std::sqrt(v + 1e-5) + shift[c]);
+      }
+  }
+  float *pscale = dev(scale), *pshift = dev(shift);
+  void* pbn = dev16(Vec(x.size(), NAN), dt);
+  CD(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, xd, px, xd, pbn, bnd, pscale,
+                                            pshift, 1.0, nullptr, nullptr, 1e-5, nullptr, nullptr));
+  std::snprintf(what, sizeof what, "%s batch normalization forward (float parameters)", tn);
+  compare_tol(what, host16(pbn, x.size(), dt), bn_ref, tol);
+
+  // SetTensor takes its value in the tensor's type.
+  unsigned short v16;
+  if (dt == CUDNN_DATA_HALF) {
+    __half hv = __float2half_rn(-2.5f);
+    std::memcpy(&v16, &hv, 2);
+  } else {
+    __nv_bfloat16 bv = __float2bfloat16_rn(-2.5f);
+    std::memcpy(&v16, &bv, 2);
+  }
+  CD(cudnnSetTensor(h, pyd, ppy, &v16));
+  std::snprintf(what, sizeof what, "%s SetTensor -2.5", tn);
+  compare_tol(what, host16(ppy, pref.size(), dt), Vec(pref.size(), -2.5f), 0);
+
+  for (void* p : {px, pw, pdy, py, pdx, pdw, ppy, ppdy, ppdx, pay, pady, padx, psm, pb, pmul, pbn}) CK(cudaFree(p));
+  for (float* p : {pscale, pshift}) CK(cudaFree(p));
+  for (auto d : {xd, yd, pyd, bd, bnd}) CD(cudnnDestroyTensorDescriptor(d));
+  CD(cudnnDestroyFilterDescriptor(wd));
+  CD(cudnnDestroyFilterDescriptor(wf));
+  CD(cudnnDestroyConvolutionDescriptor(cd));
+  CD(cudnnDestroyPoolingDescriptor(pd));
+  CD(cudnnDestroyActivationDescriptor(ad));
+  CD(cudnnDestroyOpTensorDescriptor(od));
+}
+
 int main() {
   std::printf("cuDNN release %zu\n", cudnnGetVersion());
   cudnnHandle_t h;
@@ -847,6 +1082,8 @@ int main() {
   test_lrn(h);
   test_dropout(h);
   test_reduce(h);
+  test_lowp(h, CUDNN_DATA_HALF, "half");
+  test_lowp(h, CUDNN_DATA_BFLOAT16, "bfloat16");
 
   CK(cudaStreamSynchronize(stream));
   CD(cudnnDestroy(h));

@@ -342,8 +342,10 @@ TEST_F(Fixture, BatchNormComputesAndChecksItsTensors) {
   refused(bad, "y shape differs");
   bad = rq, bad.x.nb = 3;
   refused(bad, "3-d x");
-  bad = rq, bad.x.dtype = 2;
-  refused(bad, "half x (not forwarded)");
+  bad = rq, bad.x.dtype = 1, bad.y.dtype = 1;
+  refused(bad, "double x (not forwarded)");
+  bad = rq, bad.bn.dtype = 2;
+  refused(bad, "half parameters");
   bad = rq, bad.alpha = NAN;
   refused(bad, "NaN alpha");
   EXPECT_EQ(post<Op::DnnBnFwdTrain>(rq), 0);
@@ -470,6 +472,24 @@ TEST_F(Fixture, ReduceChecksItsDescriptorAndIndices) {
   EXPECT_NE(post<Op::DnnReduceTensor>(bad), 0) << "a past its end";
   bad = rq, bad.indicesp = 0;
   EXPECT_EQ(post<Op::DnnReduceTensor>(bad), 0) << "indices not wanted";
+}
+
+TEST_F(Fixture, HalfAndBfloat16TensorsSpanTwoBytesAnElement) {
+  uint64_t a = alloc(32), b = alloc(32);  // 16 two-byte elements each
+  DnnActFwdReq rq{};
+  rq.act.mode = 1, rq.x = t4(1, 1, 4, 4), rq.x.dtype = dnn::kHalf, rq.y = rq.x, rq.xp = a, rq.yp = b, rq.alpha = 1;
+  EXPECT_EQ(post<Op::DnnActFwd>(rq), 0);
+  auto bad = rq;
+  bad.yp = b + 2;
+  EXPECT_NE(post<Op::DnnActFwd>(bad), 0) << "one element past the end";
+  bad = rq, bad.xp = a + 1;
+  EXPECT_NE(post<Op::DnnActFwd>(bad), 0) << "misaligned half data";
+  bad = rq, bad.y.dtype = dnn::kBf16;
+  EXPECT_NE(post<Op::DnnActFwd>(bad), 0) << "half x, bfloat16 y";
+  bad = rq, bad.x.dtype = bad.y.dtype = dnn::kFloat;
+  EXPECT_NE(post<Op::DnnActFwd>(bad), 0) << "float data spans 64 bytes";
+  rq.x.dtype = rq.y.dtype = dnn::kBf16;
+  EXPECT_EQ(post<Op::DnnActFwd>(rq), 0);
 }
 
 }  // namespace

@@ -139,6 +139,39 @@ bool scalars(const void* alpha, const void* beta, double* a, double* b) {
 }
 uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
+// A host value of a tensor's data type (float, half, bfloat16) as a double.
+double value_of(const void* p, int32_t dtype) {
+  if (dtype == dnn::kFloat) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t b;
+  std::memcpy(&b, p, 2);
+  uint32_t bits;
+  if (dtype == dnn::kBf16) {
+    bits = uint32_t(b) << 16;
+  } else {  // half
+    const uint32_t sign = uint32_t(b & 0x8000) << 16, exp = (b >> 10) & 0x1F;
+    uint32_t man = b & 0x3FF;
+    if (exp == 0x1F) {
+      bits = sign | 0x7F800000 | man << 13;
+    } else if (exp) {
+      bits = sign | (exp + 112) << 23 | man << 13;
+    } else if (!man) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do man <<= 1, e++;
+      while (!(man & 0x400));
+      bits = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3FF) << 13;
+    }
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 template <class D>
 void destroy(D* d) {
   if (d && d->magic == kAlive) {
@@ -874,9 +907,9 @@ cudnnStatus_t cudnnOpTensor(cudnnHandle_t h, const cudnnOpTensorDescriptor_t od,
 
 cudnnStatus_t cudnnSetTensor(cudnnHandle_t h, const cudnnTensorDescriptor_t yd, void* y, const void* value) {
   DnnSetTensorReq rq{};
-  double unused;
-  if (!ok(h) || !ok(yd) || !y || !scalars(value, value, &rq.value, &unused)) return CUDNN_STATUS_BAD_PARAM;
+  if (!ok(h) || !ok(yd) || !y || !value) return CUDNN_STATUS_BAD_PARAM;
   if (int32_t s = dnn::check_tensor(yd->t)) return st(s);
+  rq.value = value_of(value, yd->t.dtype);  // in the tensor's own type
   rq.stream = U(h->stream), rq.y = yd->t, rq.yp = U(y);
   return status(post<Op::DnnSetTensor>(rq));
 }

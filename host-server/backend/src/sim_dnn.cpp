@@ -33,10 +33,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <list>
+#include <type_traits>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
 #include "wormhole/proto/cudnn_check.hpp"
+#include "wormhole/server/blaslt.hpp"  // fp16 / bf16 conversions
 #include "wormhole/server/dnn.hpp"
 
 namespace wh::server {
@@ -83,6 +86,7 @@ class SimDnn final : public Dnn {
   }
 
   Err conv_fwd(Stream*, const DnnConvFwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *x, *w;
       float* y;
@@ -102,6 +106,7 @@ class SimDnn final : public Dnn {
   }
 
   Err conv_bwd_data(Stream*, const DnnConvBwdDataReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *w, *dy;
       float* dx;
@@ -124,6 +129,7 @@ class SimDnn final : public Dnn {
   }
 
   Err conv_bwd_filter(Stream*, const DnnConvBwdFilterReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *x, *dy;
       float* dw;
@@ -147,6 +153,7 @@ class SimDnn final : public Dnn {
   }
 
   Err conv_bwd_bias(Stream*, const DnnConvBwdBiasReq& rq) override {
+    Stage stage;
     const float* dy;
     float* db;
     if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
@@ -167,6 +174,7 @@ class SimDnn final : public Dnn {
   }
 
   Err add_tensor(Stream*, const DnnAddTensorReq& rq) override {
+    Stage stage;
     const float* a;
     float* c;
     if (Err e = view(rq.a, rq.ap, &a); e) return e;
@@ -192,6 +200,7 @@ class SimDnn final : public Dnn {
   }
 
   Err pool_fwd(Stream*, const DnnPoolFwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float* x;
       float* y;
@@ -209,6 +218,7 @@ class SimDnn final : public Dnn {
   }
 
   Err pool_bwd(Stream*, const DnnPoolBwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *x, *dy, *yv;
       float* dx;
@@ -239,6 +249,7 @@ class SimDnn final : public Dnn {
   }
 
   Err act_fwd(Stream*, const DnnActFwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float* x;
       float* y;
@@ -254,6 +265,7 @@ class SimDnn final : public Dnn {
   }
 
   Err act_bwd(Stream*, const DnnActBwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *yv, *dy, *x;
       float* dx;
@@ -274,6 +286,7 @@ class SimDnn final : public Dnn {
   }
 
   Err softmax_fwd(Stream*, const DnnSoftmaxFwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float* x;
       float* y;
@@ -291,6 +304,7 @@ class SimDnn final : public Dnn {
   }
 
   Err softmax_bwd(Stream*, const DnnSoftmaxBwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *yv, *dy;
       float* dx;
@@ -313,6 +327,7 @@ class SimDnn final : public Dnn {
   }
 
   Err transform(Stream*, const DnnTransformReq& rq) override {
+    Stage stage;
     const float* x;
     float* y;
     if (Err e = view(rq.x, rq.xp, &x); e) return e;
@@ -322,6 +337,7 @@ class SimDnn final : public Dnn {
   }
 
   Err op_tensor(Stream*, const DnnOpTensorReq& rq) override {
+    Stage stage;
     const float *a, *b = nullptr;
     float* c;
     const bool uses_b = dnn::op_uses_b(rq.op);
@@ -354,6 +370,7 @@ class SimDnn final : public Dnn {
   }
 
   Err set_tensor(Stream*, const DnnSetTensorReq& rq) override {
+    Stage stage;
     float* y;
     if (Err e = view(rq.y, rq.yp, &y); e) return e;
     const float v = float(rq.value);
@@ -362,6 +379,7 @@ class SimDnn final : public Dnn {
   }
 
   Err scale_tensor(Stream*, const DnnScaleTensorReq& rq) override {
+    Stage stage;
     float* y;
     if (Err e = view(rq.y, rq.yp, &y); e) return e;
     const float a = float(rq.alpha);
@@ -373,6 +391,7 @@ class SimDnn final : public Dnn {
   // ---- batch normalization (plain loops, double accumulation)
 
   Err bn_fwd_train(Stream*, const DnnBnFwdTrainReq& rq) override {
+    Stage stage;
     const float *x, *sc, *bi;
     float *y, *rm = nullptr, *rv = nullptr, *sm = nullptr, *si = nullptr;
     if (Err e = view(rq.x, rq.xp, &x); e) return e;
@@ -418,6 +437,7 @@ class SimDnn final : public Dnn {
   }
 
   Err bn_fwd_infer(Stream*, const DnnBnFwdInferReq& rq) override {
+    Stage stage;
     const float *x, *sc, *bi, *mp, *vp;
     float* y;
     if (Err e = view(rq.x, rq.xp, &x); e) return e;
@@ -440,6 +460,7 @@ class SimDnn final : public Dnn {
   }
 
   Err bn_bwd(Stream*, const DnnBnBwdReq& rq) override {
+    Stage stage;
     const float *x, *dy, *sc, *smp = nullptr, *sip = nullptr;
     float *dx, *ds, *db;
     if (Err e = view(rq.x, rq.xp, &x); e) return e;
@@ -486,6 +507,7 @@ class SimDnn final : public Dnn {
   // ---- LRN across channels: y = x (k + alpha/n sum x^2 over the window)^-beta
 
   Err lrn_fwd(Stream*, const DnnLrnFwdReq& rq) override {
+    Stage stage;
     const float* x;
     float* y;
     if (Err e = view(rq.x, rq.xp, &x); e) return e;
@@ -501,6 +523,7 @@ class SimDnn final : public Dnn {
   // dx_i = dy_i s_i^-b - 2 b alpha/n x_i sum over the windows holding i of dy_j x_j s_j^(-b-1)
   // (recomputed from x; y is checked, not read).
   Err lrn_bwd(Stream*, const DnnLrnBwdReq& rq) override {
+    Stage stage;
     const float *yv, *dy, *x;
     float* dx;
     if (Err e = view(rq.y, rq.yp, &yv); e) return e;
@@ -529,6 +552,7 @@ class SimDnn final : public Dnn {
   // whose state, {seed, counter}, lives in the states buffer.
 
   Err dropout_init(Stream*, const DnnDropoutInitReq& rq) override {
+    Stage stage;
     uint8_t* st = ctx_.host_view(rq.statesp, dnn::kDropoutStates);
     if (!st) return cudaErrorIllegalAddress;
     const uint64_t w[2] = {rq.seed, 0};
@@ -538,6 +562,7 @@ class SimDnn final : public Dnn {
   }
 
   Err dropout_fwd(Stream*, const DnnDropoutFwdReq& rq) override {
+    Stage stage;
     const float* x;
     float* y;
     if (Err e = view(rq.x, rq.xp, &x); e) return e;
@@ -561,6 +586,7 @@ class SimDnn final : public Dnn {
   }
 
   Err dropout_bwd(Stream*, const DnnDropoutBwdReq& rq) override {
+    Stage stage;
     const float* dy;
     float* dx;
     if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
@@ -578,6 +604,7 @@ class SimDnn final : public Dnn {
   // flattened over the reduced dimensions) for MIN, MAX, AMAX.
 
   Err reduce(Stream*, const DnnReduceTensorReq& rq) override {
+    Stage stage;
     const float* a;
     float* c;
     uint32_t* idx = nullptr;
@@ -843,14 +870,59 @@ class SimDnn final : public Dnn {
     *out = reinterpret_cast<T*>(h);
     return cudaSuccess;
   }
+  // A tensor's memory as floats: the device memory itself for float data;
+  // for half and bfloat16 a float copy of its span (staged for the current
+  // operation), converted back when the operation ends when it is an
+  // output (T not const).
   template <class T>
   Err view(const DnnTensor& t, uint64_t p, T** out) {
-    return view_bytes(p, dnn::span(t), out);
+    return view_typed(p, dnn::span(t), t.dtype, out);
   }
   template <class T>
   Err view_filter(const DnnFilter& f, uint64_t p, T** out) {
-    return view_bytes(p, dnn::filter_count(f), out);
+    return view_typed(p, dnn::filter_count(f), f.dtype, out);
   }
+  template <class T>
+  Err view_typed(uint64_t p, int64_t elems, int32_t dtype, T** out) {
+    if (dtype == dnn::kFloat) return view_bytes(p, elems, out);
+    if (p % 2) return cudaErrorMisalignedAddress;
+    uint8_t* h = ctx_.host_view(p, uint64_t(elems) * 2);
+    if (!h || !Stage::current) return cudaErrorIllegalAddress;
+    Staged& st = Stage::current->list.emplace_back();
+    st.dev = h, st.bf16 = dtype == dnn::kBf16, st.out = !std::is_const_v<T>;
+    st.buf.resize(size_t(elems));
+    for (int64_t i = 0; i < elems; i++) {
+      uint16_t v;
+      std::memcpy(&v, h + 2 * i, 2);
+      st.buf[size_t(i)] = st.bf16 ? lt_bf16_to_float(v) : lt_half_to_float(v);
+    }
+    *out = st.buf.data();
+    return cudaSuccess;
+  }
+  struct Staged {
+    uint8_t* dev;
+    bool bf16, out;
+    Vec buf;
+  };
+  // The staged half / bfloat16 operands of the operation running on this
+  // thread; outputs are rounded back (to nearest even) when it ends.
+  struct Stage {
+    static inline thread_local Stage* current = nullptr;
+    std::list<Staged> list;
+    Stage* prev;
+    Stage() : prev(current) { current = this; }
+    ~Stage() {
+      for (Staged& st : list)
+        if (st.out)
+          for (size_t i = 0; i < st.buf.size(); i++) {
+            const uint16_t v = st.bf16 ? lt_float_to_bf16(st.buf[i]) : lt_float_to_half(st.buf[i]);
+            std::memcpy(st.dev + 2 * i, &v, 2);
+          }
+      current = prev;
+    }
+    Stage(const Stage&) = delete;
+    Stage& operator=(const Stage&) = delete;
+  };
 
   static Vec gather(const DnnTensor& t, const float* p) {
     Vec v(dnn::count(t));

@@ -3,7 +3,8 @@
 // cuDNN's status at once) and again by the server (the guest is not
 // trusted). Header-only, no dependency beyond the wire structs.
 //
-// What Wormhole forwards: 4-d (N, C, H, W) float tensors with any positive
+// What Wormhole forwards: 4-d (N, C, H, W) float, half or bfloat16 tensors
+// (one type per operation's data; batch normalization's parameters float) with any positive
 // strides, NCHW filters, 2-d convolutions (padding, stride, dilation,
 // groups, convolution or cross-correlation), 2-d pooling. Every dimension
 // and stride is below 2^31 and every tensor spans fewer than 2^31
@@ -19,8 +20,13 @@ namespace wh::proto::dnn {
 // cudnnStatus_t values.
 constexpr int32_t kOk = 0, kBadParam = 2000, kNotSupported = 3000;
 // cudnnDataType_t / cudnnTensorFormat_t values.
-constexpr int32_t kFloat = 0, kNCHW = 0;
+constexpr int32_t kFloat = 0, kHalf = 2, kBf16 = 9, kNCHW = 0;
 constexpr int64_t kMaxElems = int64_t(1) << 31;
+
+// The data types forwarded: float, and half / bfloat16 (computed in float).
+inline bool dtype_ok(int32_t d) { return d == kFloat || d == kHalf || d == kBf16; }
+// Bytes per element (8 for what is not forwarded: the widest, for range checks).
+inline uint64_t elem_bytes(int32_t d) { return d == kFloat ? 4 : (d == kHalf || d == kBf16) ? 2 : 8; }
 
 // The elements a tensor spans: highest index + 1 (0 when invalid).
 inline int64_t span(const DnnTensor& t) {
@@ -43,7 +49,7 @@ inline int64_t count(const DnnTensor& t) {
 inline int32_t check_tensor(const DnnTensor& t) {
   if (t.nb < 1 || t.nb > kDnnMaxDims) return kBadParam;
   if (span(t) == 0) return kBadParam;
-  if (t.dtype != kFloat) return kNotSupported;
+  if (!dtype_ok(t.dtype)) return kNotSupported;
   return kOk;
 }
 // A 4-d tensor (what every forwarded operation takes).
@@ -66,7 +72,7 @@ inline int32_t check_filter(const DnnFilter& f) {
     n *= f.dim[k];
     if (n >= kMaxElems) return kBadParam;
   }
-  if (f.dtype != kFloat || f.format != kNCHW || f.nb != 4) return kNotSupported;
+  if (!dtype_ok(f.dtype) || f.format != kNCHW || f.nb != 4) return kNotSupported;
   return kOk;
 }
 inline int64_t filter_count(const DnnFilter& f) {
@@ -107,6 +113,7 @@ inline int32_t check_conv_shapes(const DnnTensor& x, const DnnFilter& w, const D
   if (int32_t r = check_tensor4(y)) return r;
   for (int k = 0; k < 4; k++)
     if (y.dim[k] != o[k]) return kBadParam;
+  if (x.dtype != w.dtype || x.dtype != y.dtype) return kBadParam;
   return kOk;
 }
 
@@ -154,7 +161,7 @@ inline int32_t check_pool_shapes(const DnnPool& p, const DnnTensor& x, const Dnn
   if (int32_t r = check_tensor4(y)) return r;
   for (int k = 0; k < 4; k++)
     if (y.dim[k] != o[k]) return kBadParam;
-  return kOk;
+  return x.dtype == y.dtype ? kOk : kBadParam;
 }
 
 // cudnnActivationMode_t: SIGMOID RELU TANH CLIPPED_RELU ELU IDENTITY SWISH.
@@ -167,7 +174,7 @@ inline int32_t check_act(const DnnAct& a) {
 inline int32_t check_same(const DnnTensor& a, const DnnTensor& b) {
   if (int32_t r = check_tensor4(a)) return r;
   if (int32_t r = check_tensor4(b)) return r;
-  return same_dims(a, b) ? kOk : kBadParam;
+  return same_dims(a, b) && a.dtype == b.dtype ? kOk : kBadParam;
 }
 inline int32_t check_softmax(int32_t algo, int32_t mode) {
   return (algo < 0 || algo > 2 || mode < 0 || mode > 1) ? kBadParam : kOk;
@@ -221,7 +228,7 @@ inline int32_t check_bn(int32_t mode, const DnnTensor& x, const DnnTensor& y, co
   if (int32_t r = bn_dims(x, mode, &want)) return r;
   if (int32_t r = check_tensor45(y)) return r;
   if (int32_t r = check_tensor45(bn)) return r;
-  if (!same_dims(x, y) || !same_dims(bn, want)) return kBadParam;
+  if (!same_dims(x, y) || !same_dims(bn, want) || bn.dtype != kFloat) return kBadParam;  // float parameters
   if (!finite(eps) || eps < 0) return kBadParam;
   return kOk;
 }
