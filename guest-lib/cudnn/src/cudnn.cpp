@@ -1,6 +1,7 @@
 // libcudnn.so.9 drop-in: cuDNN's legacy descriptor API (convolutions,
 // pooling, activations, softmax, tensor addition, transform, op-tensor, set
-// and scale) forwarded to
+// and scale, batch normalization, LRN, dropout, reductions; float, half and
+// bfloat16 data) forwarded to
 // wormhole-server over the connection of the process's libcudart.so.13
 // (Wormhole's drop-in), so the work runs in the same server session as
 // cudaMalloc and kernel launches, in issue order.
@@ -12,7 +13,10 @@
 // again. Compute calls return at once; a device fault surfaces at the next
 // synchronising CUDA call, as on a GPU. The server picks its own algorithm
 // and needs no work area: algorithm queries report algorithm 0 with a work
-// size of 0, and the work area a program passes is ignored.
+// size of 0, and the work area a program passes is ignored. Dropout's
+// states (64 bytes: the generator's seed and counter) are seeded on the
+// device by cudnnSetDropoutDescriptor; its reserve space holds the mask,
+// one byte per element.
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <library_types.h>
@@ -453,6 +457,15 @@ cudnnStatus_t cudnnGetConvolution2dDescriptor(const cudnnConvolutionDescriptor_t
   *compute = cudnnDataType_t(d->c.dtype);
   return CUDNN_STATUS_SUCCESS;
 }
+cudnnStatus_t cudnnGetConvolutionNdDescriptor(const cudnnConvolutionDescriptor_t d, int requested, int* nb, int pad[],
+                                              int stride[], int dil[], cudnnConvolutionMode_t* mode,
+                                              cudnnDataType_t* compute) {
+  if (!ok(d) || !nb || !mode || !compute || requested < 0 || (requested && (!pad || !stride || !dil)))
+    return CUDNN_STATUS_BAD_PARAM;
+  *nb = d->c.nb, *mode = cudnnConvolutionMode_t(d->c.mode), *compute = cudnnDataType_t(d->c.dtype);
+  for (int k = 0; k < requested && k < d->c.nb; k++) pad[k] = d->c.pad[k], stride[k] = d->c.stride[k], dil[k] = d->c.dil[k];
+  return CUDNN_STATUS_SUCCESS;
+}
 cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int groups) {
   if (!d || d->magic != kAlive || groups < 1) return CUDNN_STATUS_BAD_PARAM;
   d->c.groups = groups;
@@ -718,6 +731,16 @@ cudnnStatus_t cudnnGetPooling2dDescriptor(const cudnnPoolingDescriptor_t d, cudn
   *sh = d->p.stride[0], *sw = d->p.stride[1];
   return CUDNN_STATUS_SUCCESS;
 }
+cudnnStatus_t cudnnGetPoolingNdDescriptor(const cudnnPoolingDescriptor_t d, int requested, cudnnPoolingMode_t* mode,
+                                          cudnnNanPropagation_t* nan, int* nb, int window[], int padding[],
+                                          int stride[]) {
+  if (!ok(d) || !mode || !nan || !nb || requested < 0 || (requested && (!window || !padding || !stride)))
+    return CUDNN_STATUS_BAD_PARAM;
+  *mode = cudnnPoolingMode_t(d->p.mode), *nan = cudnnNanPropagation_t(d->p.nan_opt), *nb = d->p.nb;
+  for (int k = 0; k < requested && k < d->p.nb; k++)
+    window[k] = d->p.window[k], padding[k] = d->p.padding[k], stride[k] = d->p.stride[k];
+  return CUDNN_STATUS_SUCCESS;
+}
 cudnnStatus_t cudnnGetPoolingNdForwardOutputDim(const cudnnPoolingDescriptor_t d, const cudnnTensorDescriptor_t x,
                                                 int nb, int out[]) {
   if (!ok(d) || !ok(x) || !out || nb != x->t.nb) return CUDNN_STATUS_BAD_PARAM;
@@ -792,6 +815,11 @@ cudnnStatus_t cudnnGetActivationDescriptor(const cudnnActivationDescriptor_t d, 
 cudnnStatus_t cudnnSetActivationDescriptorSwishBeta(cudnnActivationDescriptor_t d, double beta) {
   if (!ok(d) || !(beta == beta)) return CUDNN_STATUS_BAD_PARAM;
   if (d->a.mode == CUDNN_ACTIVATION_SWISH) d->a.coef = beta;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetActivationDescriptorSwishBeta(cudnnActivationDescriptor_t d, double* beta) {
+  if (!ok(d) || !beta) return CUDNN_STATUS_BAD_PARAM;
+  *beta = d->a.mode == CUDNN_ACTIVATION_SWISH ? d->a.coef : 1.0;
   return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t cudnnActivationForward(cudnnHandle_t h, cudnnActivationDescriptor_t ad, const void* alpha,

@@ -19,8 +19,12 @@
 //                swish); the backward pass uses x (src);
 //   softmax      oneDNN softmax v2 (accurate or log) over C*H*W (instance)
 //                or C (channel);
-//   bias gradient, AddTensor, TransformTensor, OpTensor, SetTensor and
-//   ScaleTensor: plain loops.
+//   bias gradient, AddTensor, TransformTensor, OpTensor, SetTensor,
+//   ScaleTensor, batch normalization, LRN, dropout and ReduceTensor: plain
+//   loops (statistics and sums accumulated in double).
+// Half and bfloat16 operands are staged: widened to float copies for the
+// operation, outputs rounded back (to nearest even) when it ends, so every
+// operation computes in float on any CPU.
 // Dense (packed NCHW) operands skip the gather, and a dense output that
 // overlaps no input and is written with alpha 1, beta 0 receives the result
 // directly. oneDNN's OpenMP runs one thread per session thread: sessions

@@ -55,7 +55,8 @@ class Dnn {
 };
 
 // The sim device's cuDNN: oneDNN (and plain loops for bias gradients,
-// AddTensor and the element-wise tensor ops) over `ctx.host_view()`.
+// AddTensor, the element-wise tensor ops, batch normalization, LRN, dropout
+// and reductions) over `ctx.host_view()`.
 std::unique_ptr<Dnn> make_sim_dnn(Context& ctx);
 // The GPU's cuDNN: libcudnn.so.9 through dlopen; `make_current` as for
 // make_cuda_blas. nullptr (and *err) when libcudnn.so.9 cannot be loaded.
