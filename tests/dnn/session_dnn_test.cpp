@@ -492,4 +492,28 @@ TEST_F(Fixture, HalfAndBfloat16TensorsSpanTwoBytesAnElement) {
   EXPECT_EQ(post<Op::DnnActFwd>(rq), 0);
 }
 
+// Strides may overlap (a small span, many elements): a descriptor whose
+// element count exceeds its span is refused before anything is sized
+// from the count (which may also overflow 64 bits).
+TEST_F(Fixture, ElementCountsBeyondTheSpanAreRefused) {
+  uint64_t a = alloc(1 << 20), c = alloc(1 << 20);
+  DnnTensor t{};
+  t.dtype = 0, t.nb = 8;
+  for (int k = 0; k < 8; k++) t.dim[k] = 1 << 16, t.stride[k] = 1;  // span 524281, count 2^128
+  DnnTransformReq tr{};
+  tr.x = t, tr.y = t, tr.xp = a, tr.yp = c, tr.alpha = 1;
+  EXPECT_NE(post<Op::DnnTransform>(tr), 0) << "count overflowing 64 bits";
+  t.nb = 4;
+  for (int k = 0; k < 4; k++) t.dim[k] = 3000, t.stride[k] = 1;  // span 11997, count 8.1e13
+  tr.x = t, tr.y = t;
+  EXPECT_NE(post<Op::DnnTransform>(tr), 0) << "count far beyond the span";
+  DnnReduceTensorReq rd{};
+  rd.a = t, rd.c = t, rd.c.dim[0] = 1, rd.ap = a, rd.cp = c, rd.alpha = 1;
+  EXPECT_NE(post<Op::DnnReduceTensor>(rd), 0) << "reduction of an overlapping tensor";
+  t.dim[0] = t.dim[1] = t.dim[2] = t.dim[3] = 2;  // 16 elements over a span of 5: still more than the span
+  DnnScaleTensorReq sc{};
+  sc.y = t, sc.yp = c, sc.alpha = 2;
+  EXPECT_NE(post<Op::DnnScaleTensor>(sc), 0) << "elements aliasing each other";
+}
+
 }  // namespace

@@ -28,20 +28,25 @@ inline bool dtype_ok(int32_t d) { return d == kFloat || d == kHalf || d == kBf16
 // Bytes per element (8 for what is not forwarded: the widest, for range checks).
 inline uint64_t elem_bytes(int32_t d) { return d == kFloat ? 4 : (d == kHalf || d == kBf16) ? 2 : 8; }
 
-// The elements a tensor spans: highest index + 1 (0 when invalid).
+// The elements a tensor spans: highest index + 1 (0 when invalid). A
+// tensor with more elements than its span (strides that overlap, elements
+// aliasing each other) is invalid too: its element count, which sizes the
+// work of every operation, stays bounded by the memory it lies in.
 inline int64_t span(const DnnTensor& t) {
   if (t.nb < 1 || t.nb > kDnnMaxDims) return 0;
-  int64_t last = 0;
+  int64_t last = 0, n = 1;
   for (int k = 0; k < t.nb; k++) {
     if (t.dim[k] < 1 || t.stride[k] < 1) return 0;
     last += int64_t(t.dim[k] - 1) * int64_t(t.stride[k]);  // < 2^62 each, 8 terms: no overflow
     if (last >= kMaxElems) return 0;
+    n *= t.dim[k];  // < 2^31 before, each dim < 2^31: no overflow
+    if (n >= kMaxElems) return 0;
   }
-  return last + 1;
+  return n > last + 1 ? 0 : last + 1;
 }
 inline int64_t count(const DnnTensor& t) {
   int64_t n = 1;
-  for (int k = 0; k < t.nb; k++) n *= t.dim[k];  // each < 2^31 and the span bounds the product
+  for (int k = 0; k < t.nb; k++) n *= t.dim[k];  // bounded by the span (span() refuses more)
   return n;
 }
 
