@@ -346,6 +346,8 @@ TEST_F(Fixture, BatchNormComputesAndChecksItsTensors) {
   refused(bad, "double x (not forwarded)");
   bad = rq, bad.bn.dtype = 2;
   refused(bad, "half parameters");
+  bad = rq, bad.y.dtype = 2;
+  refused(bad, "float x, half y");
   bad = rq, bad.alpha = NAN;
   refused(bad, "NaN alpha");
   EXPECT_EQ(post<Op::DnnBnFwdTrain>(rq), 0);
@@ -431,6 +433,8 @@ TEST_F(Fixture, DropoutChecksStatesAndReserve) {
   EXPECT_NE(post<Op::DnnDropoutFwd>(bf), 0) << "no states";
   bf = f, bf.y = t4(1, 1, 4, 5);
   EXPECT_NE(post<Op::DnnDropoutFwd>(bf), 0) << "shapes differ";
+  bf = f, bf.y.dtype = dnn::kBf16;
+  EXPECT_NE(post<Op::DnnDropoutFwd>(bf), 0) << "types differ";
 
   DnnDropoutBwdReq b{};
   b.dy = b.dx = f.x, b.dyp = x, b.dxp = y, b.reservep = rs, b.reserve_size = 16, b.p = 0.5;

@@ -1015,7 +1015,7 @@ cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t h, cudnnBatchNormMod
     return CUDNN_STATUS_BAD_PARAM;
   int32_t s = dnn::check_bn(mode, xd->t, dyd->t, bnd->t, eps);
   if (!s) s = dnn::check_tensor45(dxd->t);
-  if (!s && !dnn::same_dims(xd->t, dxd->t)) s = dnn::kBadParam;
+  if (!s && (!dnn::same_dims(xd->t, dxd->t) || xd->t.dtype != dxd->t.dtype)) s = dnn::kBadParam;
   if (s) return st(s);
   rq.stream = U(h->stream), rq.mode = mode;
   rq.x = xd->t, rq.dy = dyd->t, rq.dx = dxd->t, rq.bn = bnd->t;
@@ -1176,7 +1176,7 @@ cudnnStatus_t cudnnDropoutForward(cudnnHandle_t h, const cudnnDropoutDescriptor_
                                   const void* x, const cudnnTensorDescriptor_t yd, void* y, void* reserve,
                                   size_t reserve_size) {
   if (!ok(h) || !ok(dd) || !ok(xd) || !ok(yd) || !x || !y || !reserve || !dd->states) return CUDNN_STATUS_BAD_PARAM;
-  if (int32_t s = dnn::check_transform(xd->t, yd->t)) return st(s);
+  if (int32_t s = dnn::check_dropout_shapes(dd->p, xd->t, yd->t)) return st(s);
   if (reserve_size < dnn::dropout_reserve(xd->t)) return CUDNN_STATUS_BAD_PARAM;
   DnnDropoutFwdReq rq{};
   rq.stream = U(h->stream), rq.x = xd->t, rq.y = yd->t, rq.xp = U(x), rq.yp = U(y);
@@ -1188,7 +1188,7 @@ cudnnStatus_t cudnnDropoutBackward(cudnnHandle_t h, const cudnnDropoutDescriptor
                                    const cudnnTensorDescriptor_t dyd, const void* dy,
                                    const cudnnTensorDescriptor_t dxd, void* dx, void* reserve, size_t reserve_size) {
   if (!ok(h) || !ok(dd) || !ok(dyd) || !ok(dxd) || !dy || !dx || !reserve) return CUDNN_STATUS_BAD_PARAM;
-  if (int32_t s = dnn::check_transform(dyd->t, dxd->t)) return st(s);
+  if (int32_t s = dnn::check_dropout_shapes(dd->p, dyd->t, dxd->t)) return st(s);
   if (reserve_size < dnn::dropout_reserve(dyd->t)) return CUDNN_STATUS_BAD_PARAM;
   DnnDropoutBwdReq rq{};
   rq.stream = U(h->stream), rq.dy = dyd->t, rq.dx = dxd->t, rq.dyp = U(dy), rq.dxp = U(dx);

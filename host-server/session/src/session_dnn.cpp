@@ -210,7 +210,7 @@ int32_t Session::on_DnnBnFwdInfer(const DnnBnFwdInferReq& rq, std::span<const ui
 int32_t Session::on_DnnBnBwd(const DnnBnBwdReq& rq, std::span<const uint8_t>, DnnBnBwdResp&, std::vector<uint8_t>&) {
   int32_t st = dnn::check_bn(rq.mode, rq.x, rq.dy, rq.bn, rq.eps);
   if (st == dnn::kOk) st = dnn::check_tensor45(rq.dx);
-  if (st == dnn::kOk && !dnn::same_dims(rq.x, rq.dx)) st = dnn::kBadParam;
+  if (st == dnn::kOk && (!dnn::same_dims(rq.x, rq.dx) || rq.x.dtype != rq.dx.dtype)) st = dnn::kBadParam;
   if (st == dnn::kOk &&
       (!std::isfinite(rq.alpha_p) || !std::isfinite(rq.beta_p) || !pair_ok(rq.smeanp, rq.sinvp)))
     return cudaErrorInvalidValue;
@@ -250,8 +250,7 @@ int32_t Session::on_DnnDropoutInit(const DnnDropoutInitReq& rq, std::span<const 
 
 int32_t Session::on_DnnDropoutFwd(const DnnDropoutFwdReq& rq, std::span<const uint8_t>, DnnDropoutFwdResp&,
                                   std::vector<uint8_t>&) {
-  int32_t st = dnn::check_dropout(rq.p);
-  if (st == dnn::kOk) st = dnn::check_transform(rq.x, rq.y);
+  const int32_t st = dnn::check_dropout_shapes(rq.p, rq.x, rq.y);
   DnnTransformReq shape{};
   shape.stream = rq.stream, shape.alpha = 1;
   const bool ranges = st != dnn::kOk ||
@@ -264,8 +263,7 @@ int32_t Session::on_DnnDropoutFwd(const DnnDropoutFwdReq& rq, std::span<const ui
 
 int32_t Session::on_DnnDropoutBwd(const DnnDropoutBwdReq& rq, std::span<const uint8_t>, DnnDropoutBwdResp&,
                                   std::vector<uint8_t>&) {
-  int32_t st = dnn::check_dropout(rq.p);
-  if (st == dnn::kOk) st = dnn::check_transform(rq.dy, rq.dx);
+  const int32_t st = dnn::check_dropout_shapes(rq.p, rq.dy, rq.dx);
   DnnTransformReq shape{};
   shape.stream = rq.stream, shape.alpha = 1;
   const bool ranges = st != dnn::kOk ||

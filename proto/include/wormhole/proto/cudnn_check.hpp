@@ -233,7 +233,8 @@ inline int32_t check_bn(int32_t mode, const DnnTensor& x, const DnnTensor& y, co
   if (int32_t r = bn_dims(x, mode, &want)) return r;
   if (int32_t r = check_tensor45(y)) return r;
   if (int32_t r = check_tensor45(bn)) return r;
-  if (!same_dims(x, y) || !same_dims(bn, want) || bn.dtype != kFloat) return kBadParam;  // float parameters
+  if (!same_dims(x, y) || x.dtype != y.dtype || !same_dims(bn, want) || bn.dtype != kFloat)
+    return kBadParam;  // float parameters
   if (!finite(eps) || eps < 0) return kBadParam;
   return kOk;
 }
@@ -255,7 +256,7 @@ inline int32_t check_lrn_shapes(const DnnLrn& l, const DnnTensor& x, const DnnTe
   if (int32_t r = check_lrn(l)) return r;
   if (int32_t r = check_tensor45(x)) return r;
   if (int32_t r = check_tensor45(y)) return r;
-  return same_dims(x, y) ? kOk : kBadParam;
+  return same_dims(x, y) && x.dtype == y.dtype ? kOk : kBadParam;
 }
 
 // Dropout: the generator state's size (cudnnDropoutGetStatesSize) and the
@@ -263,6 +264,11 @@ inline int32_t check_lrn_shapes(const DnnLrn& l, const DnnTensor& x, const DnnTe
 constexpr uint64_t kDropoutStates = 64;
 inline int32_t check_dropout(double p) { return (finite(p) && p >= 0 && p <= 1) ? kOk : kBadParam; }
 inline uint64_t dropout_reserve(const DnnTensor& x) { return uint64_t(count(x)); }
+inline int32_t check_dropout_shapes(double p, const DnnTensor& x, const DnnTensor& y) {
+  if (int32_t r = check_dropout(p)) return r;
+  if (int32_t r = check_transform(x, y)) return r;
+  return x.dtype == y.dtype ? kOk : kBadParam;
+}
 
 // cudnnReduceTensorOp_t: ADD MUL MIN MAX AMAX AVG NORM1 NORM2 MUL_NO_ZEROS.
 inline bool reduce_has_indices(const DnnReduce& r) { return r.indices == 1 && r.op >= 2 && r.op <= 4; }
