@@ -417,10 +417,9 @@ class SimDnn final : public Dnn {
     const int64_t m = dnn::bn_samples(rq.x, rq.mode);
     Vec inv(ix.params), out(xv.size());
     for (int64_t p = 0; p < ix.params; p++) inv[p] = float(1.0 / std::sqrt(var[p] + rq.eps));
-    for (size_t i = 0; i < xv.size(); i++) {
-      const int64_t p = ix(int64_t(i));
+    ix.each([&](size_t i, int64_t p) {
       out[i] = scale[p] * float((xv[i] - mean[p]) * inv[p]) + bias[p];
-    }
+    });
     scatter(rq.y, y, out, rq.alpha, rq.beta);
     if (rm && rv) {  // running averages: the variance unbiased (m / (m - 1)), as cuDNN keeps it
       Vec rmv = gather(rq.bn, rm), rvv = gather(rq.bn, rv);
@@ -455,10 +454,9 @@ class SimDnn final : public Dnn {
     const BnIndex ix(rq.x, rq.mode);
     Vec inv(ix.params), out(xv.size());
     for (int64_t p = 0; p < ix.params; p++) inv[p] = float(1.0 / std::sqrt(double(var[p]) + rq.eps));
-    for (size_t i = 0; i < xv.size(); i++) {
-      const int64_t p = ix(int64_t(i));
+    ix.each([&](size_t i, int64_t p) {
       out[i] = scale[p] * (xv[i] - mean[p]) * inv[p] + bias[p];
-    }
+    });
     scatter(rq.y, y, out, rq.alpha, rq.beta);
     return cudaSuccess;
   }
@@ -490,17 +488,15 @@ class SimDnn final : public Dnn {
     }
     const double m = double(dnn::bn_samples(rq.x, rq.mode));
     std::vector<double> sdy(ix.params), sdyx(ix.params);
-    for (size_t i = 0; i < xv.size(); i++) {
-      const int64_t p = ix(int64_t(i));
+    ix.each([&](size_t i, int64_t p) {
       sdy[p] += dyv[i];
       sdyx[p] += dyv[i] * (xv[i] - mean[p]) * inv[p];
-    }
+    });
     Vec dxv(xv.size()), dsv(ix.params), dbv(ix.params);
-    for (size_t i = 0; i < xv.size(); i++) {
-      const int64_t p = ix(int64_t(i));
+    ix.each([&](size_t i, int64_t p) {
       const double xh = (xv[i] - mean[p]) * inv[p];
       dxv[i] = float(scale[p] * inv[p] / m * (m * dyv[i] - sdy[p] - xh * sdyx[p]));
-    }
+    });
     for (int64_t p = 0; p < ix.params; p++) dsv[p] = float(sdyx[p]), dbv[p] = float(sdy[p]);
     scatter(rq.dx, dx, dxv, rq.alpha, rq.beta);
     scatter(rq.bn, ds, dsv, rq.alpha_p, rq.beta_p);
@@ -537,8 +533,11 @@ class SimDnn final : public Dnn {
     const Vec xv = gather(rq.x, x), dyv = gather(rq.dy, dy);
     const std::vector<double> sc = lrn_scale(rq.lrn, rq.x, xv);
     const double b = rq.lrn.beta, coef = 2.0 * b * rq.lrn.alpha / rq.lrn.n;
-    std::vector<double> t(xv.size());
-    for (size_t i = 0; i < xv.size(); i++) t[i] = dyv[i] * xv[i] * std::pow(sc[i], -b - 1);
+    std::vector<double> t(xv.size()), sb(xv.size());  // sb: s^-b (one pow per element)
+    for (size_t i = 0; i < xv.size(); i++) {
+      sb[i] = std::pow(sc[i], -b);
+      t[i] = dyv[i] * xv[i] * sb[i] / sc[i];
+    }
     const int64_t C = rq.x.dim[1], inner = dnn::count(rq.x) / (int64_t(rq.x.dim[0]) * C);
     const int64_t lb = (rq.lrn.n - 1) / 2, la = rq.lrn.n - lb - 1;
     Vec out(xv.size());
@@ -546,7 +545,7 @@ class SimDnn final : public Dnn {
       const int64_t c = (int64_t(i) / inner) % C, base = int64_t(i) - c * inner;
       double acc = 0;
       for (int64_t j = std::max<int64_t>(0, c - la); j <= std::min<int64_t>(C - 1, c + lb); j++) acc += t[base + j * inner];
-      out[i] = float(dyv[i] * std::pow(sc[i], -b) - coef * xv[i] * acc);
+      out[i] = float(dyv[i] * sb[i] - coef * xv[i] * acc);
     }
     scatter(rq.dx, dx, out, rq.alpha, rq.beta);
     return cudaSuccess;
@@ -742,10 +741,11 @@ class SimDnn final : public Dnn {
 
   // The parameter (scale/bias/statistics) index of x's dense element i.
   struct BnIndex {
-    int64_t inner, spatial, params;
+    int64_t total, inner, spatial, params;
     bool spatial_mode;
     BnIndex(const DnnTensor& x, int32_t mode) {
-      inner = dnn::count(x) / x.dim[0];
+      total = dnn::count(x);
+      inner = total / x.dim[0];
       spatial = inner / x.dim[1];
       spatial_mode = dnn::bn_spatial(mode);
       params = spatial_mode ? x.dim[1] : inner;
@@ -754,22 +754,34 @@ class SimDnn final : public Dnn {
       const int64_t r = i % inner;
       return spatial_mode ? r / spatial : r;
     }
+    // f(dense index, parameter index) for every element, in order, without
+    // a division per element.
+    template <class F>
+    void each(F&& f) const {
+      const int64_t n = inner ? total / inner : 0;
+      size_t i = 0;
+      for (int64_t b = 0; b < n; b++)
+        if (spatial_mode) {
+          for (int64_t c = 0; c < params; c++)
+            for (int64_t k = 0; k < spatial; k++) f(i++, c);
+        } else {
+          for (int64_t r = 0; r < inner; r++) f(i++, r);
+        }
+    }
   };
   // Per-parameter mean and biased variance of dense x.
   static void bn_stats(const Vec& xv, const BnIndex& ix, std::vector<double>* mean, std::vector<double>* var) {
     mean->assign(ix.params, 0.0);
     var->assign(ix.params, 0.0);
     std::vector<int64_t> n(ix.params, 0);
-    for (size_t i = 0; i < xv.size(); i++) {
-      const int64_t p = ix(int64_t(i));
+    ix.each([&](size_t i, int64_t p) {
       (*mean)[p] += xv[i], n[p]++;
-    }
+    });
     for (int64_t p = 0; p < ix.params; p++) (*mean)[p] /= double(n[p]);
-    for (size_t i = 0; i < xv.size(); i++) {
-      const int64_t p = ix(int64_t(i));
+    ix.each([&](size_t i, int64_t p) {
       const double d = xv[i] - (*mean)[p];
       (*var)[p] += d * d;
-    }
+    });
     for (int64_t p = 0; p < ix.params; p++) (*var)[p] /= double(n[p]);
   }
   // LRN's k + alpha/n sum of squares over each element's channel window.
