@@ -13,7 +13,7 @@
 //   bad arguments; batch normalization (spatial, per-activation, spatial
 //   persistent: training forward with running and saved statistics,
 //   inference, backward with and without the saved statistics, the Ex
-//   form); LRN across channels forward and backward (the backward pass
+//   form, the cudnnNormalization* form); LRN across channels forward and backward (the backward pass
 //   against central differences); dropout (the dropped fraction, the
 //   scale, the mask reused by backward, reseeding and restoring); and
 //   every reduction op, with indices for MIN, MAX and AMAX; and half and
@@ -603,6 +603,30 @@ static void test_bn(cudnnHandle_t h, cudnnBatchNormMode_t mode, const char* name
                                               nullptr, nullptr, ws, nullptr, rs));
   std::snprintf(what, sizeof what, "batch norm %s training forward, Ex form (work %zu, reserve %zu)", name, ws, rs);
   compare(what, host(dyx, n), y_ref);
+  // The same through the cudnnNormalization* API (PER_ACTIVATION / PER_CHANNEL).
+  if (mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT) {
+    const cudnnNormMode_t nm = spatial ? CUDNN_NORM_PER_CHANNEL : CUDNN_NORM_PER_ACTIVATION;
+    cudnnTensorDescriptor_t sbd, mvd;
+    CD(cudnnCreateTensorDescriptor(&sbd));
+    CD(cudnnCreateTensorDescriptor(&mvd));
+    CD(cudnnDeriveNormTensorDescriptor(sbd, mvd, xd, nm, 1));
+    float *ny = dev_nan(n), *nsm = dev_nan(P), *nsi = dev_nan(P), *ndx = dev_nan(n), *nds = dev_nan(P), *ndb = dev_nan(P);
+    CD(cudnnNormalizationForwardTraining(h, nm, CUDNN_NORM_OPS_NORM, CUDNN_NORM_ALGO_STANDARD, &one, &zero, xd, dx_,
+                                         sbd, dsc, dbi, factor, mvd, nullptr, nullptr, eps, nsm, nsi, nullptr, nullptr,
+                                         nullptr, xd, ny, nullptr, 0, nullptr, 0, 1));
+    CD(cudnnNormalizationBackward(h, nm, CUDNN_NORM_OPS_NORM, CUDNN_NORM_ALGO_STANDARD, &one, &zero, &one, &zero, xd,
+                                  dx_, nullptr, nullptr, xd, ddy, nullptr, nullptr, xd, ndx, sbd, dsc, nullptr, nds, ndb,
+                                  eps, mvd, nsm, nsi, nullptr, nullptr, 0, nullptr, 0, 1));
+    std::snprintf(what, sizeof what, "normalization API %s training forward y", name);
+    compare(what, host(ny, n), y_ref);
+    std::snprintf(what, sizeof what, "normalization API %s backward dx", name);
+    compare(what, host(ndx, n), dx_ref);
+    std::snprintf(what, sizeof what, "normalization API %s dscale", name);
+    compare(what, host(nds, P), ds_ref);
+    for (float* p : {ny, nsm, nsi, ndx, nds, ndb}) CK(cudaFree(p));
+    CD(cudnnDestroyTensorDescriptor(sbd));
+    CD(cudnnDestroyTensorDescriptor(mvd));
+  }
   for (float* p : {dx_, dsc, dbi, drm, drv, dyv, dsm, dsi, dyi, ddy, ddx, dds, ddb, ddx2, dds2, ddb2, dyx}) CK(cudaFree(p));
   CD(cudnnDestroyTensorDescriptor(xd));
   CD(cudnnDestroyTensorDescriptor(bnd));

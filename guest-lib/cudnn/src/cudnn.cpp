@@ -1075,6 +1075,98 @@ cudnnStatus_t cudnnBatchNormalizationBackwardEx(
                                          scale, dscale, dbias, eps, smean, sinv);
 }
 
+// The cudnnNormalization* API: CUDNN_NORM_OPS_NORM, one group, the mean and
+// variance descriptor of the scale and bias's shape; the batch
+// normalization above (CUDNN_NORM_PER_ACTIVATION / PER_CHANNEL are
+// BATCHNORM_PER_ACTIVATION / SPATIAL).
+namespace {
+bool norm_plain(cudnnNormOps_t ops, cudnnNormAlgo_t algo, int groups) {
+  return ops == CUDNN_NORM_OPS_NORM && (algo == CUDNN_NORM_ALGO_STANDARD || algo == CUDNN_NORM_ALGO_PERSIST) &&
+         groups == 1;
+}
+// The mean/variance descriptor must describe the scale/bias tensor's shape.
+bool norm_same_params(cudnnTensorDescriptor_t a, cudnnTensorDescriptor_t b) {
+  return ok(a) && ok(b) && dnn::same_dims(a->t, b->t) && a->t.dtype == b->t.dtype;
+}
+}  // namespace
+cudnnStatus_t cudnnDeriveNormTensorDescriptor(cudnnTensorDescriptor_t scale_bias, cudnnTensorDescriptor_t mean_var,
+                                              const cudnnTensorDescriptor_t xd, cudnnNormMode_t mode, int groups) {
+  if (!scale_bias || scale_bias->magic != kAlive || !mean_var || mean_var->magic != kAlive || !ok(xd) ||
+      (mode != CUDNN_NORM_PER_ACTIVATION && mode != CUDNN_NORM_PER_CHANNEL))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (groups != 1) return CUDNN_STATUS_NOT_SUPPORTED;
+  DnnTensor bn;
+  if (int32_t s = dnn::bn_dims(xd->t, mode, &bn)) return st(s);
+  scale_bias->t = mean_var->t = bn;
+  scale_bias->set = mean_var->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetNormalizationForwardTrainingWorkspaceSize(
+    cudnnHandle_t h, cudnnNormMode_t, cudnnNormOps_t ops, cudnnNormAlgo_t algo, const cudnnTensorDescriptor_t xd,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t,
+    const cudnnActivationDescriptor_t, const cudnnTensorDescriptor_t, size_t* size, int groups) {
+  if (!ok(h) || !ok(xd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetNormalizationBackwardWorkspaceSize(
+    cudnnHandle_t h, cudnnNormMode_t, cudnnNormOps_t ops, cudnnNormAlgo_t algo, const cudnnTensorDescriptor_t xd,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnActivationDescriptor_t,
+    const cudnnTensorDescriptor_t, size_t* size, int groups) {
+  if (!ok(h) || !ok(xd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetNormalizationTrainingReserveSpaceSize(cudnnHandle_t h, cudnnNormMode_t, cudnnNormOps_t ops,
+                                                            cudnnNormAlgo_t algo, const cudnnActivationDescriptor_t,
+                                                            const cudnnTensorDescriptor_t xd, size_t* size,
+                                                            int groups) {
+  if (!ok(h) || !ok(xd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnNormalizationForwardInference(cudnnHandle_t h, cudnnNormMode_t mode, cudnnNormOps_t ops,
+                                                 cudnnNormAlgo_t algo, const void* alpha, const void* beta,
+                                                 const cudnnTensorDescriptor_t xd, const void* x,
+                                                 const cudnnTensorDescriptor_t sbd, const void* scale,
+                                                 const void* bias, const cudnnTensorDescriptor_t mvd,
+                                                 const void* mean, const void* var, const cudnnTensorDescriptor_t,
+                                                 const void*, cudnnActivationDescriptor_t,
+                                                 const cudnnTensorDescriptor_t yd, void* y, double eps, int groups) {
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  if (!norm_same_params(sbd, mvd)) return CUDNN_STATUS_BAD_PARAM;
+  return cudnnBatchNormalizationForwardInference(h, cudnnBatchNormMode_t(mode), alpha, beta, xd, x, yd, y, sbd, scale,
+                                                 bias, mean, var, eps);
+}
+cudnnStatus_t cudnnNormalizationForwardTraining(
+    cudnnHandle_t h, cudnnNormMode_t mode, cudnnNormOps_t ops, cudnnNormAlgo_t algo, const void* alpha,
+    const void* beta, const cudnnTensorDescriptor_t xd, const void* x, const cudnnTensorDescriptor_t sbd,
+    const void* scale, const void* bias, double factor, const cudnnTensorDescriptor_t mvd, void* rmean, void* rvar,
+    double eps, void* smean, void* sinv, cudnnActivationDescriptor_t, const cudnnTensorDescriptor_t, const void*,
+    const cudnnTensorDescriptor_t yd, void* y, void*, size_t, void*, size_t, int groups) {
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  if (!norm_same_params(sbd, mvd)) return CUDNN_STATUS_BAD_PARAM;
+  return cudnnBatchNormalizationForwardTraining(h, cudnnBatchNormMode_t(mode), alpha, beta, xd, x, yd, y, sbd, scale,
+                                                bias, factor, rmean, rvar, eps, smean, sinv);
+}
+cudnnStatus_t cudnnNormalizationBackward(
+    cudnnHandle_t h, cudnnNormMode_t mode, cudnnNormOps_t ops, cudnnNormAlgo_t algo, const void* alpha_d,
+    const void* beta_d, const void* alpha_p, const void* beta_p, const cudnnTensorDescriptor_t xd, const void* x,
+    const cudnnTensorDescriptor_t, const void*, const cudnnTensorDescriptor_t dyd, const void* dy,
+    const cudnnTensorDescriptor_t, void*, const cudnnTensorDescriptor_t dxd, void* dx,
+    const cudnnTensorDescriptor_t sbd, const void* scale, const void*, void* dscale, void* dbias, double eps,
+    const cudnnTensorDescriptor_t mvd, const void* smean, const void* sinv, cudnnActivationDescriptor_t, void*,
+    size_t, void*, size_t, int groups) {
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  if (!norm_same_params(sbd, mvd)) return CUDNN_STATUS_BAD_PARAM;
+  return cudnnBatchNormalizationBackward(h, cudnnBatchNormMode_t(mode), alpha_d, beta_d, alpha_p, beta_p, xd, x, dyd,
+                                         dy, dxd, dx, sbd, scale, dscale, dbias, eps, smean, sinv);
+}
+
 // ------------------------------------------------------------ LRN
 
 cudnnStatus_t cudnnCreateLRNDescriptor(cudnnLRNDescriptor_t* d) { return create(d); }
