@@ -3,8 +3,8 @@
 // The guest is hostile: every descriptor a call carries and the shapes
 // they combine are checked again (proto/cudnn_check.hpp, the checks the
 // guest library ran), each tensor's extent (highest element index + 1,
-// times the element's size) must lie inside one of the session's allocations, and the
-// scalars must be finite. Operations are posted: a failure becomes the
+// times the element's size) must lie inside one of the session's
+// allocations, and the scalars must be finite. Operations are posted: a failure becomes the
 // session's deferred error (reported at the next synchronising call).
 #include <spdlog/spdlog.h>
 
@@ -32,7 +32,8 @@ bool Session::dnn_tensor(const DnnTensor& t, uint64_t p) const {
   return n > 0 && p != 0 && device_range(p, uint64_t(n) * dnn::elem_bytes(t.dtype));
 }
 bool Session::dnn_filter(const DnnFilter& f, uint64_t p) const {
-  return dnn::check_filter(f) == dnn::kOk && p != 0 && device_range(p, uint64_t(dnn::filter_count(f)) * dnn::elem_bytes(f.dtype));
+  return dnn::check_filter(f) == dnn::kOk && p != 0 &&
+         device_range(p, uint64_t(dnn::filter_count(f)) * dnn::elem_bytes(f.dtype));
 }
 
 // The common tail of every body: the shapes' status, the stream, the backend.
