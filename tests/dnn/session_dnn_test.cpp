@@ -295,4 +295,229 @@ TEST_F(Fixture, TensorOpsCheckTheirTensors) {
   EXPECT_NE(post<Op::DnnScaleTensor>(sc), 0) << "negative stride";
 }
 
+// ---- batch normalization, LRN, dropout, reduction
+
+TEST_F(Fixture, BatchNormComputesAndChecksItsTensors) {
+  uint64_t x = alloc(64), y = alloc(64), prm = alloc(12 * 4);  // 1x2x2x4; six per-channel vectors of 2
+  put(x, {1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 4, 4, 4, 4});
+  put(prm, {1, 1, 0, 0, 0, 0, 1, 1, NAN, NAN, NAN, NAN});  // scale, bias, running mean, running var, saved x2
+  DnnBnFwdTrainReq rq{};
+  rq.mode = 1, rq.x = t4(1, 2, 2, 4), rq.y = rq.x, rq.bn = t4(1, 2, 1, 1);
+  rq.xp = x, rq.yp = y, rq.scalep = prm, rq.biasp = prm + 8, rq.rmeanp = prm + 16, rq.rvarp = prm + 24;
+  rq.smeanp = prm + 32, rq.sinvp = prm + 40, rq.alpha = 1, rq.factor = 1, rq.eps = 0;
+  ASSERT_EQ(post<Op::DnnBnFwdTrain>(rq), 0);
+  auto p = get(prm, 12);
+  EXPECT_FLOAT_EQ(p[4], 4.5f);             // running mean, channel 0 (factor 1)
+  EXPECT_FLOAT_EQ(p[5], 2.0f);             // channel 1
+  EXPECT_FLOAT_EQ(p[6], 5.25f * 8 / 7);    // unbiased variance of 1..8
+  EXPECT_FLOAT_EQ(p[7], 4.0f * 8 / 7);     // of 0 0 0 0 4 4 4 4
+  EXPECT_FLOAT_EQ(p[11], 0.5f);            // saved 1/sqrt(var) of channel 1
+  auto yv = get(y, 16);
+  EXPECT_FLOAT_EQ(yv[8], -1.0f);
+  EXPECT_FLOAT_EQ(yv[15], 1.0f);
+
+  auto refused = [&](DnnBnFwdTrainReq r, const char* what) { EXPECT_NE(post<Op::DnnBnFwdTrain>(r), 0) << what; };
+  auto bad = rq;
+  bad.mode = 3;
+  refused(bad, "unknown mode");
+  bad = rq, bad.bn = t4(1, 2, 2, 4);
+  refused(bad, "per-activation parameters in spatial mode");
+  bad = rq, bad.mode = 0;
+  refused(bad, "spatial parameters in per-activation mode");
+  bad = rq, bad.eps = -1;
+  refused(bad, "negative epsilon");
+  bad = rq, bad.eps = NAN;
+  refused(bad, "NaN epsilon");
+  bad = rq, bad.factor = INFINITY;
+  refused(bad, "infinite factor");
+  bad = rq, bad.rvarp = 0;
+  refused(bad, "a running mean without a running variance");
+  bad = rq, bad.sinvp = 0;
+  refused(bad, "a saved mean without a saved inverse variance");
+  bad = rq, bad.sinvp = prm + 44;
+  refused(bad, "saved inverse variance past its allocation");
+  bad = rq, bad.scalep = 0xdead00000000ull;
+  refused(bad, "unknown scale address");
+  bad = rq, bad.y = t4(1, 2, 2, 3);
+  refused(bad, "y shape differs");
+  bad = rq, bad.x.nb = 3;
+  refused(bad, "3-d x");
+  bad = rq, bad.x.dtype = 1, bad.y.dtype = 1;
+  refused(bad, "double x (not forwarded)");
+  bad = rq, bad.bn.dtype = 2;
+  refused(bad, "half parameters");
+  bad = rq, bad.y.dtype = 2;
+  refused(bad, "float x, half y");
+  bad = rq, bad.alpha = NAN;
+  refused(bad, "NaN alpha");
+  EXPECT_EQ(post<Op::DnnBnFwdTrain>(rq), 0);
+
+  DnnBnFwdInferReq in{};
+  in.mode = 1, in.x = rq.x, in.y = rq.x, in.bn = rq.bn, in.xp = x, in.yp = y, in.scalep = prm, in.biasp = prm + 8;
+  in.meanp = prm + 16, in.varp = prm + 24, in.alpha = 1, in.eps = 1e-5;
+  EXPECT_EQ(post<Op::DnnBnFwdInfer>(in), 0);
+  in.varp = 0;
+  EXPECT_NE(post<Op::DnnBnFwdInfer>(in), 0) << "null variance";
+  in.varp = prm + 44;
+  EXPECT_NE(post<Op::DnnBnFwdInfer>(in), 0) << "variance past its allocation";
+
+  DnnBnBwdReq b{};
+  b.mode = 1, b.x = rq.x, b.dy = rq.x, b.dx = rq.x, b.bn = rq.bn, b.xp = x, b.dyp = x, b.dxp = y;
+  b.scalep = prm, b.dscalep = prm + 32, b.dbiasp = prm + 40, b.alpha = 1, b.alpha_p = 1, b.eps = 1e-5;
+  EXPECT_EQ(post<Op::DnnBnBwd>(b), 0);
+  auto bb = b;
+  bb.dx = t4(2, 2, 2, 4);
+  EXPECT_NE(post<Op::DnnBnBwd>(bb), 0) << "dx shape differs";
+  bb = b, bb.beta_p = NAN;
+  EXPECT_NE(post<Op::DnnBnBwd>(bb), 0) << "NaN beta for the parameters";
+  bb = b, bb.smeanp = prm;
+  EXPECT_NE(post<Op::DnnBnBwd>(bb), 0) << "a saved mean without the inverse variance";
+  bb = b, bb.dbiasp = prm + 48;
+  EXPECT_NE(post<Op::DnnBnBwd>(bb), 0) << "dbias just after the allocation";
+}
+
+TEST_F(Fixture, LrnChecksItsDescriptorAndTensors) {
+  uint64_t a = alloc(256), b = alloc(256);
+  DnnLrnFwdReq rq{};
+  rq.lrn = {5, 0, 1e-4, 0.75, 2.0}, rq.x = t4(1, 4, 4, 4), rq.y = rq.x, rq.xp = a, rq.yp = b, rq.alpha = 1;
+  EXPECT_EQ(post<Op::DnnLrnFwd>(rq), 0);
+  auto bad = rq;
+  bad.lrn.n = 0;
+  EXPECT_NE(post<Op::DnnLrnFwd>(bad), 0) << "window 0";
+  bad = rq, bad.lrn.n = 0xffffffffu;
+  EXPECT_NE(post<Op::DnnLrnFwd>(bad), 0) << "window 2^32-1";
+  bad = rq, bad.lrn.beta = NAN;
+  EXPECT_NE(post<Op::DnnLrnFwd>(bad), 0) << "NaN beta";
+  bad = rq, bad.lrn.k = 0;
+  EXPECT_NE(post<Op::DnnLrnFwd>(bad), 0) << "k below the minimum";
+  bad = rq, bad.lrn.alpha = -INFINITY;
+  EXPECT_NE(post<Op::DnnLrnFwd>(bad), 0) << "infinite alpha";
+  bad = rq, bad.yp = b + 4;
+  EXPECT_NE(post<Op::DnnLrnFwd>(bad), 0) << "y past its end";
+  DnnLrnBwdReq bw{};
+  bw.lrn = rq.lrn, bw.y = bw.dy = bw.x = bw.dx = rq.x, bw.yp = b, bw.dyp = b, bw.xp = a, bw.dxp = a, bw.alpha = 1;
+  EXPECT_EQ(post<Op::DnnLrnBwd>(bw), 0);
+  bw.dy = t4(1, 4, 4, 3);
+  EXPECT_NE(post<Op::DnnLrnBwd>(bw), 0) << "dy shape differs";
+}
+
+TEST_F(Fixture, DropoutChecksStatesAndReserve) {
+  uint64_t x = alloc(64), y = alloc(64), st = alloc(dnn::kDropoutStates), rs = alloc(16);
+  DnnDropoutInitReq in{};
+  in.statesp = st, in.states_size = dnn::kDropoutStates, in.seed = 7;
+  EXPECT_EQ(post<Op::DnnDropoutInit>(in), 0);
+  auto bi = in;
+  bi.states_size = 8;
+  EXPECT_NE(post<Op::DnnDropoutInit>(bi), 0) << "states smaller than required";
+  bi = in, bi.statesp = st + 8;
+  EXPECT_NE(post<Op::DnnDropoutInit>(bi), 0) << "states past their allocation";
+  bi = in, bi.statesp = 0;
+  EXPECT_NE(post<Op::DnnDropoutInit>(bi), 0) << "null states";
+
+  put(x, std::vector<float>(16, 1.0f));
+  DnnDropoutFwdReq f{};
+  f.x = f.y = t4(1, 1, 4, 4), f.xp = x, f.yp = y, f.statesp = st, f.states_size = dnn::kDropoutStates;
+  f.reservep = rs, f.reserve_size = 16, f.p = 0.5;
+  ASSERT_EQ(post<Op::DnnDropoutFwd>(f), 0);
+  for (float v : get(y, 16)) EXPECT_TRUE(v == 0.0f || v == 2.0f) << v;
+  auto bf = f;
+  bf.reserve_size = 15;
+  EXPECT_NE(post<Op::DnnDropoutFwd>(bf), 0) << "reserve smaller than the mask";
+  bf = f, bf.reservep = rs + 1;
+  EXPECT_NE(post<Op::DnnDropoutFwd>(bf), 0) << "reserve past its allocation";
+  bf = f, bf.p = 1.5;
+  EXPECT_NE(post<Op::DnnDropoutFwd>(bf), 0) << "p above 1";
+  bf = f, bf.p = NAN;
+  EXPECT_NE(post<Op::DnnDropoutFwd>(bf), 0) << "NaN p";
+  bf = f, bf.states_size = 0;
+  EXPECT_NE(post<Op::DnnDropoutFwd>(bf), 0) << "no states";
+  bf = f, bf.y = t4(1, 1, 4, 5);
+  EXPECT_NE(post<Op::DnnDropoutFwd>(bf), 0) << "shapes differ";
+  bf = f, bf.y.dtype = dnn::kBf16;
+  EXPECT_NE(post<Op::DnnDropoutFwd>(bf), 0) << "types differ";
+
+  DnnDropoutBwdReq b{};
+  b.dy = b.dx = f.x, b.dyp = x, b.dxp = y, b.reservep = rs, b.reserve_size = 16, b.p = 0.5;
+  EXPECT_EQ(post<Op::DnnDropoutBwd>(b), 0);
+  b.reservep = 0;
+  EXPECT_NE(post<Op::DnnDropoutBwd>(b), 0) << "null reserve";
+}
+
+TEST_F(Fixture, ReduceChecksItsDescriptorAndIndices) {
+  uint64_t a = alloc(64), c = alloc(16), idx = alloc(16);
+  std::vector<float> av(16);
+  for (int i = 0; i < 16; i++) av[i] = float(i % 5) - float(i / 4);
+  put(a, av);
+  DnnReduceTensorReq rq{};
+  rq.red.op = 3, rq.red.indices = 1, rq.a = t4(1, 1, 4, 4), rq.c = t4(1, 1, 4, 1), rq.ap = a, rq.cp = c;
+  rq.indicesp = idx, rq.indices_size = 16, rq.alpha = 1;
+  ASSERT_EQ(post<Op::DnnReduceTensor>(rq), 0);
+  auto r = get(c, 4);
+  EXPECT_FLOAT_EQ(r[0], 3);   // row 0: 0 1 2 3
+  EXPECT_FLOAT_EQ(r[3], 1);   // row 3: 2 3 4 0 minus 3
+  auto bad = rq;
+  bad.red.op = 9;
+  EXPECT_NE(post<Op::DnnReduceTensor>(bad), 0) << "unknown op";
+  bad = rq, bad.red.idx_type = 1;
+  EXPECT_NE(post<Op::DnnReduceTensor>(bad), 0) << "64-bit indices";
+  bad = rq, bad.red.comp = 1;
+  EXPECT_NE(post<Op::DnnReduceTensor>(bad), 0) << "double compute type";
+  bad = rq, bad.red.nan_opt = 2;
+  EXPECT_NE(post<Op::DnnReduceTensor>(bad), 0) << "unknown NaN option";
+  bad = rq, bad.c = t4(1, 1, 2, 1);
+  EXPECT_NE(post<Op::DnnReduceTensor>(bad), 0) << "c neither a's nor 1";
+  bad = rq, bad.c.nb = 3;
+  EXPECT_NE(post<Op::DnnReduceTensor>(bad), 0) << "c of another rank";
+  bad = rq, bad.indices_size = 12;
+  EXPECT_NE(post<Op::DnnReduceTensor>(bad), 0) << "indices smaller than c";
+  bad = rq, bad.indicesp = idx + 8;
+  EXPECT_NE(post<Op::DnnReduceTensor>(bad), 0) << "indices past their allocation";
+  bad = rq, bad.ap = a + 4;
+  EXPECT_NE(post<Op::DnnReduceTensor>(bad), 0) << "a past its end";
+  bad = rq, bad.indicesp = 0;
+  EXPECT_EQ(post<Op::DnnReduceTensor>(bad), 0) << "indices not wanted";
+}
+
+TEST_F(Fixture, HalfAndBfloat16TensorsSpanTwoBytesAnElement) {
+  uint64_t a = alloc(32), b = alloc(32);  // 16 two-byte elements each
+  DnnActFwdReq rq{};
+  rq.act.mode = 1, rq.x = t4(1, 1, 4, 4), rq.x.dtype = dnn::kHalf, rq.y = rq.x, rq.xp = a, rq.yp = b, rq.alpha = 1;
+  EXPECT_EQ(post<Op::DnnActFwd>(rq), 0);
+  auto bad = rq;
+  bad.yp = b + 2;
+  EXPECT_NE(post<Op::DnnActFwd>(bad), 0) << "one element past the end";
+  bad = rq, bad.xp = a + 1;
+  EXPECT_NE(post<Op::DnnActFwd>(bad), 0) << "misaligned half data";
+  bad = rq, bad.y.dtype = dnn::kBf16;
+  EXPECT_NE(post<Op::DnnActFwd>(bad), 0) << "half x, bfloat16 y";
+  bad = rq, bad.x.dtype = bad.y.dtype = dnn::kFloat;
+  EXPECT_NE(post<Op::DnnActFwd>(bad), 0) << "float data spans 64 bytes";
+  rq.x.dtype = rq.y.dtype = dnn::kBf16;
+  EXPECT_EQ(post<Op::DnnActFwd>(rq), 0);
+}
+
+// Strides may overlap (a small span, many elements): a descriptor whose
+// element count exceeds its span is refused before anything is sized
+// from the count (which may also overflow 64 bits).
+TEST_F(Fixture, ElementCountsBeyondTheSpanAreRefused) {
+  uint64_t a = alloc(1 << 20), c = alloc(1 << 20);
+  DnnTensor t{};
+  t.dtype = 0, t.nb = 8;
+  for (int k = 0; k < 8; k++) t.dim[k] = 1 << 16, t.stride[k] = 1;  // span 524281, count 2^128
+  DnnTransformReq tr{};
+  tr.x = t, tr.y = t, tr.xp = a, tr.yp = c, tr.alpha = 1;
+  EXPECT_NE(post<Op::DnnTransform>(tr), 0) << "count overflowing 64 bits";
+  t.nb = 4;
+  for (int k = 0; k < 4; k++) t.dim[k] = 3000, t.stride[k] = 1;  // span 11997, count 8.1e13
+  tr.x = t, tr.y = t;
+  EXPECT_NE(post<Op::DnnTransform>(tr), 0) << "count far beyond the span";
+  DnnReduceTensorReq rd{};
+  rd.a = t, rd.c = t, rd.c.dim[0] = 1, rd.ap = a, rd.cp = c, rd.alpha = 1;
+  EXPECT_NE(post<Op::DnnReduceTensor>(rd), 0) << "reduction of an overlapping tensor";
+  t.dim[0] = t.dim[1] = t.dim[2] = t.dim[3] = 2;  // 16 elements over a span of 5: still more than the span
+  DnnScaleTensorReq sc{};
+  sc.y = t, sc.yp = c, sc.alpha = 2;
+  EXPECT_NE(post<Op::DnnScaleTensor>(sc), 0) << "elements aliasing each other";
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 // libcudnn.so.9 drop-in: cuDNN's legacy descriptor API (convolutions,
 // pooling, activations, softmax, tensor addition, transform, op-tensor, set
-// and scale) forwarded to
+// and scale, batch normalization, LRN, dropout, reductions; float, half and
+// bfloat16 data) forwarded to
 // wormhole-server over the connection of the process's libcudart.so.13
 // (Wormhole's drop-in), so the work runs in the same server session as
 // cudaMalloc and kernel launches, in issue order.
@@ -12,7 +13,10 @@
 // again. Compute calls return at once; a device fault surfaces at the next
 // synchronising CUDA call, as on a GPU. The server picks its own algorithm
 // and needs no work area: algorithm queries report algorithm 0 with a work
-// size of 0, and the work area a program passes is ignored.
+// size of 0, and the work area a program passes is ignored. Dropout's
+// states (64 bytes: the generator's seed and counter) are seeded on the
+// device by cudnnSetDropoutDescriptor; its reserve space holds the mask,
+// one byte per element.
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <library_types.h>
@@ -69,6 +73,24 @@ struct cudnnActivationStruct {
   bool set = false;
   DnnAct a{};
 };
+struct cudnnLRNStruct {  // created with cuDNN's defaults (Krizhevsky et al.)
+  uint32_t magic = kAlive;
+  bool set = true;
+  DnnLrn l{5, 0, 1e-4, 0.75, 2.0};
+};
+struct cudnnReduceTensorStruct {
+  uint32_t magic = kAlive;
+  bool set = false;
+  DnnReduce r{};
+};
+struct cudnnDropoutStruct {
+  uint32_t magic = kAlive;
+  bool set = false;
+  float p = 0;
+  void* states = nullptr;
+  size_t states_size = 0;
+  unsigned long long seed = 0;
+};
 
 namespace {
 
@@ -120,6 +142,39 @@ bool scalars(const void* alpha, const void* beta, double* a, double* b) {
   return true;
 }
 uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// A host value of a tensor's data type (float, half, bfloat16) as a double.
+double value_of(const void* p, int32_t dtype) {
+  if (dtype == dnn::kFloat) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t b;
+  std::memcpy(&b, p, 2);
+  uint32_t bits;
+  if (dtype == dnn::kBf16) {
+    bits = uint32_t(b) << 16;
+  } else {  // half
+    const uint32_t sign = uint32_t(b & 0x8000) << 16, exp = (b >> 10) & 0x1F;
+    uint32_t man = b & 0x3FF;
+    if (exp == 0x1F) {
+      bits = sign | 0x7F800000 | man << 13;
+    } else if (exp) {
+      bits = sign | (exp + 112) << 23 | man << 13;
+    } else if (!man) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do man <<= 1, e++;
+      while (!(man & 0x400));
+      bits = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3FF) << 13;
+    }
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 template <class D>
 void destroy(D* d) {
@@ -402,6 +457,15 @@ cudnnStatus_t cudnnGetConvolution2dDescriptor(const cudnnConvolutionDescriptor_t
   *compute = cudnnDataType_t(d->c.dtype);
   return CUDNN_STATUS_SUCCESS;
 }
+cudnnStatus_t cudnnGetConvolutionNdDescriptor(const cudnnConvolutionDescriptor_t d, int requested, int* nb, int pad[],
+                                              int stride[], int dil[], cudnnConvolutionMode_t* mode,
+                                              cudnnDataType_t* compute) {
+  if (!ok(d) || !nb || !mode || !compute || requested < 0 || (requested && (!pad || !stride || !dil)))
+    return CUDNN_STATUS_BAD_PARAM;
+  *nb = d->c.nb, *mode = cudnnConvolutionMode_t(d->c.mode), *compute = cudnnDataType_t(d->c.dtype);
+  for (int k = 0; k < requested && k < d->c.nb; k++) pad[k] = d->c.pad[k], stride[k] = d->c.stride[k], dil[k] = d->c.dil[k];
+  return CUDNN_STATUS_SUCCESS;
+}
 cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int groups) {
   if (!d || d->magic != kAlive || groups < 1) return CUDNN_STATUS_BAD_PARAM;
   d->c.groups = groups;
@@ -667,6 +731,16 @@ cudnnStatus_t cudnnGetPooling2dDescriptor(const cudnnPoolingDescriptor_t d, cudn
   *sh = d->p.stride[0], *sw = d->p.stride[1];
   return CUDNN_STATUS_SUCCESS;
 }
+cudnnStatus_t cudnnGetPoolingNdDescriptor(const cudnnPoolingDescriptor_t d, int requested, cudnnPoolingMode_t* mode,
+                                          cudnnNanPropagation_t* nan, int* nb, int window[], int padding[],
+                                          int stride[]) {
+  if (!ok(d) || !mode || !nan || !nb || requested < 0 || (requested && (!window || !padding || !stride)))
+    return CUDNN_STATUS_BAD_PARAM;
+  *mode = cudnnPoolingMode_t(d->p.mode), *nan = cudnnNanPropagation_t(d->p.nan_opt), *nb = d->p.nb;
+  for (int k = 0; k < requested && k < d->p.nb; k++)
+    window[k] = d->p.window[k], padding[k] = d->p.padding[k], stride[k] = d->p.stride[k];
+  return CUDNN_STATUS_SUCCESS;
+}
 cudnnStatus_t cudnnGetPoolingNdForwardOutputDim(const cudnnPoolingDescriptor_t d, const cudnnTensorDescriptor_t x,
                                                 int nb, int out[]) {
   if (!ok(d) || !ok(x) || !out || nb != x->t.nb) return CUDNN_STATUS_BAD_PARAM;
@@ -741,6 +815,11 @@ cudnnStatus_t cudnnGetActivationDescriptor(const cudnnActivationDescriptor_t d, 
 cudnnStatus_t cudnnSetActivationDescriptorSwishBeta(cudnnActivationDescriptor_t d, double beta) {
   if (!ok(d) || !(beta == beta)) return CUDNN_STATUS_BAD_PARAM;
   if (d->a.mode == CUDNN_ACTIVATION_SWISH) d->a.coef = beta;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetActivationDescriptorSwishBeta(cudnnActivationDescriptor_t d, double* beta) {
+  if (!ok(d) || !beta) return CUDNN_STATUS_BAD_PARAM;
+  *beta = d->a.mode == CUDNN_ACTIVATION_SWISH ? d->a.coef : 1.0;
   return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t cudnnActivationForward(cudnnHandle_t h, cudnnActivationDescriptor_t ad, const void* alpha,
@@ -856,9 +935,9 @@ cudnnStatus_t cudnnOpTensor(cudnnHandle_t h, const cudnnOpTensorDescriptor_t od,
 
 cudnnStatus_t cudnnSetTensor(cudnnHandle_t h, const cudnnTensorDescriptor_t yd, void* y, const void* value) {
   DnnSetTensorReq rq{};
-  double unused;
-  if (!ok(h) || !ok(yd) || !y || !scalars(value, value, &rq.value, &unused)) return CUDNN_STATUS_BAD_PARAM;
+  if (!ok(h) || !ok(yd) || !y || !value) return CUDNN_STATUS_BAD_PARAM;
   if (int32_t s = dnn::check_tensor(yd->t)) return st(s);
+  rq.value = value_of(value, yd->t.dtype);  // in the tensor's own type
   rq.stream = U(h->stream), rq.y = yd->t, rq.yp = U(y);
   return status(post<Op::DnnSetTensor>(rq));
 }
@@ -870,6 +949,401 @@ cudnnStatus_t cudnnScaleTensor(cudnnHandle_t h, const cudnnTensorDescriptor_t yd
   if (int32_t s = dnn::check_tensor(yd->t)) return st(s);
   rq.stream = U(h->stream), rq.y = yd->t, rq.yp = U(y);
   return status(post<Op::DnnScaleTensor>(rq));
+}
+
+// ------------------------------------------------------------ batch normalization
+
+cudnnStatus_t cudnnDeriveBNTensorDescriptor(cudnnTensorDescriptor_t derived, const cudnnTensorDescriptor_t xd,
+                                            cudnnBatchNormMode_t mode) {
+  if (!derived || derived->magic != kAlive || !ok(xd)) return CUDNN_STATUS_BAD_PARAM;
+  DnnTensor bn;
+  if (int32_t s = dnn::bn_dims(xd->t, mode, &bn)) return st(s);
+  derived->t = bn;
+  derived->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBatchNormalizationForwardTraining(cudnnHandle_t h, cudnnBatchNormMode_t mode, const void* alpha,
+                                                     const void* beta, const cudnnTensorDescriptor_t xd, const void* x,
+                                                     const cudnnTensorDescriptor_t yd, void* y,
+                                                     const cudnnTensorDescriptor_t bnd, const void* scale,
+                                                     const void* bias, double factor, void* rmean, void* rvar,
+                                                     double eps, void* smean, void* sinv) {
+  DnnBnFwdTrainReq rq{};
+  if (!ok(h) || !ok(xd) || !ok(yd) || !ok(bnd) || !x || !y || !scale || !bias ||
+      !scalars(alpha, beta, &rq.alpha, &rq.beta) || (!rmean) != (!rvar) || (!smean) != (!sinv) ||
+      !dnn::finite(factor))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_bn(mode, xd->t, yd->t, bnd->t, eps)) return st(s);
+  rq.stream = U(h->stream), rq.mode = mode;
+  rq.x = xd->t, rq.y = yd->t, rq.bn = bnd->t;
+  rq.xp = U(x), rq.yp = U(y), rq.scalep = U(scale), rq.biasp = U(bias);
+  rq.rmeanp = U(rmean), rq.rvarp = U(rvar), rq.smeanp = U(smean), rq.sinvp = U(sinv);
+  rq.factor = factor, rq.eps = eps;
+  return status(post<Op::DnnBnFwdTrain>(rq));
+}
+
+cudnnStatus_t cudnnBatchNormalizationForwardInference(cudnnHandle_t h, cudnnBatchNormMode_t mode, const void* alpha,
+                                                      const void* beta, const cudnnTensorDescriptor_t xd,
+                                                      const void* x, const cudnnTensorDescriptor_t yd, void* y,
+                                                      const cudnnTensorDescriptor_t bnd, const void* scale,
+                                                      const void* bias, const void* mean, const void* var,
+                                                      double eps) {
+  DnnBnFwdInferReq rq{};
+  if (!ok(h) || !ok(xd) || !ok(yd) || !ok(bnd) || !x || !y || !scale || !bias || !mean || !var ||
+      !scalars(alpha, beta, &rq.alpha, &rq.beta))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_bn(mode, xd->t, yd->t, bnd->t, eps)) return st(s);
+  rq.stream = U(h->stream), rq.mode = mode;
+  rq.x = xd->t, rq.y = yd->t, rq.bn = bnd->t;
+  rq.xp = U(x), rq.yp = U(y), rq.scalep = U(scale), rq.biasp = U(bias), rq.meanp = U(mean), rq.varp = U(var);
+  rq.eps = eps;
+  return status(post<Op::DnnBnFwdInfer>(rq));
+}
+
+cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t h, cudnnBatchNormMode_t mode, const void* alpha_d,
+                                              const void* beta_d, const void* alpha_p, const void* beta_p,
+                                              const cudnnTensorDescriptor_t xd, const void* x,
+                                              const cudnnTensorDescriptor_t dyd, const void* dy,
+                                              const cudnnTensorDescriptor_t dxd, void* dx,
+                                              const cudnnTensorDescriptor_t bnd, const void* scale, void* dscale,
+                                              void* dbias, double eps, const void* smean, const void* sinv) {
+  DnnBnBwdReq rq{};
+  if (!ok(h) || !ok(xd) || !ok(dyd) || !ok(dxd) || !ok(bnd) || !x || !dy || !dx || !scale || !dscale || !dbias ||
+      !scalars(alpha_d, beta_d, &rq.alpha, &rq.beta) || !scalars(alpha_p, beta_p, &rq.alpha_p, &rq.beta_p) ||
+      (!smean) != (!sinv))
+    return CUDNN_STATUS_BAD_PARAM;
+  int32_t s = dnn::check_bn(mode, xd->t, dyd->t, bnd->t, eps);
+  if (!s) s = dnn::check_tensor45(dxd->t);
+  if (!s && (!dnn::same_dims(xd->t, dxd->t) || xd->t.dtype != dxd->t.dtype)) s = dnn::kBadParam;
+  if (s) return st(s);
+  rq.stream = U(h->stream), rq.mode = mode;
+  rq.x = xd->t, rq.dy = dyd->t, rq.dx = dxd->t, rq.bn = bnd->t;
+  rq.xp = U(x), rq.dyp = U(dy), rq.dxp = U(dx), rq.scalep = U(scale), rq.dscalep = U(dscale), rq.dbiasp = U(dbias);
+  rq.smeanp = U(smean), rq.sinvp = U(sinv), rq.eps = eps;
+  return status(post<Op::DnnBnBwd>(rq));
+}
+
+// The *Ex forms: CUDNN_BATCHNORM_OPS_BN (no fused add or activation), which
+// needs no work area and no reserve space.
+cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const cudnnTensorDescriptor_t xd,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t,
+    const cudnnActivationDescriptor_t, size_t* size) {
+  if (!ok(h) || !ok(xd) || !size || mode < 0 || mode > 2) return CUDNN_STATUS_BAD_PARAM;
+  if (ops != CUDNN_BATCHNORM_OPS_BN) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const cudnnTensorDescriptor_t xd,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnActivationDescriptor_t, size_t* size) {
+  if (!ok(h) || !ok(xd) || !size || mode < 0 || mode > 2) return CUDNN_STATUS_BAD_PARAM;
+  if (ops != CUDNN_BATCHNORM_OPS_BN) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t h, cudnnBatchNormMode_t mode,
+                                                                   cudnnBatchNormOps_t ops,
+                                                                   const cudnnActivationDescriptor_t,
+                                                                   const cudnnTensorDescriptor_t xd, size_t* size) {
+  if (!ok(h) || !ok(xd) || !size || mode < 0 || mode > 2) return CUDNN_STATUS_BAD_PARAM;
+  if (ops != CUDNN_BATCHNORM_OPS_BN) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const void* alpha, const void* beta,
+    const cudnnTensorDescriptor_t xd, const void* x, const cudnnTensorDescriptor_t, const void*,
+    const cudnnTensorDescriptor_t yd, void* y, const cudnnTensorDescriptor_t bnd, const void* scale,
+    const void* bias, double factor, void* rmean, void* rvar, double eps, void* smean, void* sinv,
+    cudnnActivationDescriptor_t, void*, size_t, void*, size_t) {
+  if (ops != CUDNN_BATCHNORM_OPS_BN) return CUDNN_STATUS_NOT_SUPPORTED;
+  return cudnnBatchNormalizationForwardTraining(h, mode, alpha, beta, xd, x, yd, y, bnd, scale, bias, factor, rmean,
+                                                rvar, eps, smean, sinv);
+}
+cudnnStatus_t cudnnBatchNormalizationBackwardEx(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const void* alpha_d, const void* beta_d,
+    const void* alpha_p, const void* beta_p, const cudnnTensorDescriptor_t xd, const void* x,
+    const cudnnTensorDescriptor_t, const void*, const cudnnTensorDescriptor_t dyd, const void* dy,
+    const cudnnTensorDescriptor_t, void*, const cudnnTensorDescriptor_t dxd, void* dx,
+    const cudnnTensorDescriptor_t bnd, const void* scale, const void*, void* dscale, void* dbias, double eps,
+    const void* smean, const void* sinv, cudnnActivationDescriptor_t, void*, size_t, void*, size_t) {
+  if (ops != CUDNN_BATCHNORM_OPS_BN) return CUDNN_STATUS_NOT_SUPPORTED;
+  return cudnnBatchNormalizationBackward(h, mode, alpha_d, beta_d, alpha_p, beta_p, xd, x, dyd, dy, dxd, dx, bnd,
+                                         scale, dscale, dbias, eps, smean, sinv);
+}
+
+// The cudnnNormalization* API: CUDNN_NORM_OPS_NORM, one group, the mean and
+// variance descriptor of the scale and bias's shape; the batch
+// normalization above (CUDNN_NORM_PER_ACTIVATION / PER_CHANNEL are
+// BATCHNORM_PER_ACTIVATION / SPATIAL).
+namespace {
+bool norm_plain(cudnnNormOps_t ops, cudnnNormAlgo_t algo, int groups) {
+  return ops == CUDNN_NORM_OPS_NORM && (algo == CUDNN_NORM_ALGO_STANDARD || algo == CUDNN_NORM_ALGO_PERSIST) &&
+         groups == 1;
+}
+// The mean/variance descriptor must describe the scale/bias tensor's shape.
+bool norm_same_params(cudnnTensorDescriptor_t a, cudnnTensorDescriptor_t b) {
+  return ok(a) && ok(b) && dnn::same_dims(a->t, b->t) && a->t.dtype == b->t.dtype;
+}
+}  // namespace
+cudnnStatus_t cudnnDeriveNormTensorDescriptor(cudnnTensorDescriptor_t scale_bias, cudnnTensorDescriptor_t mean_var,
+                                              const cudnnTensorDescriptor_t xd, cudnnNormMode_t mode, int groups) {
+  if (!scale_bias || scale_bias->magic != kAlive || !mean_var || mean_var->magic != kAlive || !ok(xd) ||
+      (mode != CUDNN_NORM_PER_ACTIVATION && mode != CUDNN_NORM_PER_CHANNEL))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (groups != 1) return CUDNN_STATUS_NOT_SUPPORTED;
+  DnnTensor bn;
+  if (int32_t s = dnn::bn_dims(xd->t, mode, &bn)) return st(s);
+  scale_bias->t = mean_var->t = bn;
+  scale_bias->set = mean_var->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetNormalizationForwardTrainingWorkspaceSize(
+    cudnnHandle_t h, cudnnNormMode_t, cudnnNormOps_t ops, cudnnNormAlgo_t algo, const cudnnTensorDescriptor_t xd,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t,
+    const cudnnActivationDescriptor_t, const cudnnTensorDescriptor_t, size_t* size, int groups) {
+  if (!ok(h) || !ok(xd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetNormalizationBackwardWorkspaceSize(
+    cudnnHandle_t h, cudnnNormMode_t, cudnnNormOps_t ops, cudnnNormAlgo_t algo, const cudnnTensorDescriptor_t xd,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t,
+    const cudnnTensorDescriptor_t, const cudnnTensorDescriptor_t, const cudnnActivationDescriptor_t,
+    const cudnnTensorDescriptor_t, size_t* size, int groups) {
+  if (!ok(h) || !ok(xd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetNormalizationTrainingReserveSpaceSize(cudnnHandle_t h, cudnnNormMode_t, cudnnNormOps_t ops,
+                                                            cudnnNormAlgo_t algo, const cudnnActivationDescriptor_t,
+                                                            const cudnnTensorDescriptor_t xd, size_t* size,
+                                                            int groups) {
+  if (!ok(h) || !ok(xd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  *size = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnNormalizationForwardInference(cudnnHandle_t h, cudnnNormMode_t mode, cudnnNormOps_t ops,
+                                                 cudnnNormAlgo_t algo, const void* alpha, const void* beta,
+                                                 const cudnnTensorDescriptor_t xd, const void* x,
+                                                 const cudnnTensorDescriptor_t sbd, const void* scale,
+                                                 const void* bias, const cudnnTensorDescriptor_t mvd,
+                                                 const void* mean, const void* var, const cudnnTensorDescriptor_t,
+                                                 const void*, cudnnActivationDescriptor_t,
+                                                 const cudnnTensorDescriptor_t yd, void* y, double eps, int groups) {
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  if (!norm_same_params(sbd, mvd)) return CUDNN_STATUS_BAD_PARAM;
+  return cudnnBatchNormalizationForwardInference(h, cudnnBatchNormMode_t(mode), alpha, beta, xd, x, yd, y, sbd, scale,
+                                                 bias, mean, var, eps);
+}
+cudnnStatus_t cudnnNormalizationForwardTraining(
+    cudnnHandle_t h, cudnnNormMode_t mode, cudnnNormOps_t ops, cudnnNormAlgo_t algo, const void* alpha,
+    const void* beta, const cudnnTensorDescriptor_t xd, const void* x, const cudnnTensorDescriptor_t sbd,
+    const void* scale, const void* bias, double factor, const cudnnTensorDescriptor_t mvd, void* rmean, void* rvar,
+    double eps, void* smean, void* sinv, cudnnActivationDescriptor_t, const cudnnTensorDescriptor_t, const void*,
+    const cudnnTensorDescriptor_t yd, void* y, void*, size_t, void*, size_t, int groups) {
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  if (!norm_same_params(sbd, mvd)) return CUDNN_STATUS_BAD_PARAM;
+  return cudnnBatchNormalizationForwardTraining(h, cudnnBatchNormMode_t(mode), alpha, beta, xd, x, yd, y, sbd, scale,
+                                                bias, factor, rmean, rvar, eps, smean, sinv);
+}
+cudnnStatus_t cudnnNormalizationBackward(
+    cudnnHandle_t h, cudnnNormMode_t mode, cudnnNormOps_t ops, cudnnNormAlgo_t algo, const void* alpha_d,
+    const void* beta_d, const void* alpha_p, const void* beta_p, const cudnnTensorDescriptor_t xd, const void* x,
+    const cudnnTensorDescriptor_t, const void*, const cudnnTensorDescriptor_t dyd, const void* dy,
+    const cudnnTensorDescriptor_t, void*, const cudnnTensorDescriptor_t dxd, void* dx,
+    const cudnnTensorDescriptor_t sbd, const void* scale, const void*, void* dscale, void* dbias, double eps,
+    const cudnnTensorDescriptor_t mvd, const void* smean, const void* sinv, cudnnActivationDescriptor_t, void*,
+    size_t, void*, size_t, int groups) {
+  if (!norm_plain(ops, algo, groups)) return CUDNN_STATUS_NOT_SUPPORTED;
+  if (!norm_same_params(sbd, mvd)) return CUDNN_STATUS_BAD_PARAM;
+  return cudnnBatchNormalizationBackward(h, cudnnBatchNormMode_t(mode), alpha_d, beta_d, alpha_p, beta_p, xd, x, dyd,
+                                         dy, dxd, dx, sbd, scale, dscale, dbias, eps, smean, sinv);
+}
+
+// ------------------------------------------------------------ LRN
+
+cudnnStatus_t cudnnCreateLRNDescriptor(cudnnLRNDescriptor_t* d) { return create(d); }
+cudnnStatus_t cudnnDestroyLRNDescriptor(cudnnLRNDescriptor_t d) {
+  if (!d) return CUDNN_STATUS_SUCCESS;
+  return destroy_checked(d);
+}
+cudnnStatus_t cudnnSetLRNDescriptor(cudnnLRNDescriptor_t d, unsigned n, double alpha, double beta, double k) {
+  if (!d || d->magic != kAlive) return CUDNN_STATUS_BAD_PARAM;
+  DnnLrn l{n, 0, alpha, beta, k};
+  if (dnn::check_lrn(l)) return CUDNN_STATUS_BAD_PARAM;
+  d->l = l;
+  d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetLRNDescriptor(cudnnLRNDescriptor_t d, unsigned* n, double* alpha, double* beta, double* k) {
+  if (!ok(d)) return CUDNN_STATUS_BAD_PARAM;
+  if (n) *n = d->l.n;
+  if (alpha) *alpha = d->l.alpha;
+  if (beta) *beta = d->l.beta;
+  if (k) *k = d->l.k;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnLRNCrossChannelForward(cudnnHandle_t h, cudnnLRNDescriptor_t ld, cudnnLRNMode_t mode,
+                                          const void* alpha, const cudnnTensorDescriptor_t xd, const void* x,
+                                          const void* beta, const cudnnTensorDescriptor_t yd, void* y) {
+  DnnLrnFwdReq rq{};
+  if (!ok(h) || !ok(ld) || !ok(xd) || !ok(yd) || !x || !y || mode != CUDNN_LRN_CROSS_CHANNEL_DIM1 ||
+      !scalars(alpha, beta, &rq.alpha, &rq.beta))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_lrn_shapes(ld->l, xd->t, yd->t)) return st(s);
+  rq.stream = U(h->stream), rq.lrn = ld->l, rq.x = xd->t, rq.y = yd->t, rq.xp = U(x), rq.yp = U(y);
+  return status(post<Op::DnnLrnFwd>(rq));
+}
+cudnnStatus_t cudnnLRNCrossChannelBackward(cudnnHandle_t h, cudnnLRNDescriptor_t ld, cudnnLRNMode_t mode,
+                                           const void* alpha, const cudnnTensorDescriptor_t yd, const void* y,
+                                           const cudnnTensorDescriptor_t dyd, const void* dy,
+                                           const cudnnTensorDescriptor_t xd, const void* x, const void* beta,
+                                           const cudnnTensorDescriptor_t dxd, void* dx) {
+  DnnLrnBwdReq rq{};
+  if (!ok(h) || !ok(ld) || !ok(yd) || !ok(dyd) || !ok(xd) || !ok(dxd) || !y || !dy || !x || !dx ||
+      mode != CUDNN_LRN_CROSS_CHANNEL_DIM1 || !scalars(alpha, beta, &rq.alpha, &rq.beta))
+    return CUDNN_STATUS_BAD_PARAM;
+  int32_t s = dnn::check_lrn_shapes(ld->l, xd->t, yd->t);
+  if (!s) s = dnn::check_lrn_shapes(ld->l, xd->t, dyd->t);
+  if (!s) s = dnn::check_lrn_shapes(ld->l, xd->t, dxd->t);
+  if (s) return st(s);
+  rq.stream = U(h->stream), rq.lrn = ld->l, rq.y = yd->t, rq.dy = dyd->t, rq.x = xd->t, rq.dx = dxd->t;
+  rq.yp = U(y), rq.dyp = U(dy), rq.xp = U(x), rq.dxp = U(dx);
+  return status(post<Op::DnnLrnBwd>(rq));
+}
+
+// ------------------------------------------------------------ dropout
+
+cudnnStatus_t cudnnDropoutGetStatesSize(cudnnHandle_t h, size_t* size) {
+  if (!ok(h) || !size) return CUDNN_STATUS_BAD_PARAM;
+  *size = dnn::kDropoutStates;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnDropoutGetReserveSpaceSize(cudnnTensorDescriptor_t xd, size_t* size) {
+  if (!ok(xd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  *size = dnn::dropout_reserve(xd->t);
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnCreateDropoutDescriptor(cudnnDropoutDescriptor_t* d) { return create(d); }
+cudnnStatus_t cudnnDestroyDropoutDescriptor(cudnnDropoutDescriptor_t d) {
+  if (!d) return CUDNN_STATUS_SUCCESS;
+  return destroy_checked(d);
+}
+namespace {
+cudnnStatus_t set_dropout(cudnnDropoutDescriptor_t d, cudnnHandle_t h, float p, void* states, size_t size,
+                          unsigned long long seed, bool init) {
+  if (!d || d->magic != kAlive || !ok(h) || dnn::check_dropout(p)) return CUDNN_STATUS_BAD_PARAM;
+  if (states && size < dnn::kDropoutStates) return CUDNN_STATUS_BAD_PARAM;
+  if (init && states) {  // seeds the generator in the states buffer, in the handle's stream
+    DnnDropoutInitReq rq{};
+    rq.stream = U(h->stream), rq.statesp = U(states), rq.states_size = size, rq.seed = seed;
+    if (cudnnStatus_t s = status(post<Op::DnnDropoutInit>(rq))) return s;
+  }
+  d->p = p, d->states = states, d->states_size = states ? size : 0, d->seed = seed, d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+}  // namespace
+cudnnStatus_t cudnnSetDropoutDescriptor(cudnnDropoutDescriptor_t d, cudnnHandle_t h, float p, void* states,
+                                        size_t size, unsigned long long seed) {
+  return set_dropout(d, h, p, states, size, seed, true);
+}
+cudnnStatus_t cudnnRestoreDropoutDescriptor(cudnnDropoutDescriptor_t d, cudnnHandle_t h, float p, void* states,
+                                            size_t size, unsigned long long seed) {
+  return set_dropout(d, h, p, states, size, seed, false);
+}
+cudnnStatus_t cudnnGetDropoutDescriptor(cudnnDropoutDescriptor_t d, cudnnHandle_t h, float* p, void** states,
+                                        unsigned long long* seed) {
+  if (!ok(d) || !ok(h) || !p || !states || !seed) return CUDNN_STATUS_BAD_PARAM;
+  *p = d->p, *states = d->states, *seed = d->seed;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnDropoutForward(cudnnHandle_t h, const cudnnDropoutDescriptor_t dd, const cudnnTensorDescriptor_t xd,
+                                  const void* x, const cudnnTensorDescriptor_t yd, void* y, void* reserve,
+                                  size_t reserve_size) {
+  if (!ok(h) || !ok(dd) || !ok(xd) || !ok(yd) || !x || !y || !reserve || !dd->states) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_dropout_shapes(dd->p, xd->t, yd->t)) return st(s);
+  if (reserve_size < dnn::dropout_reserve(xd->t)) return CUDNN_STATUS_BAD_PARAM;
+  DnnDropoutFwdReq rq{};
+  rq.stream = U(h->stream), rq.x = xd->t, rq.y = yd->t, rq.xp = U(x), rq.yp = U(y);
+  rq.statesp = U(dd->states), rq.states_size = dd->states_size, rq.reservep = U(reserve);
+  rq.reserve_size = reserve_size, rq.p = dd->p;
+  return status(post<Op::DnnDropoutFwd>(rq));
+}
+cudnnStatus_t cudnnDropoutBackward(cudnnHandle_t h, const cudnnDropoutDescriptor_t dd,
+                                   const cudnnTensorDescriptor_t dyd, const void* dy,
+                                   const cudnnTensorDescriptor_t dxd, void* dx, void* reserve, size_t reserve_size) {
+  if (!ok(h) || !ok(dd) || !ok(dyd) || !ok(dxd) || !dy || !dx || !reserve) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_dropout_shapes(dd->p, dyd->t, dxd->t)) return st(s);
+  if (reserve_size < dnn::dropout_reserve(dyd->t)) return CUDNN_STATUS_BAD_PARAM;
+  DnnDropoutBwdReq rq{};
+  rq.stream = U(h->stream), rq.dy = dyd->t, rq.dx = dxd->t, rq.dyp = U(dy), rq.dxp = U(dx);
+  rq.reservep = U(reserve), rq.reserve_size = reserve_size, rq.p = dd->p;
+  return status(post<Op::DnnDropoutBwd>(rq));
+}
+
+// ------------------------------------------------------------ reduction
+
+cudnnStatus_t cudnnCreateReduceTensorDescriptor(cudnnReduceTensorDescriptor_t* d) { return create(d); }
+cudnnStatus_t cudnnDestroyReduceTensorDescriptor(cudnnReduceTensorDescriptor_t d) {
+  if (!d) return CUDNN_STATUS_SUCCESS;
+  return destroy_checked(d);
+}
+cudnnStatus_t cudnnSetReduceTensorDescriptor(cudnnReduceTensorDescriptor_t d, cudnnReduceTensorOp_t op,
+                                             cudnnDataType_t comp, cudnnNanPropagation_t nan,
+                                             cudnnReduceTensorIndices_t indices, cudnnIndicesType_t idx_type) {
+  if (!d || d->magic != kAlive || !valid_dtype(comp)) return CUDNN_STATUS_BAD_PARAM;
+  DnnReduce r{};
+  r.op = op, r.comp = comp, r.nan_opt = nan, r.indices = indices, r.idx_type = idx_type;
+  if (dnn::check_reduce(r) == dnn::kBadParam) return CUDNN_STATUS_BAD_PARAM;
+  d->r = r;
+  d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetReduceTensorDescriptor(const cudnnReduceTensorDescriptor_t d, cudnnReduceTensorOp_t* op,
+                                             cudnnDataType_t* comp, cudnnNanPropagation_t* nan,
+                                             cudnnReduceTensorIndices_t* indices, cudnnIndicesType_t* idx_type) {
+  if (!ok(d) || !op || !comp || !nan || !indices || !idx_type) return CUDNN_STATUS_BAD_PARAM;
+  *op = cudnnReduceTensorOp_t(d->r.op), *comp = cudnnDataType_t(d->r.comp);
+  *nan = cudnnNanPropagation_t(d->r.nan_opt), *indices = cudnnReduceTensorIndices_t(d->r.indices);
+  *idx_type = cudnnIndicesType_t(d->r.idx_type);
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetReductionIndicesSize(cudnnHandle_t h, const cudnnReduceTensorDescriptor_t rd,
+                                           const cudnnTensorDescriptor_t ad, const cudnnTensorDescriptor_t cd,
+                                           size_t* size) {
+  if (!ok(h) || !ok(rd) || !ok(ad) || !ok(cd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_reduce_shapes(rd->r, ad->t, cd->t)) return st(s);
+  *size = dnn::reduce_indices_size(rd->r, cd->t);
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetReductionWorkspaceSize(cudnnHandle_t h, const cudnnReduceTensorDescriptor_t rd,
+                                             const cudnnTensorDescriptor_t ad, const cudnnTensorDescriptor_t cd,
+                                             size_t* size) {
+  if (!ok(h) || !ok(rd) || !ok(ad) || !ok(cd) || !size) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_reduce_shapes(rd->r, ad->t, cd->t)) return st(s);
+  *size = 0;  // the server needs no work area
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnReduceTensor(cudnnHandle_t h, const cudnnReduceTensorDescriptor_t rd, void* indices,
+                                size_t indices_size, void*, size_t, const void* alpha,
+                                const cudnnTensorDescriptor_t ad, const void* a, const void* beta,
+                                const cudnnTensorDescriptor_t cd, void* c) {
+  DnnReduceTensorReq rq{};
+  if (!ok(h) || !ok(rd) || !ok(ad) || !ok(cd) || !a || !c || !scalars(alpha, beta, &rq.alpha, &rq.beta))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_reduce_shapes(rd->r, ad->t, cd->t)) return st(s);
+  const uint64_t need = dnn::reduce_indices_size(rd->r, cd->t);
+  if (need && indices && indices_size < need) return CUDNN_STATUS_BAD_PARAM;
+  rq.stream = U(h->stream), rq.red = rd->r, rq.a = ad->t, rq.c = cd->t, rq.ap = U(a), rq.cp = U(c);
+  if (need && indices) rq.indicesp = U(indices), rq.indices_size = indices_size;
+  return status(post<Op::DnnReduceTensor>(rq));
 }
 
 }  // extern "C"

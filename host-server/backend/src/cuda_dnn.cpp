@@ -63,7 +63,15 @@ using namespace wh::proto;
   X(cudnnDestroyOpTensorDescriptor)       \
   X(cudnnOpTensor)                        \
   X(cudnnSetTensor)                       \
-  X(cudnnScaleTensor)
+  X(cudnnScaleTensor)                     \
+  X(cudnnBatchNormalizationForwardTraining) \
+  X(cudnnBatchNormalizationForwardInference) \
+  X(cudnnBatchNormalizationBackward)      \
+  X(cudnnCreateLRNDescriptor)             \
+  X(cudnnSetLRNDescriptor)                \
+  X(cudnnDestroyLRNDescriptor)            \
+  X(cudnnLRNCrossChannelForward)          \
+  X(cudnnLRNCrossChannelBackward)
 
 WH_VENDOR_LIBRARY(Lib, lib, "libcudnn.so.9", WH_CUDNN_FUNCS)
 
@@ -296,9 +304,82 @@ class CudaDnn final : public Dnn {
     }, rq.alpha, 0.0);
   }
 
+  // Batch normalization and LRN map one to one. Dropout and ReduceTensor
+  // are not forwarded to a GPU (the defaults: cudaErrorNotSupported): the
+  // guest sizes their states, reserve and indices for the sim device's
+  // generator and layout, which NVIDIA's cuDNN does not share.
+  Err bn_fwd_train(Stream* s, const DnnBnFwdTrainReq& rq) override {
+    return call(s, [&](Descs& d, const float* a, const float* b) {
+      auto x = d.tensor(rq.x);
+      auto y = d.tensor(rq.y);
+      auto bn = d.tensor(rq.bn);
+      if (d.st) return d.st;
+      return lib().cudnnBatchNormalizationForwardTraining(
+          h_, cudnnBatchNormMode_t(rq.mode), a, b, x, P(rq.xp), y, P(rq.yp), bn, P(rq.scalep), P(rq.biasp), rq.factor,
+          P(rq.rmeanp), P(rq.rvarp), rq.eps, P(rq.smeanp), P(rq.sinvp));
+    }, rq.alpha, rq.beta);
+  }
+  Err bn_fwd_infer(Stream* s, const DnnBnFwdInferReq& rq) override {
+    return call(s, [&](Descs& d, const float* a, const float* b) {
+      auto x = d.tensor(rq.x);
+      auto y = d.tensor(rq.y);
+      auto bn = d.tensor(rq.bn);
+      if (d.st) return d.st;
+      return lib().cudnnBatchNormalizationForwardInference(h_, cudnnBatchNormMode_t(rq.mode), a, b, x, P(rq.xp), y,
+                                                           P(rq.yp), bn, P(rq.scalep), P(rq.biasp), P(rq.meanp),
+                                                           P(rq.varp), rq.eps);
+    }, rq.alpha, rq.beta);
+  }
+  Err bn_bwd(Stream* s, const DnnBnBwdReq& rq) override {
+    const float ap = float(rq.alpha_p), bp = float(rq.beta_p);
+    return call(s, [&](Descs& d, const float* a, const float* b) {
+      auto x = d.tensor(rq.x);
+      auto dy = d.tensor(rq.dy);
+      auto dx = d.tensor(rq.dx);
+      auto bn = d.tensor(rq.bn);
+      if (d.st) return d.st;
+      return lib().cudnnBatchNormalizationBackward(h_, cudnnBatchNormMode_t(rq.mode), a, b, &ap, &bp, x, P(rq.xp), dy,
+                                                   P(rq.dyp), dx, P(rq.dxp), bn, P(rq.scalep), P(rq.dscalep),
+                                                   P(rq.dbiasp), rq.eps, P(rq.smeanp), P(rq.sinvp));
+    }, rq.alpha, rq.beta);
+  }
+  Err lrn_fwd(Stream* s, const DnnLrnFwdReq& rq) override {
+    return call(s, [&](Descs& d, const float* a, const float* b) {
+      auto x = d.tensor(rq.x);
+      auto y = d.tensor(rq.y);
+      Lrn l(d, rq.lrn);
+      if (d.st) return d.st;
+      return lib().cudnnLRNCrossChannelForward(h_, l.h, CUDNN_LRN_CROSS_CHANNEL_DIM1, a, x, P(rq.xp), b, y, P(rq.yp));
+    }, rq.alpha, rq.beta);
+  }
+  Err lrn_bwd(Stream* s, const DnnLrnBwdReq& rq) override {
+    return call(s, [&](Descs& d, const float* a, const float* b) {
+      auto y = d.tensor(rq.y);
+      auto dy = d.tensor(rq.dy);
+      auto x = d.tensor(rq.x);
+      auto dx = d.tensor(rq.dx);
+      Lrn l(d, rq.lrn);
+      if (d.st) return d.st;
+      return lib().cudnnLRNCrossChannelBackward(h_, l.h, CUDNN_LRN_CROSS_CHANNEL_DIM1, a, y, P(rq.yp), dy, P(rq.dyp),
+                                                x, P(rq.xp), b, dx, P(rq.dxp));
+    }, rq.alpha, rq.beta);
+  }
+
  private:
+  struct Lrn {  // an LRN descriptor for one call
+    cudnnLRNDescriptor_t h = nullptr;
+    Lrn(Descs& d, const DnnLrn& l) {
+      d.step(lib().cudnnCreateLRNDescriptor(&h));
+      if (h) d.step(lib().cudnnSetLRNDescriptor(h, l.n, l.alpha, l.beta, l.k));
+    }
+    ~Lrn() {
+      if (h) lib().cudnnDestroyLRNDescriptor(h);
+    }
+  };
+
   // Current context, the handle (made on first use), the stream; then the
-  // call with float scalars (the only data type forwarded).
+  // call with float scalars (float, half and bfloat16 data all take float
+  // scalars).
   template <class F>
   Err call(Stream* s, F&& f, double alpha, double beta) {
     make_current_();

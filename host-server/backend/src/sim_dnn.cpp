@@ -19,8 +19,12 @@
 //                swish); the backward pass uses x (src);
 //   softmax      oneDNN softmax v2 (accurate or log) over C*H*W (instance)
 //                or C (channel);
-//   bias gradient, AddTensor, TransformTensor, OpTensor, SetTensor and
-//   ScaleTensor: plain loops.
+//   bias gradient, AddTensor, TransformTensor, OpTensor, SetTensor,
+//   ScaleTensor, batch normalization, LRN, dropout and ReduceTensor: plain
+//   loops (statistics and sums accumulated in double).
+// Half and bfloat16 operands are staged: widened to float copies for the
+// operation, outputs rounded back (to nearest even) when it ends, so every
+// operation computes in float on any CPU.
 // Dense (packed NCHW) operands skip the gather, and a dense output that
 // overlaps no input and is written with alpha 1, beta 0 receives the result
 // directly. oneDNN's OpenMP runs one thread per session thread: sessions
@@ -30,11 +34,16 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <list>
+#include <type_traits>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
 #include "wormhole/proto/cudnn_check.hpp"
+#include "wormhole/server/blaslt.hpp"  // fp16 / bf16 conversions
 #include "wormhole/server/dnn.hpp"
 
 namespace wh::server {
@@ -81,6 +90,7 @@ class SimDnn final : public Dnn {
   }
 
   Err conv_fwd(Stream*, const DnnConvFwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *x, *w;
       float* y;
@@ -100,6 +110,7 @@ class SimDnn final : public Dnn {
   }
 
   Err conv_bwd_data(Stream*, const DnnConvBwdDataReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *w, *dy;
       float* dx;
@@ -122,6 +133,7 @@ class SimDnn final : public Dnn {
   }
 
   Err conv_bwd_filter(Stream*, const DnnConvBwdFilterReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *x, *dy;
       float* dw;
@@ -145,6 +157,7 @@ class SimDnn final : public Dnn {
   }
 
   Err conv_bwd_bias(Stream*, const DnnConvBwdBiasReq& rq) override {
+    Stage stage;
     const float* dy;
     float* db;
     if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
@@ -165,6 +178,7 @@ class SimDnn final : public Dnn {
   }
 
   Err add_tensor(Stream*, const DnnAddTensorReq& rq) override {
+    Stage stage;
     const float* a;
     float* c;
     if (Err e = view(rq.a, rq.ap, &a); e) return e;
@@ -190,6 +204,7 @@ class SimDnn final : public Dnn {
   }
 
   Err pool_fwd(Stream*, const DnnPoolFwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float* x;
       float* y;
@@ -207,6 +222,7 @@ class SimDnn final : public Dnn {
   }
 
   Err pool_bwd(Stream*, const DnnPoolBwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *x, *dy, *yv;
       float* dx;
@@ -237,6 +253,7 @@ class SimDnn final : public Dnn {
   }
 
   Err act_fwd(Stream*, const DnnActFwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float* x;
       float* y;
@@ -252,6 +269,7 @@ class SimDnn final : public Dnn {
   }
 
   Err act_bwd(Stream*, const DnnActBwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *yv, *dy, *x;
       float* dx;
@@ -272,6 +290,7 @@ class SimDnn final : public Dnn {
   }
 
   Err softmax_fwd(Stream*, const DnnSoftmaxFwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float* x;
       float* y;
@@ -289,6 +308,7 @@ class SimDnn final : public Dnn {
   }
 
   Err softmax_bwd(Stream*, const DnnSoftmaxBwdReq& rq) override {
+    Stage stage;
     return guard([&] {
       const float *yv, *dy;
       float* dx;
@@ -311,6 +331,7 @@ class SimDnn final : public Dnn {
   }
 
   Err transform(Stream*, const DnnTransformReq& rq) override {
+    Stage stage;
     const float* x;
     float* y;
     if (Err e = view(rq.x, rq.xp, &x); e) return e;
@@ -320,6 +341,7 @@ class SimDnn final : public Dnn {
   }
 
   Err op_tensor(Stream*, const DnnOpTensorReq& rq) override {
+    Stage stage;
     const float *a, *b = nullptr;
     float* c;
     const bool uses_b = dnn::op_uses_b(rq.op);
@@ -352,6 +374,7 @@ class SimDnn final : public Dnn {
   }
 
   Err set_tensor(Stream*, const DnnSetTensorReq& rq) override {
+    Stage stage;
     float* y;
     if (Err e = view(rq.y, rq.yp, &y); e) return e;
     const float v = float(rq.value);
@@ -360,10 +383,291 @@ class SimDnn final : public Dnn {
   }
 
   Err scale_tensor(Stream*, const DnnScaleTensorReq& rq) override {
+    Stage stage;
     float* y;
     if (Err e = view(rq.y, rq.yp, &y); e) return e;
     const float a = float(rq.alpha);
     each(rq.y, [&](int64_t, int64_t off) { y[off] *= a; });
+    return cudaSuccess;
+  }
+
+
+  // ---- batch normalization (plain loops, double accumulation)
+
+  Err bn_fwd_train(Stream*, const DnnBnFwdTrainReq& rq) override {
+    Stage stage;
+    const float *x, *sc, *bi;
+    float *y, *rm = nullptr, *rv = nullptr, *sm = nullptr, *si = nullptr;
+    if (Err e = view(rq.x, rq.xp, &x); e) return e;
+    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    if (Err e = view(rq.bn, rq.scalep, &sc); e) return e;
+    if (Err e = view(rq.bn, rq.biasp, &bi); e) return e;
+    if (rq.rmeanp)
+      if (Err e = view(rq.bn, rq.rmeanp, &rm); e) return e;
+    if (rq.rvarp)
+      if (Err e = view(rq.bn, rq.rvarp, &rv); e) return e;
+    if (rq.smeanp)
+      if (Err e = view(rq.bn, rq.smeanp, &sm); e) return e;
+    if (rq.sinvp)
+      if (Err e = view(rq.bn, rq.sinvp, &si); e) return e;
+    const Vec xv = gather(rq.x, x), scale = gather(rq.bn, sc), bias = gather(rq.bn, bi);
+    const BnIndex ix(rq.x, rq.mode);
+    std::vector<double> mean, var;
+    bn_stats(xv, ix, &mean, &var);
+    const int64_t m = dnn::bn_samples(rq.x, rq.mode);
+    Vec inv(ix.params), out(xv.size());
+    for (int64_t p = 0; p < ix.params; p++) inv[p] = float(1.0 / std::sqrt(var[p] + rq.eps));
+    ix.each([&](size_t i, int64_t p) {
+      out[i] = scale[p] * float((xv[i] - mean[p]) * inv[p]) + bias[p];
+    });
+    scatter(rq.y, y, out, rq.alpha, rq.beta);
+    if (rm && rv) {  // running averages: the variance unbiased (m / (m - 1)), as cuDNN keeps it
+      Vec rmv = gather(rq.bn, rm), rvv = gather(rq.bn, rv);
+      const double f = rq.factor, unbias = m > 1 ? double(m) / double(m - 1) : 1.0;
+      for (int64_t p = 0; p < ix.params; p++) {
+        rmv[p] = float((1 - f) * rmv[p] + f * mean[p]);
+        rvv[p] = float((1 - f) * rvv[p] + f * var[p] * unbias);
+      }
+      scatter(rq.bn, rm, rmv, 1, 0);
+      scatter(rq.bn, rv, rvv, 1, 0);
+    }
+    if (sm && si) {
+      Vec mv(mean.begin(), mean.end());
+      scatter(rq.bn, sm, mv, 1, 0);
+      scatter(rq.bn, si, inv, 1, 0);
+    }
+    return cudaSuccess;
+  }
+
+  Err bn_fwd_infer(Stream*, const DnnBnFwdInferReq& rq) override {
+    Stage stage;
+    const float *x, *sc, *bi, *mp, *vp;
+    float* y;
+    if (Err e = view(rq.x, rq.xp, &x); e) return e;
+    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    if (Err e = view(rq.bn, rq.scalep, &sc); e) return e;
+    if (Err e = view(rq.bn, rq.biasp, &bi); e) return e;
+    if (Err e = view(rq.bn, rq.meanp, &mp); e) return e;
+    if (Err e = view(rq.bn, rq.varp, &vp); e) return e;
+    const Vec xv = gather(rq.x, x), scale = gather(rq.bn, sc), bias = gather(rq.bn, bi), mean = gather(rq.bn, mp),
+              var = gather(rq.bn, vp);
+    const BnIndex ix(rq.x, rq.mode);
+    Vec inv(ix.params), out(xv.size());
+    for (int64_t p = 0; p < ix.params; p++) inv[p] = float(1.0 / std::sqrt(double(var[p]) + rq.eps));
+    ix.each([&](size_t i, int64_t p) {
+      out[i] = scale[p] * (xv[i] - mean[p]) * inv[p] + bias[p];
+    });
+    scatter(rq.y, y, out, rq.alpha, rq.beta);
+    return cudaSuccess;
+  }
+
+  Err bn_bwd(Stream*, const DnnBnBwdReq& rq) override {
+    Stage stage;
+    const float *x, *dy, *sc, *smp = nullptr, *sip = nullptr;
+    float *dx, *ds, *db;
+    if (Err e = view(rq.x, rq.xp, &x); e) return e;
+    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
+    if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+    if (Err e = view(rq.bn, rq.scalep, &sc); e) return e;
+    if (Err e = view(rq.bn, rq.dscalep, &ds); e) return e;
+    if (Err e = view(rq.bn, rq.dbiasp, &db); e) return e;
+    if (rq.smeanp)
+      if (Err e = view(rq.bn, rq.smeanp, &smp); e) return e;
+    if (rq.sinvp)
+      if (Err e = view(rq.bn, rq.sinvp, &sip); e) return e;
+    const Vec xv = gather(rq.x, x), dyv = gather(rq.dy, dy), scale = gather(rq.bn, sc);
+    const BnIndex ix(rq.x, rq.mode);
+    std::vector<double> mean, inv;
+    if (smp && sip) {  // the forward pass's saved statistics
+      const Vec mv = gather(rq.bn, smp), iv = gather(rq.bn, sip);
+      mean.assign(mv.begin(), mv.end());
+      inv.assign(iv.begin(), iv.end());
+    } else {
+      bn_stats(xv, ix, &mean, &inv);
+      for (auto& v : inv) v = 1.0 / std::sqrt(v + rq.eps);
+    }
+    const double m = double(dnn::bn_samples(rq.x, rq.mode));
+    std::vector<double> sdy(ix.params), sdyx(ix.params);
+    ix.each([&](size_t i, int64_t p) {
+      sdy[p] += dyv[i];
+      sdyx[p] += dyv[i] * (xv[i] - mean[p]) * inv[p];
+    });
+    Vec dxv(xv.size()), dsv(ix.params), dbv(ix.params);
+    ix.each([&](size_t i, int64_t p) {
+      const double xh = (xv[i] - mean[p]) * inv[p];
+      dxv[i] = float(scale[p] * inv[p] / m * (m * dyv[i] - sdy[p] - xh * sdyx[p]));
+    });
+    for (int64_t p = 0; p < ix.params; p++) dsv[p] = float(sdyx[p]), dbv[p] = float(sdy[p]);
+    scatter(rq.dx, dx, dxv, rq.alpha, rq.beta);
+    scatter(rq.bn, ds, dsv, rq.alpha_p, rq.beta_p);
+    scatter(rq.bn, db, dbv, rq.alpha_p, rq.beta_p);
+    return cudaSuccess;
+  }
+
+  // ---- LRN across channels: y = x (k + alpha/n sum x^2 over the window)^-beta
+
+  Err lrn_fwd(Stream*, const DnnLrnFwdReq& rq) override {
+    Stage stage;
+    const float* x;
+    float* y;
+    if (Err e = view(rq.x, rq.xp, &x); e) return e;
+    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    const Vec xv = gather(rq.x, x);
+    const std::vector<double> sc = lrn_scale(rq.lrn, rq.x, xv);
+    Vec out(xv.size());
+    for (size_t i = 0; i < xv.size(); i++) out[i] = float(xv[i] * std::pow(sc[i], -rq.lrn.beta));
+    scatter(rq.y, y, out, rq.alpha, rq.beta);
+    return cudaSuccess;
+  }
+
+  // dx_i = dy_i s_i^-b - 2 b alpha/n x_i sum over the windows holding i of dy_j x_j s_j^(-b-1)
+  // (recomputed from x; y is checked, not read).
+  Err lrn_bwd(Stream*, const DnnLrnBwdReq& rq) override {
+    Stage stage;
+    const float *yv, *dy, *x;
+    float* dx;
+    if (Err e = view(rq.y, rq.yp, &yv); e) return e;
+    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
+    if (Err e = view(rq.x, rq.xp, &x); e) return e;
+    if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+    const Vec xv = gather(rq.x, x), dyv = gather(rq.dy, dy);
+    const std::vector<double> sc = lrn_scale(rq.lrn, rq.x, xv);
+    const double b = rq.lrn.beta, coef = 2.0 * b * rq.lrn.alpha / rq.lrn.n;
+    std::vector<double> t(xv.size()), sb(xv.size());  // sb: s^-b (one pow per element)
+    for (size_t i = 0; i < xv.size(); i++) {
+      sb[i] = std::pow(sc[i], -b);
+      t[i] = dyv[i] * xv[i] * sb[i] / sc[i];
+    }
+    const int64_t C = rq.x.dim[1], inner = dnn::count(rq.x) / (int64_t(rq.x.dim[0]) * C);
+    const int64_t lb = (rq.lrn.n - 1) / 2, la = rq.lrn.n - lb - 1;
+    Vec out(xv.size());
+    for (size_t i = 0; i < xv.size(); i++) {
+      const int64_t c = (int64_t(i) / inner) % C, base = int64_t(i) - c * inner;
+      double acc = 0;
+      for (int64_t j = std::max<int64_t>(0, c - la); j <= std::min<int64_t>(C - 1, c + lb); j++) acc += t[base + j * inner];
+      out[i] = float(dyv[i] * sb[i] - coef * xv[i] * acc);
+    }
+    scatter(rq.dx, dx, out, rq.alpha, rq.beta);
+    return cudaSuccess;
+  }
+
+  // ---- dropout: a counter-based generator (splitmix64 of seed and counter)
+  // whose state, {seed, counter}, lives in the states buffer.
+
+  Err dropout_init(Stream*, const DnnDropoutInitReq& rq) override {
+    Stage stage;
+    uint8_t* st = ctx_.host_view(rq.statesp, dnn::kDropoutStates);
+    if (!st) return cudaErrorIllegalAddress;
+    const uint64_t w[2] = {rq.seed, 0};
+    std::memset(st, 0, dnn::kDropoutStates);
+    std::memcpy(st, w, sizeof w);
+    return cudaSuccess;
+  }
+
+  Err dropout_fwd(Stream*, const DnnDropoutFwdReq& rq) override {
+    Stage stage;
+    const float* x;
+    float* y;
+    if (Err e = view(rq.x, rq.xp, &x); e) return e;
+    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    uint8_t* st = ctx_.host_view(rq.statesp, dnn::kDropoutStates);
+    uint8_t* mask = ctx_.host_view(rq.reservep, dnn::dropout_reserve(rq.x));
+    if (!st || !mask) return cudaErrorIllegalAddress;
+    uint64_t w[2];
+    std::memcpy(w, st, sizeof w);
+    Vec xv = gather(rq.x, x);
+    const double scale = rq.p < 1 ? 1.0 / (1.0 - rq.p) : 0.0;
+    for (size_t i = 0; i < xv.size(); i++) {
+      const double u = double(mix64(w[0] ^ mix64(w[1] + i)) >> 11) * 0x1.0p-53;  // [0, 1)
+      mask[i] = u >= rq.p;
+      xv[i] = mask[i] ? float(xv[i] * scale) : 0.0f;
+    }
+    w[1] += xv.size();
+    std::memcpy(st, w, sizeof w);
+    scatter(rq.y, y, xv, 1, 0);
+    return cudaSuccess;
+  }
+
+  Err dropout_bwd(Stream*, const DnnDropoutBwdReq& rq) override {
+    Stage stage;
+    const float* dy;
+    float* dx;
+    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
+    if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+    const uint8_t* mask = ctx_.host_view(rq.reservep, dnn::dropout_reserve(rq.dy));
+    if (!mask) return cudaErrorIllegalAddress;
+    Vec v = gather(rq.dy, dy);
+    const double scale = rq.p < 1 ? 1.0 / (1.0 - rq.p) : 0.0;
+    for (size_t i = 0; i < v.size(); i++) v[i] = mask[i] ? float(v[i] * scale) : 0.0f;
+    scatter(rq.dx, dx, v, 1, 0);
+    return cudaSuccess;
+  }
+
+  // ---- reduction: c = alpha reduce(a) + beta c; indices (first extreme,
+  // flattened over the reduced dimensions) for MIN, MAX, AMAX.
+
+  Err reduce(Stream*, const DnnReduceTensorReq& rq) override {
+    Stage stage;
+    const float* a;
+    float* c;
+    uint32_t* idx = nullptr;
+    if (Err e = view(rq.a, rq.ap, &a); e) return e;
+    if (Err e = view(rq.c, rq.cp, &c); e) return e;
+    const bool want_idx = rq.indicesp && dnn::reduce_has_indices(rq.red);
+    if (want_idx)
+      if (Err e = view_bytes(rq.indicesp, dnn::count(rq.c), &idx); e) return e;
+    const Vec av = gather(rq.a, a);
+    const int nb = rq.a.nb, op = rq.red.op;
+    const bool prop = rq.red.nan_opt == 1;
+    int64_t cs[kDnnMaxDims], rs[kDnnMaxDims];  // dense strides in c and in the reduced slice
+    int64_t s1 = 1, s2 = 1;
+    for (int k = nb - 1; k >= 0; k--) {
+      const bool red = rq.c.dim[k] == 1 && rq.a.dim[k] > 1;
+      cs[k] = red ? 0 : s1, rs[k] = red ? s2 : 0;
+      s1 *= rq.c.dim[k];
+      if (red) s2 *= rq.a.dim[k];
+    }
+    const int64_t nc = dnn::count(rq.c), slice = s2;
+    const double init = op == 1 || op == 8 ? 1 : op == 2 ? INFINITY : op == 3 ? -INFINITY : 0;
+    std::vector<double> acc(nc, init);
+    std::vector<uint32_t> at(nc, 0);
+    std::vector<uint8_t> seen(nc, 0);
+    int64_t ix[kDnnMaxDims] = {};
+    for (size_t i = 0; i < av.size(); i++) {
+      int64_t ci = 0, ri = 0;
+      for (int k = 0; k < nb; k++) ci += ix[k] * cs[k], ri += ix[k] * rs[k];
+      const double v = av[i];
+      double& r = acc[ci];
+      switch (op) {
+        case 0: case 5: r += v; break;
+        case 1: r *= v; break;
+        case 6: r += std::fabs(v); break;
+        case 7: r += v * v; break;
+        case 8: if (v != 0) r *= v; break;
+        default: {  // MIN MAX AMAX: NaNs skipped, or (propagated) the first one wins
+          const double u = op == 4 ? std::fabs(v) : v;
+          if (r != r) break;
+          if (u != u) {
+            if (prop) r = u, at[ci] = uint32_t(ri), seen[ci] = 1;
+            break;
+          }
+          if (!seen[ci] || (op == 2 ? u < r : u > r)) r = u, at[ci] = uint32_t(ri), seen[ci] = 1;
+        }
+      }
+      for (int k = nb - 1; k >= 0; k--) {
+        if (++ix[k] < rq.a.dim[k]) break;
+        ix[k] = 0;
+      }
+    }
+    Vec out(nc);
+    for (int64_t i = 0; i < nc; i++) {
+      double r = acc[i];
+      if (op == 5) r /= double(slice);
+      if (op == 7) r = std::sqrt(r);
+      out[i] = float(r);
+    }
+    scatter(rq.c, c, out, rq.alpha, rq.beta);
+    if (want_idx) std::memcpy(idx, at.data(), size_t(nc) * 4);
     return cudaSuccess;
   }
 
@@ -434,6 +738,74 @@ class SimDnn final : public Dnn {
     dnnl::eltwise_forward::desc fwd() const { return {prop_kind::forward_training, alg, md, alpha, beta}; }
   };
 
+
+  // The parameter (scale/bias/statistics) index of x's dense element i.
+  struct BnIndex {
+    int64_t total, inner, spatial, params;
+    bool spatial_mode;
+    BnIndex(const DnnTensor& x, int32_t mode) {
+      total = dnn::count(x);
+      inner = total / x.dim[0];
+      spatial = inner / x.dim[1];
+      spatial_mode = dnn::bn_spatial(mode);
+      params = spatial_mode ? x.dim[1] : inner;
+    }
+    int64_t operator()(int64_t i) const {
+      const int64_t r = i % inner;
+      return spatial_mode ? r / spatial : r;
+    }
+    // f(dense index, parameter index) for every element, in order, without
+    // a division per element.
+    template <class F>
+    void each(F&& f) const {
+      const int64_t n = inner ? total / inner : 0;
+      size_t i = 0;
+      for (int64_t b = 0; b < n; b++)
+        if (spatial_mode) {
+          for (int64_t c = 0; c < params; c++)
+            for (int64_t k = 0; k < spatial; k++) f(i++, c);
+        } else {
+          for (int64_t r = 0; r < inner; r++) f(i++, r);
+        }
+    }
+  };
+  // Per-parameter mean and biased variance of dense x.
+  static void bn_stats(const Vec& xv, const BnIndex& ix, std::vector<double>* mean, std::vector<double>* var) {
+    mean->assign(ix.params, 0.0);
+    var->assign(ix.params, 0.0);
+    std::vector<int64_t> n(ix.params, 0);
+    ix.each([&](size_t i, int64_t p) {
+      (*mean)[p] += xv[i], n[p]++;
+    });
+    for (int64_t p = 0; p < ix.params; p++) (*mean)[p] /= double(n[p]);
+    ix.each([&](size_t i, int64_t p) {
+      const double d = xv[i] - (*mean)[p];
+      (*var)[p] += d * d;
+    });
+    for (int64_t p = 0; p < ix.params; p++) (*var)[p] /= double(n[p]);
+  }
+  // LRN's k + alpha/n sum of squares over each element's channel window.
+  static std::vector<double> lrn_scale(const DnnLrn& l, const DnnTensor& x, const Vec& xv) {
+    const int64_t C = x.dim[1], inner = dnn::count(x) / (int64_t(x.dim[0]) * C);
+    const int64_t lb = (l.n - 1) / 2, la = l.n - lb - 1;
+    std::vector<double> s(xv.size());
+    for (size_t i = 0; i < xv.size(); i++) {
+      const int64_t c = (int64_t(i) / inner) % C, base = int64_t(i) - c * inner;
+      double acc = 0;
+      for (int64_t j = std::max<int64_t>(0, c - lb); j <= std::min<int64_t>(C - 1, c + la); j++) {
+        const double v = xv[base + j * inner];
+        acc += v * v;
+      }
+      s[i] = l.k + l.alpha / l.n * acc;
+    }
+    return s;
+  }
+  static uint64_t mix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
   static Dims dims(const DnnTensor& t) { return Dims(t.dim, t.dim + t.nb); }
   static memory::desc softmax_md(const DnnTensor& t, int mode) {
     const int64_t n = t.dim[0], c = t.dim[1], hw = int64_t(t.dim[2]) * t.dim[3];
@@ -514,14 +886,59 @@ class SimDnn final : public Dnn {
     *out = reinterpret_cast<T*>(h);
     return cudaSuccess;
   }
+  // A tensor's memory as floats: the device memory itself for float data;
+  // for half and bfloat16 a float copy of its span (staged for the current
+  // operation), converted back when the operation ends when it is an
+  // output (T not const).
   template <class T>
   Err view(const DnnTensor& t, uint64_t p, T** out) {
-    return view_bytes(p, dnn::span(t), out);
+    return view_typed(p, dnn::span(t), t.dtype, out);
   }
   template <class T>
   Err view_filter(const DnnFilter& f, uint64_t p, T** out) {
-    return view_bytes(p, dnn::filter_count(f), out);
+    return view_typed(p, dnn::filter_count(f), f.dtype, out);
   }
+  template <class T>
+  Err view_typed(uint64_t p, int64_t elems, int32_t dtype, T** out) {
+    if (dtype == dnn::kFloat) return view_bytes(p, elems, out);
+    if (p % 2) return cudaErrorMisalignedAddress;
+    uint8_t* h = ctx_.host_view(p, uint64_t(elems) * 2);
+    if (!h || !Stage::current) return cudaErrorIllegalAddress;
+    Staged& st = Stage::current->list.emplace_back();
+    st.dev = h, st.bf16 = dtype == dnn::kBf16, st.out = !std::is_const_v<T>;
+    st.buf.resize(size_t(elems));
+    for (int64_t i = 0; i < elems; i++) {
+      uint16_t v;
+      std::memcpy(&v, h + 2 * i, 2);
+      st.buf[size_t(i)] = st.bf16 ? lt_bf16_to_float(v) : lt_half_to_float(v);
+    }
+    *out = st.buf.data();
+    return cudaSuccess;
+  }
+  struct Staged {
+    uint8_t* dev;
+    bool bf16, out;
+    Vec buf;
+  };
+  // The staged half / bfloat16 operands of the operation running on this
+  // thread; outputs are rounded back (to nearest even) when it ends.
+  struct Stage {
+    static inline thread_local Stage* current = nullptr;
+    std::list<Staged> list;
+    Stage* prev;
+    Stage() : prev(current) { current = this; }
+    ~Stage() {
+      for (Staged& st : list)
+        if (st.out)
+          for (size_t i = 0; i < st.buf.size(); i++) {
+            const uint16_t v = st.bf16 ? lt_float_to_bf16(st.buf[i]) : lt_float_to_half(st.buf[i]);
+            std::memcpy(st.dev + 2 * i, &v, 2);
+          }
+      current = prev;
+    }
+    Stage(const Stage&) = delete;
+    Stage& operator=(const Stage&) = delete;
+  };
 
   static Vec gather(const DnnTensor& t, const float* p) {
     Vec v(dnn::count(t));

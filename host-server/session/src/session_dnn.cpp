@@ -3,8 +3,8 @@
 // The guest is hostile: every descriptor a call carries and the shapes
 // they combine are checked again (proto/cudnn_check.hpp, the checks the
 // guest library ran), each tensor's extent (highest element index + 1,
-// times 4 bytes) must lie inside one of the session's allocations, and the
-// scalars must be finite. Operations are posted: a failure becomes the
+// times the element's size) must lie inside one of the session's
+// allocations, and the scalars must be finite. Operations are posted: a failure becomes the
 // session's deferred error (reported at the next synchronising call).
 #include <spdlog/spdlog.h>
 
@@ -29,10 +29,11 @@ bool scalars_ok(double alpha, double beta) { return std::isfinite(alpha) && std:
 
 bool Session::dnn_tensor(const DnnTensor& t, uint64_t p) const {
   const int64_t n = dnn::span(t);
-  return n > 0 && p != 0 && device_range(p, uint64_t(n) * 4);
+  return n > 0 && p != 0 && device_range(p, uint64_t(n) * dnn::elem_bytes(t.dtype));
 }
 bool Session::dnn_filter(const DnnFilter& f, uint64_t p) const {
-  return dnn::check_filter(f) == dnn::kOk && p != 0 && device_range(p, uint64_t(dnn::filter_count(f)) * 4);
+  return dnn::check_filter(f) == dnn::kOk && p != 0 &&
+         device_range(p, uint64_t(dnn::filter_count(f)) * dnn::elem_bytes(f.dtype));
 }
 
 // The common tail of every body: the shapes' status, the stream, the backend.
@@ -176,6 +177,112 @@ int32_t Session::on_DnnScaleTensor(const DnnScaleTensorReq& rq, std::span<const 
   shape.stream = rq.stream, shape.alpha = rq.alpha;
   return dnn_run(dnn::check_tensor(rq.y), dnn_tensor(rq.y, rq.yp), shape,
                  [&](Dnn& d, Stream* s) { return d.scale_tensor(s, rq); });
+}
+
+// ---- batch normalization, LRN, dropout, reduction
+
+namespace {
+// An optional pair of pointers: both 0, or both set.
+bool pair_ok(uint64_t a, uint64_t b) { return (a == 0) == (b == 0); }
+}  // namespace
+
+int32_t Session::on_DnnBnFwdTrain(const DnnBnFwdTrainReq& rq, std::span<const uint8_t>, DnnBnFwdTrainResp&,
+                                  std::vector<uint8_t>&) {
+  const int32_t st = dnn::check_bn(rq.mode, rq.x, rq.y, rq.bn, rq.eps);
+  if (st == dnn::kOk && (!dnn::finite(rq.factor) || !pair_ok(rq.rmeanp, rq.rvarp) || !pair_ok(rq.smeanp, rq.sinvp)))
+    return cudaErrorInvalidValue;
+  const bool ranges = st != dnn::kOk ||
+                      (dnn_tensor(rq.x, rq.xp) && dnn_tensor(rq.y, rq.yp) && dnn_tensor(rq.bn, rq.scalep) &&
+                       dnn_tensor(rq.bn, rq.biasp) && (!rq.rmeanp || dnn_tensor(rq.bn, rq.rmeanp)) &&
+                       (!rq.rvarp || dnn_tensor(rq.bn, rq.rvarp)) && (!rq.smeanp || dnn_tensor(rq.bn, rq.smeanp)) &&
+                       (!rq.sinvp || dnn_tensor(rq.bn, rq.sinvp)));
+  return dnn_run(st, ranges, rq, [&](Dnn& d, Stream* s) { return d.bn_fwd_train(s, rq); });
+}
+
+int32_t Session::on_DnnBnFwdInfer(const DnnBnFwdInferReq& rq, std::span<const uint8_t>, DnnBnFwdInferResp&,
+                                  std::vector<uint8_t>&) {
+  const int32_t st = dnn::check_bn(rq.mode, rq.x, rq.y, rq.bn, rq.eps);
+  return dnn_run(st,
+                 dnn_tensor(rq.x, rq.xp) && dnn_tensor(rq.y, rq.yp) && dnn_tensor(rq.bn, rq.scalep) &&
+                     dnn_tensor(rq.bn, rq.biasp) && dnn_tensor(rq.bn, rq.meanp) && dnn_tensor(rq.bn, rq.varp),
+                 rq, [&](Dnn& d, Stream* s) { return d.bn_fwd_infer(s, rq); });
+}
+
+int32_t Session::on_DnnBnBwd(const DnnBnBwdReq& rq, std::span<const uint8_t>, DnnBnBwdResp&, std::vector<uint8_t>&) {
+  int32_t st = dnn::check_bn(rq.mode, rq.x, rq.dy, rq.bn, rq.eps);
+  if (st == dnn::kOk) st = dnn::check_tensor45(rq.dx);
+  if (st == dnn::kOk && (!dnn::same_dims(rq.x, rq.dx) || rq.x.dtype != rq.dx.dtype)) st = dnn::kBadParam;
+  if (st == dnn::kOk &&
+      (!std::isfinite(rq.alpha_p) || !std::isfinite(rq.beta_p) || !pair_ok(rq.smeanp, rq.sinvp)))
+    return cudaErrorInvalidValue;
+  return dnn_run(st,
+                 dnn_tensor(rq.x, rq.xp) && dnn_tensor(rq.dy, rq.dyp) && dnn_tensor(rq.dx, rq.dxp) &&
+                     dnn_tensor(rq.bn, rq.scalep) && dnn_tensor(rq.bn, rq.dscalep) && dnn_tensor(rq.bn, rq.dbiasp) &&
+                     (!rq.smeanp || dnn_tensor(rq.bn, rq.smeanp)) && (!rq.sinvp || dnn_tensor(rq.bn, rq.sinvp)),
+                 rq, [&](Dnn& d, Stream* s) { return d.bn_bwd(s, rq); });
+}
+
+int32_t Session::on_DnnLrnFwd(const DnnLrnFwdReq& rq, std::span<const uint8_t>, DnnLrnFwdResp&,
+                              std::vector<uint8_t>&) {
+  return dnn_run(dnn::check_lrn_shapes(rq.lrn, rq.x, rq.y), dnn_tensor(rq.x, rq.xp) && dnn_tensor(rq.y, rq.yp), rq,
+                 [&](Dnn& d, Stream* s) { return d.lrn_fwd(s, rq); });
+}
+
+int32_t Session::on_DnnLrnBwd(const DnnLrnBwdReq& rq, std::span<const uint8_t>, DnnLrnBwdResp&,
+                              std::vector<uint8_t>&) {
+  int32_t st = dnn::check_lrn_shapes(rq.lrn, rq.x, rq.y);
+  if (st == dnn::kOk) st = dnn::check_lrn_shapes(rq.lrn, rq.x, rq.dy);
+  if (st == dnn::kOk) st = dnn::check_lrn_shapes(rq.lrn, rq.x, rq.dx);
+  return dnn_run(st,
+                 dnn_tensor(rq.y, rq.yp) && dnn_tensor(rq.dy, rq.dyp) && dnn_tensor(rq.x, rq.xp) &&
+                     dnn_tensor(rq.dx, rq.dxp),
+                 rq, [&](Dnn& d, Stream* s) { return d.lrn_bwd(s, rq); });
+}
+
+int32_t Session::on_DnnDropoutInit(const DnnDropoutInitReq& rq, std::span<const uint8_t>, DnnDropoutInitResp&,
+                                   std::vector<uint8_t>&) {
+  DnnTransformReq shape{};
+  shape.stream = rq.stream;
+  return dnn_run(dnn::kOk,
+                 rq.statesp != 0 && rq.states_size >= dnn::kDropoutStates &&
+                     device_range(rq.statesp, dnn::kDropoutStates),
+                 shape, [&](Dnn& d, Stream* s) { return d.dropout_init(s, rq); });
+}
+
+int32_t Session::on_DnnDropoutFwd(const DnnDropoutFwdReq& rq, std::span<const uint8_t>, DnnDropoutFwdResp&,
+                                  std::vector<uint8_t>&) {
+  const int32_t st = dnn::check_dropout_shapes(rq.p, rq.x, rq.y);
+  DnnTransformReq shape{};
+  shape.stream = rq.stream, shape.alpha = 1;
+  const bool ranges = st != dnn::kOk ||
+                      (dnn_tensor(rq.x, rq.xp) && dnn_tensor(rq.y, rq.yp) && rq.statesp &&
+                       rq.states_size >= dnn::kDropoutStates && device_range(rq.statesp, dnn::kDropoutStates) &&
+                       rq.reservep && rq.reserve_size >= dnn::dropout_reserve(rq.x) &&
+                       device_range(rq.reservep, dnn::dropout_reserve(rq.x)));
+  return dnn_run(st, ranges, shape, [&](Dnn& d, Stream* s) { return d.dropout_fwd(s, rq); });
+}
+
+int32_t Session::on_DnnDropoutBwd(const DnnDropoutBwdReq& rq, std::span<const uint8_t>, DnnDropoutBwdResp&,
+                                  std::vector<uint8_t>&) {
+  const int32_t st = dnn::check_dropout_shapes(rq.p, rq.dy, rq.dx);
+  DnnTransformReq shape{};
+  shape.stream = rq.stream, shape.alpha = 1;
+  const bool ranges = st != dnn::kOk ||
+                      (dnn_tensor(rq.dy, rq.dyp) && dnn_tensor(rq.dx, rq.dxp) && rq.reservep &&
+                       rq.reserve_size >= dnn::dropout_reserve(rq.dy) &&
+                       device_range(rq.reservep, dnn::dropout_reserve(rq.dy)));
+  return dnn_run(st, ranges, shape, [&](Dnn& d, Stream* s) { return d.dropout_bwd(s, rq); });
+}
+
+int32_t Session::on_DnnReduceTensor(const DnnReduceTensorReq& rq, std::span<const uint8_t>, DnnReduceTensorResp&,
+                                    std::vector<uint8_t>&) {
+  const int32_t st = dnn::check_reduce_shapes(rq.red, rq.a, rq.c);
+  bool ranges = st != dnn::kOk || (dnn_tensor(rq.a, rq.ap) && dnn_tensor(rq.c, rq.cp));
+  if (st == dnn::kOk && rq.indicesp) {  // optional: 0 when not wanted
+    const uint64_t n = dnn::reduce_indices_size(rq.red, rq.c);
+    ranges = ranges && rq.indices_size >= n && (n == 0 || device_range(rq.indicesp, n));
+  }
+  return dnn_run(st, ranges, rq, [&](Dnn& d, Stream* s) { return d.reduce(s, rq); });
 }
 
 }  // namespace wh::server

@@ -254,6 +254,31 @@ def seeds():
     s.req("DeviceSynchronize")
     s.req("Free", q(ref(d)))
     out["dnn"] = s.b
+    # cuDNN batch normalization, LRN, dropout and reduction (half data for LRN).
+    def t4h(n, c, h, w):
+        dims = [n, c, h, w] + [0] * 4
+        strides = [c * h * w, h * w, w, 1] + [0] * 4
+        return struct.pack("<ii8i8i", 2, 4, *dims, *strides)
+    s = Seq()
+    d = s.req("Malloc", q(8192), resp_words=1)
+    s.req("DnnCreate")
+    x, bn = t4(2, 2, 4, 4), t4(1, 2, 1, 1)
+    s.req("DnnBnFwdTrain", q(0) + struct.pack("<iI", 1, 0) + x + x + bn
+          + q(ref(d), ref(d, 512), ref(d, 1024), ref(d, 1032), ref(d, 1040), ref(d, 1048), ref(d, 1056), ref(d, 1064))
+          + struct.pack("<dddd", 1.0, 0.0, 0.5, 1e-5), posted=True)
+    s.req("DnnBnBwd", q(0) + struct.pack("<iI", 1, 0) + x + x + x + bn
+          + q(ref(d), ref(d, 512), ref(d, 1536), ref(d, 1024), ref(d, 1072), ref(d, 1080), ref(d, 1056), ref(d, 1064))
+          + struct.pack("<ddddd", 1.0, 0.0, 1.0, 0.0, 1e-5), posted=True)
+    s.req("DnnLrnFwd", q(0) + struct.pack("<IIddd", 5, 0, 1e-4, 0.75, 2.0) + t4h(2, 2, 4, 4) + t4h(2, 2, 4, 4)
+          + q(ref(d, 2048), ref(d, 2304)) + struct.pack("<dd", 1.0, 0.0), posted=True)
+    s.req("DnnDropoutInit", q(0, ref(d, 4096), 64, 42), posted=True)
+    s.req("DnnDropoutFwd", q(0) + x + x + q(ref(d), ref(d, 2560), ref(d, 4096), 64, ref(d, 4160), 64)
+          + struct.pack("<d", 0.25), posted=True)
+    s.req("DnnReduceTensor", q(0) + struct.pack("<6i", 3, 0, 0, 1, 0, 0) + x + t4(1, 2, 1, 1)
+          + q(ref(d), ref(d, 4352), ref(d, 4368), 8) + struct.pack("<dd", 1.0, 0.0), posted=True)
+    s.req("DeviceSynchronize")
+    s.req("Free", q(ref(d)))
+    out["dnn_norm"] = s.b
     # Device queries and protocol edge cases.
     s = Seq()
     s.req("GetDeviceCount")

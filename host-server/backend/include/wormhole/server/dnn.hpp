@@ -41,10 +41,22 @@ class Dnn {
   virtual Err op_tensor(Stream* s, const proto::DnnOpTensorReq& rq) = 0;
   virtual Err set_tensor(Stream* s, const proto::DnnSetTensorReq& rq) = 0;
   virtual Err scale_tensor(Stream* s, const proto::DnnScaleTensorReq& rq) = 0;
+  // Batch normalization, LRN, dropout, reduction: a backend without them
+  // answers cudaErrorNotSupported.
+  virtual Err bn_fwd_train(Stream*, const proto::DnnBnFwdTrainReq&) { return cudaErrorNotSupported; }
+  virtual Err bn_fwd_infer(Stream*, const proto::DnnBnFwdInferReq&) { return cudaErrorNotSupported; }
+  virtual Err bn_bwd(Stream*, const proto::DnnBnBwdReq&) { return cudaErrorNotSupported; }
+  virtual Err lrn_fwd(Stream*, const proto::DnnLrnFwdReq&) { return cudaErrorNotSupported; }
+  virtual Err lrn_bwd(Stream*, const proto::DnnLrnBwdReq&) { return cudaErrorNotSupported; }
+  virtual Err dropout_init(Stream*, const proto::DnnDropoutInitReq&) { return cudaErrorNotSupported; }
+  virtual Err dropout_fwd(Stream*, const proto::DnnDropoutFwdReq&) { return cudaErrorNotSupported; }
+  virtual Err dropout_bwd(Stream*, const proto::DnnDropoutBwdReq&) { return cudaErrorNotSupported; }
+  virtual Err reduce(Stream*, const proto::DnnReduceTensorReq&) { return cudaErrorNotSupported; }
 };
 
 // The sim device's cuDNN: oneDNN (and plain loops for bias gradients,
-// AddTensor and the element-wise tensor ops) over `ctx.host_view()`.
+// AddTensor, the element-wise tensor ops, batch normalization, LRN, dropout
+// and reductions) over `ctx.host_view()`.
 std::unique_ptr<Dnn> make_sim_dnn(Context& ctx);
 // The GPU's cuDNN: libcudnn.so.9 through dlopen; `make_current` as for
 // make_cuda_blas. nullptr (and *err) when libcudnn.so.9 cannot be loaded.

@@ -179,7 +179,7 @@ class Session {
   // spans (false when it overflows or exceeds what a plan may address).
   static bool fft_span(int rank, const int64_t* dims, const FftSide& s, int64_t batch, int es, uint64_t* bytes);
 
-  // cuDNN (session_dnn.cpp): a tensor's or filter's extent (4-byte elements)
+  // cuDNN (session_dnn.cpp): a tensor's or filter's extent (elements of its data type)
   // inside one of our allocations; the common tail of every body (the
   // shapes' cudnn status, the ranges, the scalars, the stream, the backend).
   bool dnn_tensor(const proto::DnnTensor& t, uint64_t p) const;
