@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <sstream>
 #include <thread>
 #if defined(__x86_64__)
@@ -218,7 +219,21 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
         publish_copy_done(Op(opcode) == Op::MemcpyHtoD ? h.done_seq : d.done_seq, sticky_);
     }
   } else {
-    dispatch(*this, opcode, payload, max_msg, out);
+    // A backend body that throws (an allocation the host cannot make, a
+    // library's exception) fails this call, not the whole server.
+    try {
+      dispatch(*this, opcode, payload, max_msg, out);
+    } catch (const std::bad_alloc&) {
+      out.fixed.clear();
+      out.tail.clear();
+      out.status = cudaErrorMemoryAllocation;
+      spdlog::warn("session {}: {} ran out of host memory", id_, opcode < kOpCount ? op_name(opcode) : "unknown-op");
+    } catch (const std::exception& e) {
+      out.fixed.clear();
+      out.tail.clear();
+      out.status = cudaErrorUnknown;
+      spdlog::warn("session {}: {} failed: {}", id_, opcode < kOpCount ? op_name(opcode) : "unknown-op", e.what());
+    }
   }
   if (out.status == kBadRequest || out.status == kUnknownOp) {
     violations_++;
