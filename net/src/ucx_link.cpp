@@ -415,6 +415,9 @@ bool Link::fill(size_t n, Clock::time_point deadline) {
 std::unique_ptr<Listener> Listener::listen(const Addr& addr, std::string* err) {
   const Api* a = api(err);
   if (!a) return nullptr;
+  // A restarted server takes its port back at once, whatever connections of
+  // its previous life linger in TIME_WAIT.
+  setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
   std::unique_ptr<Listener> l(new Listener());
   l->ctx_ = Context::get(err);
   if (!l->ctx_) return nullptr;

@@ -153,8 +153,9 @@ client_kill)
   client "$build/tests/remote/loop" 32 60 > "$tmp/out" 2>&1 &
   cpid=$!
   for _ in $(seq 1 100); do grep -q READY "$tmp/out" && break; sleep 0.1; done
-  # The program itself (ip netns exec and env exec into it: same pid).
-  kill -KILL "$cpid"; wait "$cpid" 2>/dev/null
+  # The program: the only process in the client namespace.
+  for p in $(ip netns pids "$ns_c"); do kill -KILL "$p"; done
+  wait "$cpid" 2>/dev/null
   wait_log "session 1: ended (client disconnected" 30 || fail "the server did not notice the client's death"
   grep -q "freeing 33554432 bytes" "$tmp/server.log" || fail "the session's memory was not freed"
   client "$build/tests/remote/roundtrip" 4 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "a new client after the kill"; }

@@ -2,6 +2,7 @@
 // pinned host memory, synchronous and asynchronous), a 2D copy, a kernel's
 // printf, and mapped host memory refused with a clear error.
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   }
 
   // Pinned memory and async copies on a stream.
-  const size_t pn = 8 << 20;
+  const size_t pn = std::min<size_t>(8 << 20, n);
   uint8_t *ph = nullptr, *pb = nullptr;
   CHECK(cudaMallocHost(&ph, pn));
   CHECK(cudaMallocHost(&pb, pn));
