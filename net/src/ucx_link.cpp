@@ -288,7 +288,13 @@ Link::~Link() {
 bool Link::wait(bool (*done)(Link*, void*), void* arg, Clock::time_point deadline) {
   const Api* a = api(nullptr);
   auto* w = static_cast<ucp_worker_h>(worker_);
-  auto spin_end = Clock::now() + std::chrono::microseconds(50);
+  // WORMHOLE_UCX_SPIN_US: how long to poll before sleeping (default 250 us: waking from the
+  // worker's event fd costs about a network round trip).
+  static const long spin_us = [] {
+    const char* e = std::getenv("WORMHOLE_UCX_SPIN_US");
+    return e && *e ? std::max(0L, atol(e)) : 250L;
+  }();
+  auto spin_end = Clock::now() + std::chrono::microseconds(spin_us);
   for (;;) {
     while (a->worker_progress(w)) {
     }

@@ -13,6 +13,8 @@
 #   restart      the server is killed under a client (error, no hang), restarted,
 #                and serves again
 #   client_kill  a client is SIGKILLed: the server frees its session at once
+#   train        a short wh-train run (tests/train) over UCX
+#   bench        make bench-remote: raw TCP baselines and the ucx:// numbers
 # Needs root (ip netns); exits 77 (skipped) where namespaces cannot be made.
 set -u
 build="$1"
@@ -159,6 +161,39 @@ client_kill)
   wait_log "session 1: ended (client disconnected" 30 || fail "the server did not notice the client's death"
   grep -q "freeing 33554432 bytes" "$tmp/server.log" || fail "the session's memory was not freed"
   client "$build/tests/remote/roundtrip" 4 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "a new client after the kill"; }
+  ;;
+train)
+  # A short forwarded training run (tests/train's MLP) over UCX.
+  [ -x "$build/tests/train/wh-train" ] || fail "no $build/tests/train/wh-train"
+  start_server
+  client "$build/tests/train/wh-train" ${WH_TRAIN_ARGS:---epochs 2 --batch 100 --subset 6000 --test-subset 2000 --no-progress} \
+    > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "training run"; }
+  cat "$tmp/out" | tail -3
+  acc=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$tmp/out")
+  awk -v a="${acc:-0}" -v m="${WH_TRAIN_MIN_ACC:-70}" 'BEGIN { exit !(a >= m) }' || fail "test accuracy ${acc:-?}% < ${WH_TRAIN_MIN_ACC:-70}%"
+  ;;
+bench)
+  # make bench-remote: raw TCP first (ping-pong, bulk), then ucx://, both
+  # between the same namespaces; the summary line goes to stdout and to
+  # $WH_BENCH_OUT when set.
+  ip netns exec "$ns_s" "$build/bench/wh_tcp_bench" server 7720 > "$tmp/tcp.log" 2>&1 &
+  tpid=$!
+  for _ in $(seq 1 50); do grep -q listening "$tmp/tcp.log" && break; sleep 0.1; done
+  tcp=$(ip netns exec "$ns_c" "$build/bench/wh_tcp_bench" client "$ip_s" 7720) || fail "raw TCP bench"
+  wait "$tpid"
+  start_server
+  ucx=$(client "$build/bench/bench_remote" ${WH_BENCH_CALLS:-20000} ${WH_BENCH_SECONDS:-2}) || fail "bench_remote"
+  echo "raw tcp: $tcp"
+  echo "ucx:     $ucx"
+  get() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+  line=$(awk -v rtt="$(get "$tcp" rtt_p50_us)" -v rtt99="$(get "$tcp" rtt_p99_us)" \
+    -v up="$(get "$tcp" bulk_up_gb_s)" -v down="$(get "$tcp" bulk_down_gb_s)" \
+    -v p50="$(get "$ucx" null_call_p50_us)" -v p99="$(get "$ucx" null_call_p99_us)" \
+    -v h2d="$(get "$ucx" h2d_gb_s)" -v d2h="$(get "$ucx" d2h_gb_s)" -v lps="$(get "$ucx" launches_per_s)" 'BEGIN {
+      printf "bench-remote (ucx over tcp, veth, sim backend): null call p50 %.1f us p99 %.1f us (raw TCP rtt p50 %.1f us p99 %.1f us: %.2fx); ", p50, p99, rtt, rtt99, p50 / rtt;
+      printf "64 MiB H2D %.2f GB/s D2H %.2f GB/s (raw TCP bulk %.2f / %.2f GB/s: %.2fx / %.2fx); posted launches %.0f/s\n", h2d, d2h, up, down, h2d / up, d2h / down, lps }')
+  echo "$line"
+  [ -n "${WH_BENCH_OUT:-}" ] && echo "$line" > "$WH_BENCH_OUT"
   ;;
 *) echo "unknown case $mode" >&2; exit 2 ;;
 esac
