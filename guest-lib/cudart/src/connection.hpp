@@ -83,6 +83,8 @@ class Connection {
   const char* transport() const { return transport_; }
   bool alive() const;
   bool remote() const { return remote_ != nullptr; }
+  RemoteLink* remote_link() const { return remote_.get(); }
+  cudaError_t remote_error(ring::Status s) { return link_error(s); }
 
  private:
   Connection() = default;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "remote.hpp"
 #include "state.hpp"
 
 namespace wh::guest {
@@ -180,14 +181,27 @@ cudaError_t remote_htod(Connection* c, uint64_t dst, const uint8_t* src, size_t 
 
 cudaError_t remote_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uint64_t stream) {
   const size_t chunk = std::min<size_t>(kRemoteChunkMax, c->max_msg() - 64);
-  std::vector<uint8_t> got;
-  for (size_t off = 0; off < n; off += chunk) {
-    size_t len = std::min(chunk, n - off);
-    got.clear();
-    if (cudaError_t e = c->call<Op::MemcpyDtoHInline>({src + off, len, stream}, nullptr, {}, &got); e != cudaSuccess)
-      return e;
-    if (got.size() != len) return cudaErrorUnknown;
-    std::memcpy(dst + off, got.data(), len);
+  constexpr size_t kWindow = 4;  // chunks asked for at once
+  std::vector<MemcpyDtoHInlineReq> rq;
+  std::vector<std::span<const uint8_t>> spans;
+  std::vector<ring::Message> got;
+  for (size_t off = 0; off < n;) {
+    rq.clear();
+    spans.clear();
+    for (size_t k = 0; k < kWindow && off + k * chunk < n; k++) {
+      size_t at = off + k * chunk;
+      rq.push_back({src + at, std::min(chunk, n - at), stream});
+    }
+    for (auto& r : rq) spans.push_back({reinterpret_cast<const uint8_t*>(&r), sizeof r});
+    if (ring::Status s = c->remote_link()->call_many(uint16_t(Op::MemcpyDtoHInline), spans, got);
+        s != ring::Status::Ok)
+      return c->remote_error(s);
+    for (size_t k = 0; k < rq.size(); k++) {
+      if (got[k].hdr.status != 0) return got[k].hdr.status < 0 ? cudaErrorUnknown : cudaError_t(got[k].hdr.status);
+      if (got[k].payload.size() != rq[k].bytes) return cudaErrorUnknown;
+      std::memcpy(dst + (rq[k].src - src), got[k].payload.data(), rq[k].bytes);
+    }
+    off += rq.size() * chunk;
   }
   return cudaSuccess;
 }

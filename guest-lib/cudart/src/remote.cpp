@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 
 #include "wormhole/proto/wire.hpp"
@@ -124,6 +125,7 @@ std::string RemoteLink::error() const {
 
 ring::Status RemoteLink::broken(const std::string& why) {
   if (!dead_.exchange(true)) why_ = why;
+  if (link_) link_->fail(why);  // torn down at exit without waiting for a flush
   return ring::Status::Closed;
 }
 
@@ -198,6 +200,28 @@ ring::Status RemoteLink::call(uint16_t op, std::span<const std::span<const uint8
   const uint64_t id = next_call_++;
   append(op, 0, id, parts);
   if (!flush_locked(Clock::now() + timeout_)) return broken("send: " + link_->error());
+  return answer_locked(id, m);
+}
+
+ring::Status RemoteLink::call_many(uint16_t op, std::span<const std::span<const uint8_t>> requests,
+                                   std::vector<ring::Message>& out) {
+  for (auto r : requests)
+    if (r.size() > max_msg_) return ring::Status::TooBig;
+  std::lock_guard lk(mu_);
+  if (dead_) return ring::Status::Closed;
+  const uint64_t first = next_call_;
+  for (auto r : requests) {
+    std::array<std::span<const uint8_t>, 1> one{r};
+    append(op, 0, next_call_++, one);
+  }
+  if (!flush_locked(Clock::now() + timeout_)) return broken("send: " + link_->error());
+  out.resize(requests.size());
+  for (size_t i = 0; i < requests.size(); i++)
+    if (ring::Status s = answer_locked(first + i, out[i]); s != ring::Status::Ok) return s;
+  return ring::Status::Ok;
+}
+
+ring::Status RemoteLink::answer_locked(uint64_t id, ring::Message& m) {
   // The answer, or silence for longer than the timeout: the server sends
   // keepalives while a long call runs, so only a lost link is silent.
   auto heard = link_->received();

@@ -25,6 +25,11 @@ class RemoteLink {
   ~RemoteLink();
   ring::Status call(uint16_t op, std::span<const std::span<const uint8_t>> parts, ring::Message& m);
   ring::Status post(uint16_t op, std::span<const std::span<const uint8_t>> parts);
+  // Synchronous calls of one opcode sent together, answered in order (the
+  // server handles a client's requests in order): chunked copies overlap
+  // the transfer of one chunk with the server's work on the next.
+  ring::Status call_many(uint16_t op, std::span<const std::span<const uint8_t>> requests,
+                         std::vector<ring::Message>& out);
   // The process's own data area (status page, pinned heap): not shared.
   std::span<uint8_t> data() const { return {data_, data_size_}; }
   uint32_t max_msg() const { return max_msg_; }
@@ -35,6 +40,7 @@ class RemoteLink {
  private:
   RemoteLink() = default;
   bool flush_locked(net::Clock::time_point deadline);
+  ring::Status answer_locked(uint64_t id, ring::Message& m);
   void append(uint16_t op, uint32_t flags, uint64_t call_id, std::span<const std::span<const uint8_t>> parts);
   void keepalive_loop();
   ring::Status broken(const std::string& why);
