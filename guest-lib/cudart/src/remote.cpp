@@ -135,18 +135,31 @@ void RemoteLink::keepalive_loop() {
   const auto period = std::max<std::chrono::milliseconds>(server_timeout_ / 4, 10ms);
   std::unique_lock kl(ka_mu_);
   while (!stop_) {
-    ka_cv_.wait_for(kl, period);
-    if (stop_ || dead_) continue;
+    ka_cv_.wait_for(kl, period, [&] { return stop_ || pending_.load(); });
+    if (stop_) break;
+    if (pending_) {
+      // Posted work waits in the batch: give the program a millisecond to
+      // add more (or to flush it with a call), then send it.
+      kl.unlock();
+      std::this_thread::sleep_for(1ms);
+      kl.lock();
+    }
     std::unique_lock lk(mu_, std::try_to_lock);
-    if (!lk.owns_lock() || Clock::now() - last_sent_ < period) continue;
-    wh_msg_hdr ka{};
-    ka.magic = WH_MSG_MAGIC;
-    ka.version = version_;
-    ka.opcode = WH_OP_PAD;
-    ka.flags = WH_MSG_F_POSTED;
-    // Posted work waiting in the batch goes along.
-    batch_.insert(batch_.end(), reinterpret_cast<const uint8_t*>(&ka), reinterpret_cast<const uint8_t*>(&ka + 1));
-    if (!flush_locked(Clock::now() + timeout_)) broken("keepalive: " + link_->error());
+    if (!lk.owns_lock()) continue;
+    if (dead_) {
+      pending_ = false;
+      continue;
+    }
+    if (batch_.empty()) {
+      if (Clock::now() - last_sent_ < period) continue;
+      wh_msg_hdr ka{};
+      ka.magic = WH_MSG_MAGIC;
+      ka.version = version_;
+      ka.opcode = WH_OP_PAD;
+      ka.flags = WH_MSG_F_POSTED;
+      batch_.insert(batch_.end(), reinterpret_cast<const uint8_t*>(&ka), reinterpret_cast<const uint8_t*>(&ka + 1));
+    }
+    if (!flush_locked(Clock::now() + timeout_)) broken("send: " + link_->error());
   }
 }
 
@@ -172,6 +185,7 @@ void RemoteLink::append(uint16_t op, uint32_t flags, uint64_t call_id,
 }
 
 bool RemoteLink::flush_locked(Clock::time_point deadline) {
+  pending_ = false;
   if (batch_.empty()) return true;
   bool ok = link_->send(batch_.data(), batch_.size(), deadline);
   batch_.clear();
@@ -185,9 +199,14 @@ ring::Status RemoteLink::post(uint16_t op, std::span<const std::span<const uint8
   if (len > max_msg_) return ring::Status::TooBig;
   std::lock_guard lk(mu_);
   if (dead_) return ring::Status::Closed;
+  const bool first = batch_.empty();
   append(op, WH_MSG_F_POSTED, 0, parts);
   if (batch_.size() >= kBatchMax && !flush_locked(Clock::now() + timeout_))
     return broken("send: " + link_->error());
+  if (first && !batch_.empty()) {
+    pending_ = true;  // the keepalive thread sends it if no call does first
+    ka_cv_.notify_one();
+  }
   return ring::Status::Ok;
 }
 

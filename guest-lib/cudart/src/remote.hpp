@@ -1,8 +1,8 @@
 // The ucx:// transport's client side (docs/remote.md): WORMHOLE_SERVER=
 // ucx://HOST:PORT. Requests are framed as on the ring and shipped over a
 // UCX stream; posted requests are batched and leave with the next
-// synchronous call (or when the batch fills), so posted work streams
-// without a round trip each. One synchronous call is in flight at a time.
+// synchronous call, when the batch fills, or after a millisecond (the
+// keepalive thread), so posted work streams without a round trip each. One synchronous call is in flight at a time.
 #pragma once
 
 #include <atomic>
@@ -61,6 +61,7 @@ class RemoteLink {
   std::mutex ka_mu_;
   std::condition_variable ka_cv_;
   bool stop_ = false;
+  std::atomic<bool> pending_{false};  // posted records wait in batch_
 };
 
 }  // namespace wh::guest
