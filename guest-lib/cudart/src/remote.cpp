@@ -16,6 +16,9 @@ using namespace std::chrono_literals;
 namespace {
 // Posted records accumulate up to this much before they leave on their own.
 constexpr size_t kBatchMax = 256 << 10;
+// Posted records with a tail this large go out at once, the tail straight
+// from the caller's memory.
+constexpr size_t kDirectMin = 64 << 10;
 // The client's data area: the status page and a pinned heap of this size
 // (address space only until used).
 constexpr size_t kRemotePinned = 1ull << 30;
@@ -199,6 +202,29 @@ ring::Status RemoteLink::post(uint16_t op, std::span<const std::span<const uint8
   if (len > max_msg_) return ring::Status::TooBig;
   std::lock_guard lk(mu_);
   if (dead_) return ring::Status::Closed;
+  if (len >= kDirectMin && parts.size() >= 2) {
+    // A large tail (a chunk of a copy) is sent from the caller's memory
+    // after its header, not copied into the batch first.
+    size_t head = len - parts.back().size();
+    wh_msg_hdr h{};
+    h.magic = WH_MSG_MAGIC;
+    h.version = version_;
+    h.opcode = op;
+    h.flags = WH_MSG_F_POSTED;
+    h.len = uint32_t(len);
+    size_t at = batch_.size();
+    batch_.resize(at + sizeof h + head);
+    std::memcpy(batch_.data() + at, &h, sizeof h);
+    at += sizeof h;
+    for (size_t i = 0; i + 1 < parts.size(); i++) {
+      if (!parts[i].empty()) std::memcpy(batch_.data() + at, parts[i].data(), parts[i].size());
+      at += parts[i].size();
+    }
+    auto deadline = Clock::now() + timeout_;
+    if (!flush_locked(deadline) || !link_->send(parts.back().data(), parts.back().size(), deadline))
+      return broken("send: " + link_->error());
+    return ring::Status::Ok;
+  }
   const bool first = batch_.empty();
   append(op, WH_MSG_F_POSTED, 0, parts);
   if (batch_.size() >= kBatchMax && !flush_locked(Clock::now() + timeout_))
