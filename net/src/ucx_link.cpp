@@ -288,11 +288,11 @@ Link::~Link() {
 bool Link::wait(bool (*done)(Link*, void*), void* arg, Clock::time_point deadline) {
   const Api* a = api(nullptr);
   auto* w = static_cast<ucp_worker_h>(worker_);
-  // WORMHOLE_UCX_SPIN_US: how long to poll before sleeping (default 250 us: waking from the
+  // WORMHOLE_UCX_SPIN_US: how long to poll before sleeping (default 1000 us: waking from the
   // worker's event fd costs about a network round trip).
   static const long spin_us = [] {
     const char* e = std::getenv("WORMHOLE_UCX_SPIN_US");
-    return e && *e ? std::max(0L, atol(e)) : 250L;
+    return e && *e ? std::max(0L, atol(e)) : 1000L;
   }();
   auto spin_end = Clock::now() + std::chrono::microseconds(spin_us);
   for (;;) {
@@ -303,7 +303,10 @@ bool Link::wait(bool (*done)(Link*, void*), void* arg, Clock::time_point deadlin
     auto now = Clock::now();
     if (now >= deadline) return false;
     if (now < spin_end || efd_ < 0) {
+      // Polling yields the CPU between looks: the peer (or the server's
+      // work) may be waiting for this core.
       if (efd_ < 0 && now >= spin_end) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      else std::this_thread::yield();
       continue;
     }
     ucs_status_t s = a->worker_arm(w);
