@@ -7,6 +7,7 @@
 #                cuBLAS (and, with WH_REMOTE_TRAIN=1, a short training run)
 #   auth         a wrong key is refused (and logged with the peer address); a
 #                server without a key, or with a readable key file, does not start
+#   quota        the key file owner's --uid-quota-mb bounds the credential's sessions
 #   hostile      garbage, oversize lengths, records before authentication
 #   partition    the veth link goes down under a running client: its call fails
 #                within WORMHOLE_REMOTE_TIMEOUT_MS, the server frees the session
@@ -109,6 +110,14 @@ auth)
        --listen "ucx://$ip_s:7713" --auth-key-file "$tmp/open" > "$tmp/open.log" 2>&1; then
     fail "server started with a world-readable key"; fi
   grep -q "accessible by group or others" "$tmp/open.log" || { cat "$tmp/open.log"; fail "no reason given"; }
+  ;;
+quota)
+  # The credential's quota: sessions proving a key draw on the budget of the
+  # key file's owner (--uid-quota-mb), here 16 MiB.
+  start_server --uid-quota-mb "$(stat -c %u "$tmp/key")=16"
+  if client "$build/tests/remote/roundtrip" 32 > "$tmp/out" 2>&1; then fail "32 MiB allocated over a 16 MiB quota"; fi
+  grep -q "cudaMalloc.*cudaErrorMemoryAllocation" "$tmp/out" || { cat "$tmp/out"; fail "not refused for memory"; }
+  client "$build/tests/remote/roundtrip" 8 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "8 MiB within the quota"; }
   ;;
 hostile)
   start_server
