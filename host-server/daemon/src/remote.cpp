@@ -272,11 +272,16 @@ void Server::serve_remote_client(std::shared_ptr<net::Link> link) {
         // The device output's sequence number rides along: the client
         // fetches the text (FetchOutput) when it moved, as on the ring.
         r.aux = uint32_t(__atomic_load_n(&status->output_seq, __ATOMIC_ACQUIRE));
-        out.resize(sizeof r + r.len);
+        // A large tail (device-to-host bytes) is sent from where it is.
+        const bool direct = res.tail.size() >= (64u << 10);
+        out.resize(sizeof r + res.fixed.size() + (direct ? 0 : res.tail.size()));
         std::memcpy(out.data(), &r, sizeof r);
         if (!res.fixed.empty()) std::memcpy(out.data() + sizeof r, res.fixed.data(), res.fixed.size());
-        if (!res.tail.empty()) std::memcpy(out.data() + sizeof r + res.fixed.size(), res.tail.data(), res.tail.size());
-        if (!link->send(out.data(), out.size(), Clock::now() + std::chrono::milliseconds(cfg_.remote_timeout_ms))) {
+        if (!direct && !res.tail.empty())
+          std::memcpy(out.data() + sizeof r + res.fixed.size(), res.tail.data(), res.tail.size());
+        auto deadline = Clock::now() + std::chrono::milliseconds(cfg_.remote_timeout_ms);
+        if (!link->send(out.data(), out.size(), deadline) ||
+            (direct && !link->send(res.tail.data(), res.tail.size(), deadline))) {
           why = "client does not take its replies: " + link->error();
           break;
         }
