@@ -7,7 +7,7 @@ CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 CTEST_ARGS ?=
 
 .PHONY: all deps build test test-unit test-asan test-tsan test-gpu demo clean compat \
-        soak bench-report bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-train bench-vm kmod qemu test-exitless fuzz
+        soak bench-report bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-remote bench-train bench-vm kmod qemu test-exitless fuzz
 
 all: build
 
@@ -52,6 +52,12 @@ BENCH_SUITES ?= ring forward graph ptx train
 bench-report: build
 	@scripts/deps.sh bench
 	@scripts/bench_report.sh $(BUILD) $(BENCH_SUITES)
+
+# ucx:// between two network namespaces (root): null call, 64 MiB copies and
+# posted launches against a raw TCP ping-pong and bulk transfer measured in
+# the same run; the summary line in build/bench/remote.txt (docs/remote.md).
+bench-remote: build
+	WH_BENCH_OUT=$(BUILD)/bench/remote.txt tests/remote/remote_netns.sh $(BUILD) bench
 
 bench-ring: build
 	$(BUILD)/bench/wh_bench_ring --json $(BUILD)/bench/ring.json

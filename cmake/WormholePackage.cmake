@@ -58,6 +58,9 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS usr/${WH_INSTALL_GUESTLIBDIR})
 # useradd/groupadd (passwd) in postinst.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS passwd)
+# ucx:// (docs/remote.md): UCX is loaded with dlopen, only when a server listens on
+# a network or a client names one; shlibdeps cannot see it.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS libucx0)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
   ${PROJECT_SOURCE_DIR}/dist/postinst ${PROJECT_SOURCE_DIR}/dist/prerm ${PROJECT_SOURCE_DIR}/dist/postrm
   ${PROJECT_BINARY_DIR}/dist/conffiles)

@@ -5,7 +5,7 @@
 # default --help gives (the socket's as under the systemd unit, with
 # WORMHOLE_SOCKET=/run/wormhole/server.sock), and the file with every
 # commented key uncommented (their defaults) is accepted by the server,
-# which then starts. The VM examples and the socket's group (the package's
+# which then starts. The VM, metrics and network (listen, auth_key_file) examples and the socket's group (the package's
 # system group) are left out of the second check.
 set -euo pipefail
 server=$1
@@ -31,7 +31,7 @@ done < <(WORMHOLE_SOCKET=/run/wormhole/server.sock "$server" --help |
 work=$(mktemp -d)
 spid=""
 trap '[ -n "$spid" ] && kill -KILL "$spid" 2>/dev/null; rm -rf "$work"' EXIT
-sed -nE 's/^#?([a-z_]+ = )/\1/p' "$conf" | grep -vE '^(vm|vm_gate|socket_group|uid_quota_mb|admin_socket|admin_socket_group|metrics) = ' >"$work/all.toml"
+sed -nE 's/^#?([a-z_]+ = )/\1/p' "$conf" | grep -vE '^(vm|vm_gate|socket_group|uid_quota_mb|admin_socket|admin_socket_group|metrics|listen|auth_key_file) = ' >"$work/all.toml"
 echo "default_config_test: $(wc -l <"$work/all.toml") keys at their defaults"
 "$server" --config "$work/all.toml" --backend sim --socket "$work/s.sock" --sim-memory-mb 64 >"$work/log" 2>&1 &
 spid=$!

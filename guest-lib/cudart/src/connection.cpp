@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 
+#include "remote.hpp"
 #include "state.hpp"
 #include "wormhole/ivshmem.hpp"
 #include "wormhole/vmfunc.hpp"
@@ -64,8 +65,25 @@ ring::Message& Connection::reply_buffer() {
   return *mine;
 }
 
+std::span<uint8_t> Connection::data() const { return remote_ ? remote_->data() : chan_->data(); }
+uint32_t Connection::max_msg() const { return remote_ ? remote_->max_msg() : chan_->max_msg(); }
+bool Connection::alive() const { return remote_ ? remote_->alive() : chan_->status() == ring::Status::Ok; }
+
+ring::Status Connection::remote_post(uint16_t op, std::span<const std::span<const uint8_t>> parts) {
+  return remote_->post(op, parts);
+}
+
+// ---- ucx:// (docs/remote.md): a network server; nothing is shared.
+bool Connection::connect_remote(const std::string& url, std::string* err) {
+  remote_ = RemoteLink::connect(url, err);
+  if (!remote_) return false;
+  version_ = remote_->version();
+  transport_ = "ucx";
+  return true;
+}
+
 cudaError_t Connection::link_error(ring::Status s) {
-  std::string why = gate_ && gate_->dead() ? gate_->error() : chan_->error();
+  std::string why = remote_ ? remote_->error() : gate_ && gate_->dead() ? gate_->error() : chan_->error();
   log_once(std::string("link to wormhole-server lost: ") + ring::to_string(s) + " " + why);
   return cudaErrorDevicesUnavailable;
 }
@@ -79,6 +97,7 @@ cudaError_t Connection::link_error(ring::Status s) {
 ring::Status Connection::transmit(uint16_t op, std::span<const std::span<const uint8_t>> parts,
                                   ring::Message& m, size_t resp_max) {
   issued_.fetch_add(1, std::memory_order_relaxed);
+  if (remote_) return remote_->call(op, parts, m);
   if (gate_) {
     if (gate_->dead()) return ring::Status::Closed;
     size_t len = 0;
@@ -150,6 +169,7 @@ void Connection::reset_status_page() {
 Connection::~Connection() {
   gate_.reset();  // closes the gate slot
   chan_.reset();  // says goodbye to the server
+  remote_.reset();  // sends what is batched, then closes
   region_.reset();
   if (ivshmem_) delete static_cast<ivshmem::Mapping*>(ivshmem_);
   if (sock_ >= 0) close(sock_);
@@ -283,6 +303,17 @@ Connection* Connection::get() {
   static Connection* conn = [] {
     auto* c = new Connection();
     std::string err;
+    // WORMHOLE_SERVER=ucx://HOST:PORT: a server on another machine.
+    if (const char* srv = std::getenv("WORMHOLE_SERVER"); srv && *srv) {
+      if (!c->connect_remote(srv, &err)) {
+        log("%s", err.c_str());
+        delete c;
+        return static_cast<Connection*>(nullptr);
+      }
+      if (std::getenv("WORMHOLE_VERBOSE")) log("connected over %s to %s", c->transport_, srv);
+      pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true, std::memory_order_relaxed); });
+      return c;
+    }
     const char* t = std::getenv("WORMHOLE_TRANSPORT");
     std::string want = t && *t ? t : "auto";
     // vmfunc: the gate device must exist and answer INFO (the module loads

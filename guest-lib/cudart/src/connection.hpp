@@ -23,6 +23,8 @@ class Link;
 
 namespace wh::guest {
 
+class RemoteLink;  // remote.hpp: the ucx:// transport
+
 class Connection {
  public:
   // Connects on first use; nullptr (and a logged reason) if no server.
@@ -63,7 +65,9 @@ class Connection {
     std::array<std::span<const uint8_t>, 2> parts{fixed, tail};
     // Posted requests always take the ring (they never wait; the gate holds
     // one request at a time). note_posted() counts them for vmfunc.
-    ring::Status s = note_posted() ? chan_->post(uint16_t(O), 0, parts, version_) : ring::Status::Closed;
+    ring::Status s = !note_posted() ? ring::Status::Closed
+                     : remote_   ? remote_post(uint16_t(O), parts)
+                                 : chan_->post(uint16_t(O), 0, parts, version_);
     return s == ring::Status::Ok ? cudaSuccess : link_error(s);
   }
   // Either kind: posted when async, else a call.
@@ -72,14 +76,21 @@ class Connection {
     return async ? post<O>(rq, tail) : call<O>(rq, nullptr, tail);
   }
 
-  std::span<uint8_t> data() const { return chan_->data(); }
-  uint32_t max_msg() const { return chan_->max_msg(); }
+  // The data area: shared with the server, except over ucx:// (remote()),
+  // where it is this process's own memory and the server never reads it.
+  std::span<uint8_t> data() const;
+  uint32_t max_msg() const;
   const char* transport() const { return transport_; }
-  bool alive() const { return chan_->status() == ring::Status::Ok; }
+  bool alive() const;
+  bool remote() const { return remote_ != nullptr; }
+  RemoteLink* remote_link() const { return remote_.get(); }
+  cudaError_t remote_error(ring::Status s) { return link_error(s); }
 
  private:
   Connection() = default;
   bool connect_socket(std::string* err);
+  bool connect_remote(const std::string& url, std::string* err);
+  ring::Status remote_post(uint16_t op, std::span<const std::span<const uint8_t>> parts);
   bool connect_ivshmem(std::string* err);
   // vmfunc (docs/exitless.md): ivshmem channel + a gate slot bound to it.
   // `fallback`: chosen automatically, so a gate that cannot be bound leaves
@@ -96,6 +107,7 @@ class Connection {
 
   std::unique_ptr<ring::Region> region_;
   std::unique_ptr<ring::ClientChannel> chan_;
+  std::unique_ptr<RemoteLink> remote_;
   int sock_ = -1;
   uint16_t version_ = proto::kVersion;
   const char* transport_ = "none";

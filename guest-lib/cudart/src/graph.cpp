@@ -555,8 +555,8 @@ cudaError_t build_exec(const GraphRec* g, ExecRec* x, std::vector<uint8_t>* wire
         b.kind = kind;
         // The server reaches host memory only in the data area (pinned memory).
         bool server = kind == cudaMemcpyDeviceToDevice ||
-                      (kind == cudaMemcpyHostToDevice && in_data_area(s.base, sext, &b.src)) ||
-                      (kind == cudaMemcpyDeviceToHost && in_data_area(d.base, dext, &b.dst));
+                      (kind == cudaMemcpyHostToDevice && server_sees(Connection::get(), s.base, sext, &b.src)) ||
+                      (kind == cudaMemcpyDeviceToHost && server_sees(Connection::get(), d.base, dext, &b.dst));
         if (!server) {
           guest_step(Step::Copy, n);
           break;
@@ -618,7 +618,8 @@ cudaError_t send_graph(uint64_t exec, const std::vector<uint8_t>& wire, uint32_t
     std::memcpy(buf, wire.data(), wire.size());
     in_data_area(buf, wire.size(), &rq.src_off);
     rq.bytes = wire.size();
-    e = c->call<Op::GraphInstantiate>(rq, &rs);
+    e = push_data_area(c, rq.src_off, wire.size());
+    if (e == cudaSuccess) e = c->call<Op::GraphInstantiate>(rq, &rs);
     cudaFreeHost(buf);
   }
   if (e == cudaSuccess) *out = rs.exec;

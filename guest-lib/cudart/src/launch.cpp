@@ -59,7 +59,8 @@ cudaError_t ensure_module(Connection* c, Fatbin& fb) {
   uint64_t off = 0;
   in_data_area(buf, fb.size, &off);
   ModuleLoadResp rs{};
-  cudaError_t e = c->call<Op::ModuleLoad>({off, fb.size}, &rs);
+  cudaError_t e = push_data_area(c, off, fb.size);
+  if (e == cudaSuccess) e = c->call<Op::ModuleLoad>({off, fb.size}, &rs);
   cudaFreeHost(buf);
   if (e != cudaSuccess) return e;
   fb.module = rs.module;

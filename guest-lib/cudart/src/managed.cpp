@@ -46,6 +46,12 @@ cudaError_t ensure_mapped(Connection* c, uint64_t* base) {
       return cudaSuccess;
     }
   }
+  if (c->remote()) {
+    // A kernel on another machine cannot address this process's memory.
+    log_once("mapped host memory and managed memory are not available over ucx:// (the server is on another "
+             "machine): use device memory and copies");
+    return cudaErrorNotSupported;
+  }
   const uint64_t want = reinterpret_cast<uint64_t>(c->data().data());
   MapDataAreaResp rs{};
   if (cudaError_t e = c->call<Op::MapDataArea>({want}, &rs); e != cudaSuccess) return e;

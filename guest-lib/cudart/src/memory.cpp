@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "remote.hpp"
 #include "state.hpp"
 
 namespace wh::guest {
@@ -160,7 +161,71 @@ cudaError_t staged_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uin
   return cudaSuccess;
 }
 
+// ucx:// (docs/remote.md): the server shares no memory with us, so the
+// bytes travel in the messages, in chunks: host to device as posted inline
+// copies (they stream with the batch; a synchronous copy ends with a call
+// that reports any error), device to host as calls answered with the bytes.
+cudaError_t remote_htod(Connection* c, uint64_t dst, const uint8_t* src, size_t n, uint64_t stream, bool async) {
+  const size_t chunk = std::min<size_t>(kRemoteChunkMax, c->max_msg() - sizeof(MemcpyHtoDInlineReq));
+  for (size_t off = 0; off < n; off += chunk) {
+    size_t len = std::min(chunk, n - off);
+    bool last = off + len >= n;
+    MemcpyHtoDInlineReq rq{dst + off, stream};
+    std::span<const uint8_t> bytes{src + off, len};
+    cudaError_t e = last && !async ? c->call<Op::MemcpyHtoDInline>(rq, nullptr, bytes)
+                                   : c->post<Op::MemcpyHtoDInline>(rq, bytes);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t remote_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uint64_t stream) {
+  const size_t chunk = std::min<size_t>(kRemoteChunkMax, c->max_msg() - 64);
+  constexpr size_t kWindow = 4;  // chunks asked for at once
+  std::vector<MemcpyDtoHInlineReq> rq;
+  std::vector<std::span<const uint8_t>> spans;
+  std::vector<ring::Message> got;
+  for (size_t off = 0; off < n;) {
+    rq.clear();
+    spans.clear();
+    for (size_t k = 0; k < kWindow && off + k * chunk < n; k++) {
+      size_t at = off + k * chunk;
+      rq.push_back({src + at, std::min(chunk, n - at), stream});
+    }
+    for (auto& r : rq) spans.push_back({reinterpret_cast<const uint8_t*>(&r), sizeof r});
+    if (ring::Status s = c->remote_link()->call_many(uint16_t(Op::MemcpyDtoHInline), spans, got);
+        s != ring::Status::Ok)
+      return c->remote_error(s);
+    for (size_t k = 0; k < rq.size(); k++) {
+      if (got[k].hdr.status != 0) return got[k].hdr.status < 0 ? cudaErrorUnknown : cudaError_t(got[k].hdr.status);
+      if (got[k].payload.size() != rq[k].bytes) return cudaErrorUnknown;
+      std::memcpy(dst + (rq[k].src - src), got[k].payload.data(), rq[k].bytes);
+    }
+    off += rq.size() * chunk;
+  }
+  return cudaSuccess;
+}
+
 }  // namespace
+
+// ucx://: what the guest put in its pinned heap for the server to read
+// (a fatbin, a graph's node list) is sent to the session's data area.
+cudaError_t push_data_area(Connection* c, uint64_t off, size_t n) {
+  if (!c->remote()) return cudaSuccess;
+  const size_t chunk = std::min<size_t>(kRemoteChunkMax, c->max_msg() - sizeof(DataAreaWriteReq));
+  const uint8_t* base = c->data().data();
+  for (size_t at = 0; at < n; at += chunk) {
+    size_t len = std::min(chunk, n - at);
+    if (cudaError_t e = c->post<Op::DataAreaWrite>({off + at}, {base + off + at, len}); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+// Host memory the server reads or writes itself: the data area, shared
+// except over ucx://.
+bool server_sees(Connection* c, const void* p, size_t n, uint64_t* off) {
+  return !c->remote() && in_data_area(p, n, off);
+}
 
 // Blocks of the data area's heap for managed memory (managed.cpp).
 bool heap_alloc_block(size_t n, uint64_t* off) {
@@ -215,14 +280,16 @@ cudaError_t memcpy_core(void* dst, const void* src, size_t n, cudaMemcpyKind kin
       return cudaSuccess;
     case cudaMemcpyHostToDevice: {
       const uint64_t d = reinterpret_cast<uint64_t>(dst);
-      if (in_data_area(src, n, &off)) return c->send<Op::MemcpyHtoD>(async, {d, off, n, sh, 0});
+      if (server_sees(c, src, n, &off)) return c->send<Op::MemcpyHtoD>(async, {d, off, n, sh, 0});
       if (n <= kInlineMax && n + sizeof(MemcpyHtoDInlineReq) <= c->max_msg())
         return c->send<Op::MemcpyHtoDInline>(async, {d, sh}, {static_cast<const uint8_t*>(src), n});
+      if (c->remote()) return remote_htod(c, d, static_cast<const uint8_t*>(src), n, sh, async);
       return staged_htod(c, d, static_cast<const uint8_t*>(src), n, sh);
     }
     case cudaMemcpyDeviceToHost: {
       const uint64_t sp = reinterpret_cast<uint64_t>(src);
-      if (in_data_area(dst, n, &off)) return c->send<Op::MemcpyDtoH>(async, {off, sp, n, sh, 0});
+      if (server_sees(c, dst, n, &off)) return c->send<Op::MemcpyDtoH>(async, {off, sp, n, sh, 0});
+      if (c->remote()) return remote_dtoh(c, static_cast<uint8_t*>(dst), sp, n, sh);
       return staged_dtoh(c, static_cast<uint8_t*>(dst), sp, n, sh);
     }
     case cudaMemcpyDeviceToDevice:
@@ -497,8 +564,8 @@ cudaError_t wh::guest::do_memcpy2d(void* dst, size_t dpitch, const void* src, si
   const uint64_t sext = (height - 1) * spitch + width, dext = (height - 1) * dpitch + width;
   uint64_t so = reinterpret_cast<uint64_t>(src), dO = reinterpret_cast<uint64_t>(dst), off;
   bool whole = true;  // can the server do it in one request?
-  if (kind == cudaMemcpyHostToDevice) whole = in_data_area(src, sext, &off) && ((so = off), true);
-  if (kind == cudaMemcpyDeviceToHost) whole = in_data_area(dst, dext, &off) && ((dO = off), true);
+  if (kind == cudaMemcpyHostToDevice) whole = server_sees(c, src, sext, &off) && ((so = off), true);
+  if (kind == cudaMemcpyDeviceToHost) whole = server_sees(c, dst, dext, &off) && ((dO = off), true);
   if (kind == cudaMemcpyHostToHost) whole = false;
   if (whole)
     return c->send<Op::Memcpy2D>(async, {dO, dpitch, so, spitch, width, height, uint32_t(kind), 0, stream_handle(s)});

@@ -116,6 +116,10 @@ cudaError_t bind_managed_vars(Connection* c, Fatbin& fb);
 cudaError_t managed_alloc(size_t size, void** p);  // managed memory (cudaMallocManaged)
 // Host pointer -> data-area offset, if it lies inside the shared data area.
 bool in_data_area(const void* p, size_t n, uint64_t* off);
+// Host memory the server reaches itself (the data area, except over ucx://).
+bool server_sees(Connection* c, const void* p, size_t n, uint64_t* off);
+// ucx://: sends [off, off+n) of our data area to the session's (no-op otherwise).
+cudaError_t push_data_area(Connection* c, uint64_t off, size_t n);
 // Device pointer inside a known allocation (or the mapped data area)?
 bool is_device_ptr(const void* p);
 // The core copy engine (all cudaMemcpy* variants end here).

@@ -186,6 +186,14 @@ int main(int argc, char** argv) {
   app.add_option("--max-clients", cfg.max_clients,
                  "socket clients served at once (sessions and handshakes); more are refused at connect")
       ->check(CLI::Range(1u, 65536u));
+  app.add_option("--listen", cfg.listen_url,
+                 "also serve network clients over UCX at ucx://HOST:PORT (needs --auth-key-file; docs/remote.md)");
+  app.add_option("--auth-key-file", cfg.auth_key_files,
+                 "shared secret network clients prove they hold (repeatable: one per credential; mode 0600; "
+                 "its owner's --uid-quota-mb applies)");
+  app.add_option("--remote-timeout-ms", cfg.remote_timeout_ms,
+                 "a network client silent this long (no request, no keepalive) is dropped")
+      ->check(CLI::Range(100u, 3600000u));
   app.add_option("--pinned-mb", pinned_mb, "pinned host memory per client (in its shared data area)")
       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 16));
   app.add_option("--sim-memory-mb", sim_memory_mb, "device memory of the sim device")

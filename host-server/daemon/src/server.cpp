@@ -641,7 +641,7 @@ int Server::run() {
       if (g) g->withdraw();
     return rc;
   }
-  if (!start_admin() || !start_metrics()) {
+  if (!start_admin() || !start_metrics() || !start_remote()) {
     for (auto& g : gates_)
       if (g) g->withdraw();
     close(listen_fd_);

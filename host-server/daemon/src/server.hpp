@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "paths.hpp"
+#include "wormhole/net.hpp"
 #include "wormhole/ring.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/session.hpp"
@@ -55,6 +56,10 @@ struct ServerConfig {
   std::string admin_group;
   std::string metrics_addr;       // ADDR:PORT of the Prometheus endpoint (empty: none)
   std::vector<VmSpec> vms;
+  // Network clients over UCX (docs/remote.md): ucx://HOST:PORT, empty: none.
+  std::string listen_url;
+  std::vector<std::string> auth_key_files;  // each a credential; required with listen_url
+  uint32_t remote_timeout_ms = 10000;       // silence after which a network client is dropped
 };
 
 class GateVm;
@@ -81,6 +86,13 @@ class Server {
 
  private:
   void serve_socket_client(int fd);
+  // Network clients over UCX (remote.cpp): the listener is made at start
+  // (a bad address or key stops the start), then served by its own thread.
+  bool start_remote();
+  void serve_remote_listener();
+  void serve_remote_client(std::shared_ptr<net::Link> link);
+  std::unique_ptr<net::Listener> remote_listener_;
+  std::vector<net::Key> remote_keys_;
   // A VM's region, sized to fit a file QEMU already maps; null and `err`
   // when it cannot be served (the server then does not start).
   std::unique_ptr<ring::Region> open_vm_region(const VmSpec& vm, std::string* err);

@@ -17,7 +17,7 @@ import sys
 # cublas_api.def, starting at 1 (read from the table so seeds follow it).
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f)
-          for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def", "cublaslt_api.def", "curand_api.def", "cudnn_api.def")]
+          for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def", "cublaslt_api.def", "curand_api.def", "cudnn_api.def", "remote_api.def")]
 OPS = []
 for t in TABLES:
     for line in open(t):

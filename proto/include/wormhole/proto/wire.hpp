@@ -14,10 +14,11 @@
 #include "wormhole/proto/cudnn_api.def"
 #include "wormhole/proto/cufft_api.def"
 #include "wormhole/proto/curand_api.def"
+#include "wormhole/proto/remote_api.def"
 #include "wormhole/region.h"
 
 // Every forwarded library's table, in one opcode numbering.
-#define WH_ALL_OPS(X) WH_CUDART_OPS(X) WH_CUBLAS_OPS(X) WH_CUFFT_OPS(X) WH_CUBLASLT_OPS(X) WH_CURAND_OPS(X) WH_CUDNN_OPS(X)
+#define WH_ALL_OPS(X) WH_CUDART_OPS(X) WH_CUBLAS_OPS(X) WH_CUFFT_OPS(X) WH_CUBLASLT_OPS(X) WH_CURAND_OPS(X) WH_CUDNN_OPS(X) WH_REMOTE_OPS(X)
 
 namespace wh::proto {
 
@@ -92,6 +93,7 @@ inline uint32_t request_tail_max(Op op, uint32_t max_msg) {
     case Op::Launch:
     case Op::GraphExecSetKernel: return kMaxParamBytes;
     case Op::GraphInstantiate: return max_msg;
+    case Op::DataAreaWrite: return max_msg;  // ucx:// (remote_api.def)
     default: return 0;
   }
 }
@@ -152,6 +154,9 @@ constexpr uint64_t kStagingOffset = 4096;
 constexpr uint64_t kStagingSlots = 4;
 constexpr uint64_t kStagingSlotBytes = 4ull << 20;
 constexpr uint64_t kPinnedHeapOffset = kStagingOffset + kStagingSlots * kStagingSlotBytes;
+// ucx:// transport: the largest MemcpyDtoHInline (and the chunk of large
+// copies in either direction); well below any channel's max_msg.
+constexpr uint64_t kRemoteChunkMax = 256ull << 10;
 
 // Decodes the fixed part of a request; the rest of the payload is its tail.
 template <class T>

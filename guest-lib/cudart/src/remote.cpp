@@ -1,0 +1,309 @@
+#include "remote.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+
+#include "wormhole/proto/wire.hpp"
+
+namespace wh::guest {
+
+using net::Clock;
+using namespace std::chrono_literals;
+
+namespace {
+// Posted records accumulate up to this much before they leave on their own.
+constexpr size_t kBatchMax = 256 << 10;
+// Posted records with a tail this large go out at once, the tail straight
+// from the caller's memory.
+constexpr size_t kDirectMin = 64 << 10;
+// The client's data area: the status page and a pinned heap of this size
+// (address space only until used).
+constexpr size_t kRemotePinned = 1ull << 30;
+
+std::string key_error;
+bool client_key(net::Key* k, std::string* err) {
+  const char* f = std::getenv("WORMHOLE_AUTH_KEY_FILE");
+  if (!f || !*f) {
+    *err = "WORMHOLE_AUTH_KEY_FILE is not set (a ucx:// server requires its shared key)";
+    return false;
+  }
+  return net::load_key(f, k, err);
+}
+}  // namespace
+
+std::unique_ptr<RemoteLink> RemoteLink::connect(const std::string& url, std::string* err) {
+  net::Addr addr;
+  if (!net::parse_url(url, &addr, err)) return nullptr;
+  net::Key key;
+  if (!client_key(&key, err)) return nullptr;
+  std::unique_ptr<RemoteLink> r(new RemoteLink());
+  if (const char* t = std::getenv("WORMHOLE_REMOTE_TIMEOUT_MS"); t && atol(t) > 0)
+    r->timeout_ = std::chrono::milliseconds(atol(t));
+  r->link_ = net::Link::connect(addr, err);
+  if (!r->link_) return nullptr;
+  // ---- the handshake (fixed-size messages; see wormhole/net.hpp)
+  auto deadline = Clock::now() + std::max<std::chrono::milliseconds>(r->timeout_, 1000ms);
+  auto lost = [&](const char* what) {
+    *err = "cannot reach wormhole-server at " + url + " (" + what + ": " +
+           (r->link_->dead() ? r->link_->error() : "timed out") + ")";
+    return nullptr;
+  };
+  if (!r->link_->fill(sizeof(net::Challenge), deadline)) return lost("no challenge");
+  net::Challenge ch;
+  std::memcpy(&ch, r->link_->buffered().data(), sizeof ch);
+  r->link_->consume(sizeof ch);
+  if (ch.magic != net::kChallengeMagic) {
+    *err = url + " is not a wormhole-server";
+    return nullptr;
+  }
+  net::Proof pr{};
+  pr.magic = net::kProofMagic;
+  pr.min_version = proto::kMinVersion;
+  pr.max_version = proto::kVersion;
+  pr.pid = uint32_t(getpid());
+  pr.timeout_ms = uint32_t(r->timeout_.count());
+  net::random_bytes(pr.nonce, sizeof pr.nonce);
+  net::client_mac(key, ch, pr, pr.mac);
+  if (!r->link_->send(&pr, sizeof pr, deadline)) return lost("authentication");
+  if (!r->link_->fill(sizeof(net::Verdict), deadline)) return lost("no verdict");
+  net::Verdict v;
+  std::memcpy(&v, r->link_->buffered().data(), sizeof v);
+  r->link_->consume(sizeof v);
+  if (v.magic != net::kVerdictMagic) {
+    *err = url + " is not a wormhole-server";
+    return nullptr;
+  }
+  if (v.status != 0) {
+    v.message[sizeof v.message - 1] = 0;
+    *err = std::string("server ") + url + " refused: " + v.message;
+    return nullptr;
+  }
+  uint8_t want[net::kMac];
+  net::server_mac(key, ch, pr, v, want);
+  if (!net::mac_equal(want, v.mac)) {
+    *err = "server " + url + " did not prove it holds the key: not connecting";
+    return nullptr;
+  }
+  if (v.version < proto::kMinVersion || v.version > proto::kVersion || ch.max_msg < 4096) {
+    *err = "server " + url + " speaks no common protocol version";
+    return nullptr;
+  }
+  r->version_ = v.version;
+  r->max_msg_ = std::min<uint32_t>(ch.max_msg, (1u << 20));
+  r->server_timeout_ = std::chrono::milliseconds(std::max<uint32_t>(ch.timeout_ms, 100));
+  r->data_size_ = proto::kPinnedHeapOffset + kRemotePinned;
+  void* d = mmap(nullptr, r->data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (d == MAP_FAILED) {
+    *err = "no memory for the data area";
+    return nullptr;
+  }
+  r->data_ = static_cast<uint8_t*>(d);
+  r->last_sent_ = Clock::now();
+  r->keepalive_ = std::thread([p = r.get()] { p->keepalive_loop(); });
+  return r;
+}
+
+RemoteLink::~RemoteLink() {
+  {
+    std::lock_guard kl(ka_mu_);
+    stop_ = true;
+  }
+  ka_cv_.notify_all();
+  if (keepalive_.joinable()) keepalive_.join();
+  {
+    std::lock_guard lk(mu_);
+    if (!dead_ && !batch_.empty()) flush_locked(Clock::now() + timeout_);
+    link_.reset();  // flushed and closed: the server ends the session at once
+  }
+  if (data_) munmap(data_, data_size_);
+}
+
+std::string RemoteLink::error() const {
+  std::lock_guard lk(mu_);
+  return why_;
+}
+
+ring::Status RemoteLink::broken(const std::string& why) {
+  if (!dead_.exchange(true)) why_ = why;
+  if (link_) link_->fail(why);  // torn down at exit without waiting for a flush
+  return ring::Status::Closed;
+}
+
+// Idle links send a keepalive record (WH_OP_PAD) so that the server can
+// tell a quiet client from a vanished one.
+void RemoteLink::keepalive_loop() {
+  const auto period = std::max<std::chrono::milliseconds>(server_timeout_ / 4, 10ms);
+  std::unique_lock kl(ka_mu_);
+  while (!stop_) {
+    ka_cv_.wait_for(kl, period, [&] { return stop_ || pending_.load(); });
+    if (stop_) break;
+    if (pending_) {
+      // Posted work waits in the batch: give the program a millisecond to
+      // add more (or to flush it with a call), then send it.
+      kl.unlock();
+      std::this_thread::sleep_for(1ms);
+      kl.lock();
+    }
+    std::unique_lock lk(mu_, std::try_to_lock);
+    if (!lk.owns_lock()) continue;
+    if (dead_) {
+      pending_ = false;
+      continue;
+    }
+    if (batch_.empty()) {
+      if (Clock::now() - last_sent_ < period) continue;
+      wh_msg_hdr ka{};
+      ka.magic = WH_MSG_MAGIC;
+      ka.version = version_;
+      ka.opcode = WH_OP_PAD;
+      ka.flags = WH_MSG_F_POSTED;
+      batch_.insert(batch_.end(), reinterpret_cast<const uint8_t*>(&ka), reinterpret_cast<const uint8_t*>(&ka + 1));
+    }
+    if (!flush_locked(Clock::now() + timeout_)) broken("send: " + link_->error());
+  }
+}
+
+void RemoteLink::append(uint16_t op, uint32_t flags, uint64_t call_id,
+                        std::span<const std::span<const uint8_t>> parts) {
+  size_t len = 0;
+  for (auto p : parts) len += p.size();
+  wh_msg_hdr h{};
+  h.magic = WH_MSG_MAGIC;
+  h.version = version_;
+  h.opcode = op;
+  h.flags = flags;
+  h.len = uint32_t(len);
+  h.call_id = call_id;
+  size_t at = batch_.size();
+  batch_.resize(at + sizeof h + len);
+  std::memcpy(batch_.data() + at, &h, sizeof h);
+  at += sizeof h;
+  for (auto p : parts) {
+    if (!p.empty()) std::memcpy(batch_.data() + at, p.data(), p.size());
+    at += p.size();
+  }
+}
+
+bool RemoteLink::flush_locked(Clock::time_point deadline) {
+  pending_ = false;
+  if (batch_.empty()) return true;
+  bool ok = link_->send(batch_.data(), batch_.size(), deadline);
+  batch_.clear();
+  last_sent_ = Clock::now();
+  return ok;
+}
+
+ring::Status RemoteLink::post(uint16_t op, std::span<const std::span<const uint8_t>> parts) {
+  size_t len = 0;
+  for (auto p : parts) len += p.size();
+  if (len > max_msg_) return ring::Status::TooBig;
+  std::lock_guard lk(mu_);
+  if (dead_) return ring::Status::Closed;
+  if (len >= kDirectMin && parts.size() >= 2) {
+    // A large tail (a chunk of a copy) is sent from the caller's memory
+    // after its header, not copied into the batch first.
+    size_t head = len - parts.back().size();
+    wh_msg_hdr h{};
+    h.magic = WH_MSG_MAGIC;
+    h.version = version_;
+    h.opcode = op;
+    h.flags = WH_MSG_F_POSTED;
+    h.len = uint32_t(len);
+    size_t at = batch_.size();
+    batch_.resize(at + sizeof h + head);
+    std::memcpy(batch_.data() + at, &h, sizeof h);
+    at += sizeof h;
+    for (size_t i = 0; i + 1 < parts.size(); i++) {
+      if (!parts[i].empty()) std::memcpy(batch_.data() + at, parts[i].data(), parts[i].size());
+      at += parts[i].size();
+    }
+    auto deadline = Clock::now() + timeout_;
+    if (!flush_locked(deadline) || !link_->send(parts.back().data(), parts.back().size(), deadline))
+      return broken("send: " + link_->error());
+    return ring::Status::Ok;
+  }
+  const bool first = batch_.empty();
+  append(op, WH_MSG_F_POSTED, 0, parts);
+  if (batch_.size() >= kBatchMax && !flush_locked(Clock::now() + timeout_))
+    return broken("send: " + link_->error());
+  if (first && !batch_.empty()) {
+    pending_ = true;  // the keepalive thread sends it if no call does first
+    ka_cv_.notify_one();
+  }
+  return ring::Status::Ok;
+}
+
+ring::Status RemoteLink::call(uint16_t op, std::span<const std::span<const uint8_t>> parts, ring::Message& m) {
+  size_t len = 0;
+  for (auto p : parts) len += p.size();
+  if (len > max_msg_) return ring::Status::TooBig;
+  std::lock_guard lk(mu_);
+  if (dead_) return ring::Status::Closed;
+  const uint64_t id = next_call_++;
+  append(op, 0, id, parts);
+  if (!flush_locked(Clock::now() + timeout_)) return broken("send: " + link_->error());
+  return answer_locked(id, m);
+}
+
+ring::Status RemoteLink::call_many(uint16_t op, std::span<const std::span<const uint8_t>> requests,
+                                   std::vector<ring::Message>& out) {
+  for (auto r : requests)
+    if (r.size() > max_msg_) return ring::Status::TooBig;
+  std::lock_guard lk(mu_);
+  if (dead_) return ring::Status::Closed;
+  const uint64_t first = next_call_;
+  for (auto r : requests) {
+    std::array<std::span<const uint8_t>, 1> one{r};
+    append(op, 0, next_call_++, one);
+  }
+  if (!flush_locked(Clock::now() + timeout_)) return broken("send: " + link_->error());
+  out.resize(requests.size());
+  for (size_t i = 0; i < requests.size(); i++)
+    if (ring::Status s = answer_locked(first + i, out[i]); s != ring::Status::Ok) return s;
+  return ring::Status::Ok;
+}
+
+ring::Status RemoteLink::answer_locked(uint64_t id, ring::Message& m) {
+  // The answer, or silence for longer than the timeout: the server sends
+  // keepalives while a long call runs, so only a lost link is silent.
+  auto heard = link_->received();
+  auto deadline = Clock::now() + timeout_;
+  for (;;) {
+    if (!link_->fill(sizeof(wh_msg_hdr), deadline)) {
+      if (link_->dead()) return broken(link_->error());
+      if (link_->received() != heard) {
+        heard = link_->received();
+        deadline = Clock::now() + timeout_;
+        continue;
+      }
+      return broken("no answer from the server within " + std::to_string(timeout_.count()) +
+                    " ms (WORMHOLE_REMOTE_TIMEOUT_MS)");
+    }
+    wh_msg_hdr h;
+    std::memcpy(&h, link_->buffered().data(), sizeof h);
+    if (h.magic != WH_MSG_MAGIC || !(h.flags & WH_MSG_F_RESPONSE) || h.len > max_msg_ + 4096)
+      return broken("the server sent garbage");
+    if (!link_->fill(sizeof h + h.len, Clock::now() + timeout_))
+      return broken(link_->dead() ? link_->error() : "a response did not complete in time");
+    heard = link_->received();
+    deadline = Clock::now() + timeout_;
+    if (h.opcode == WH_OP_PAD) {  // the server's keepalive
+      link_->consume(sizeof h + h.len);
+      continue;
+    }
+    if (h.call_id != id) return broken("the server answered a call we did not make");
+    m.hdr = h;
+    auto p = link_->buffered().subspan(sizeof h, h.len);
+    m.payload.assign(p.begin(), p.end());
+    link_->consume(sizeof h + h.len);
+    // The device output's sequence number (see output.cpp).
+    auto* st = reinterpret_cast<proto::DataAreaStatus*>(data_);
+    if (h.aux) __atomic_store_n(&st->output_seq, uint64_t(h.aux), __ATOMIC_RELEASE);
+    return ring::Status::Ok;
+  }
+}
+
+}  // namespace wh::guest

@@ -1,0 +1,312 @@
+// Network clients over UCX (docs/remote.md): a listener thread accepts
+// connections; each is authenticated (challenge-response, before any
+// record), then served by an ordinary Session whose data area is private to
+// the server. Records travel as on the ring (wh_msg_hdr + payload), their
+// lengths bounded before anything is read; every request goes through the
+// same dispatch and validation as a ring request.
+#include <spdlog/spdlog.h>
+#include <sys/mman.h>
+
+#include <condition_variable>
+#include <cstring>
+
+#include "server.hpp"
+#include "wormhole/proto/dispatch.hpp"
+
+namespace wh::server {
+
+using namespace std::chrono_literals;
+using net::Clock;
+
+namespace {
+// Payload bytes a record may carry: what a ring channel allows by default.
+constexpr uint32_t kRemoteMaxMsg = (1u << 19) - uint32_t(sizeof(wh_msg_hdr));
+
+// A refusal before the session exists, at most a few a second in the log.
+void warn_limited(const std::string& msg) {
+  static std::mutex mu;
+  static Clock::time_point window{};
+  static int n = 0;
+  static uint64_t dropped = 0;
+  std::lock_guard lk(mu);
+  auto now = Clock::now();
+  if (now - window >= 10s) window = now, n = 0;
+  if (++n > 5) {
+    dropped++;
+    return;
+  }
+  if (dropped) spdlog::warn("{} ({} similar warnings suppressed)", msg, std::exchange(dropped, 0));
+  else spdlog::warn("{}", msg);
+}
+}  // namespace
+
+bool Server::start_remote() {
+  if (cfg_.listen_url.empty()) {
+    if (!cfg_.auth_key_files.empty()) spdlog::warn("--auth-key-file without --listen: no network clients served");
+    return true;
+  }
+  net::Addr addr;
+  std::string err;
+  if (!net::parse_url(cfg_.listen_url, &addr, &err)) {
+    spdlog::error("--listen: {}", err);
+    return false;
+  }
+  if (cfg_.auth_key_files.empty()) {
+    spdlog::error("--listen {}: a server on a network requires authentication: give --auth-key-file FILE",
+                  cfg_.listen_url);
+    return false;
+  }
+  for (const auto& f : cfg_.auth_key_files) {
+    net::Key k;
+    if (!net::load_key(f, &k, &err)) {
+      spdlog::error("--auth-key-file: {}", err);
+      return false;
+    }
+    remote_keys_.push_back(std::move(k));
+  }
+  remote_listener_ = net::Listener::listen(addr, &err);
+  if (!remote_listener_) {
+    spdlog::error("--listen {}: {}", cfg_.listen_url, err);
+    return false;
+  }
+  spdlog::info("listening for network clients on ucx://{}:{} ({} credential(s))", addr.host,
+               remote_listener_->port(), remote_keys_.size());
+  track([this] { serve_remote_listener(); });
+  return true;
+}
+
+void Server::serve_remote_listener() {
+  while (!stopping_) {
+    for (auto& link : remote_listener_->accept(200ms)) {
+      if (connections_.load() >= cfg_.max_clients) {
+        warn_limited(fmt::format("refused a network client from {}: too many clients (--max-clients {})",
+                                 link->peer(), cfg_.max_clients));
+        link->fail("refused");  // closed at once
+        continue;
+      }
+      connections_++;
+      std::shared_ptr<net::Link> l(std::move(link));
+      track([this, l] {
+        serve_remote_client(l);
+        connections_--;
+      });
+    }
+  }
+  remote_listener_.reset();
+}
+
+
+void Server::serve_remote_client(std::shared_ptr<net::Link> link) {
+  const std::string peer = link->peer();
+  auto refuse = [&](int32_t status, const std::string& why) {
+    net::Verdict v{};
+    v.magic = net::kVerdictMagic;
+    v.status = status;
+    std::snprintf(v.message, sizeof v.message, "%s", why.c_str());
+    link->send(&v, sizeof v, Clock::now() + 1s);
+    warn_limited(fmt::format("refused a network client from {}: {}", peer, why));
+  };
+  // ---- authentication: nothing but these fixed-size messages is read
+  // before it succeeds.
+  net::Challenge ch{};
+  ch.magic = net::kChallengeMagic;
+  ch.min_version = proto::kMinVersion;
+  ch.max_version = proto::kVersion;
+  ch.max_msg = kRemoteMaxMsg;
+  ch.timeout_ms = cfg_.remote_timeout_ms;
+  net::random_bytes(ch.nonce, sizeof ch.nonce);
+  auto hs_deadline = Clock::now() + 5s;
+  if (!link->send(&ch, sizeof ch, hs_deadline) || !link->fill(sizeof(net::Proof), hs_deadline)) {
+    warn_limited(fmt::format("network client from {}: no authentication ({})", peer,
+                             link->dead() ? link->error() : "nothing within 5 s"));
+    return;
+  }
+  net::Proof pr{};
+  std::memcpy(&pr, link->buffered().data(), sizeof pr);
+  link->consume(sizeof pr);
+  const net::Key* key = nullptr;
+  if (pr.magic == net::kProofMagic)
+    for (const auto& k : remote_keys_) {
+      uint8_t want[net::kMac];
+      net::client_mac(k, ch, pr, want);
+      if (net::mac_equal(want, pr.mac)) {
+        key = &k;
+        break;
+      }
+    }
+  if (!key) return refuse(cudaErrorNotPermitted, "authentication failed (wrong key, or not a wormhole client)");
+  if (pr.max_version < proto::kMinVersion || pr.min_version > proto::kVersion)
+    return refuse(cudaErrorInsufficientDriver, "no common protocol version");
+  if (draining_) return refuse(cudaErrorDevicesUnavailable, "the server is draining (wormholectl drain)");
+  ContextLimits lim;
+  lim.memory_quota = cfg_.quota_bytes;
+  if (auto b = uid_budgets_.find(key->owner); b != uid_budgets_.end()) lim.shared = b->second;
+  std::string err;
+  auto ctx = backend_.create_context(0, lim, &err);
+  if (!ctx) return refuse(cudaErrorDevicesUnavailable, "context: " + err);
+  // The session's data area: private memory (the client's is its own).
+  const size_t data_size = proto::kPinnedHeapOffset + cfg_.pinned_bytes;
+  void* data = mmap(nullptr, data_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (data == MAP_FAILED) return refuse(cudaErrorMemoryAllocation, "no memory for the session's data area");
+  const uint64_t sid = next_session_++;
+  net::Verdict v{};
+  v.magic = net::kVerdictMagic;
+  v.status = 0;
+  v.version = std::min<uint16_t>(pr.max_version, proto::kVersion);
+  v.session_id = sid;
+  net::server_mac(*key, ch, pr, v, v.mac);
+  if (!link->send(&v, sizeof v, Clock::now() + 5s)) {
+    munmap(data, data_size);
+    return;
+  }
+
+  // ---- the session. The link is used by this thread, and by the
+  // keepalive thread while a call runs (a long kernel): the client hears
+  // from us at least every quarter of its timeout.
+  std::mutex mu;
+  std::atomic<bool> busy{false}, done{false}, lost{false};
+  const auto ka_period = std::chrono::milliseconds(std::clamp<uint32_t>(pr.timeout_ms / 4, 10, 1000));
+  Clock::time_point last_sent = Clock::now();
+  std::condition_variable ka_cv;
+  std::mutex ka_mu;
+  std::thread keepalive([&] {
+    wh_msg_hdr ka{};
+    ka.magic = WH_MSG_MAGIC;
+    ka.version = proto::kVersion;
+    ka.opcode = WH_OP_PAD;
+    ka.flags = WH_MSG_F_RESPONSE;
+    std::unique_lock kl(ka_mu);
+    while (!done) {
+      ka_cv.wait_for(kl, ka_period);
+      if (done || !busy) continue;
+      std::unique_lock lk(mu, std::try_to_lock);
+      if (!lk.owns_lock() || !busy || Clock::now() - last_sent < ka_period) continue;
+      if (!link->send(&ka, sizeof ka, Clock::now() + std::chrono::milliseconds(cfg_.remote_timeout_ms))) lost = true;
+      last_sent = Clock::now();
+    }
+  });
+  live_sessions_++;
+  std::string why;
+  {
+    Session session(sid, backend_, std::move(ctx), {static_cast<uint8_t*>(data), data_size}, stats_);
+    spdlog::info("session {}: network client {} (pid {}, credential {}) connected ({} backend)", sid, peer, pr.pid,
+                 key->name, backend_.name());
+    std::atomic<bool> killed{false};
+    Live info{};
+    info.gone = [&lost] { return lost.load(); };
+    info.pid = pr.pid;
+    info.uid = key->owner;
+    info.killed = &killed;
+    auto watched = watch(session, std::move(info));
+    proto::DispatchResult res;
+    std::vector<uint8_t> out;
+    auto* status = static_cast<proto::DataAreaStatus*>(data);
+    Clock::time_point last_heard = Clock::now();
+    uint64_t heard = link->received();
+    for (;;) {
+      if (killed) {
+        why = "killed by wormholectl";
+        break;
+      }
+      std::unique_lock lk(mu);
+      auto now = Clock::now();
+      if (!link->fill(sizeof(wh_msg_hdr), std::min(now + 100ms, last_heard + std::chrono::milliseconds(cfg_.remote_timeout_ms)))) {
+        if (link->dead()) {
+          why = "client disconnected: " + link->error();
+          break;
+        }
+        if (link->received() != heard) heard = link->received(), last_heard = Clock::now();
+        if (stopping_) {
+          why = "server stopping";
+          break;
+        }
+        if (Clock::now() - last_heard >= std::chrono::milliseconds(cfg_.remote_timeout_ms)) {
+          why = fmt::format("client silent for {} ms (no keepalive)", cfg_.remote_timeout_ms);
+          break;
+        }
+        continue;
+      }
+      heard = link->received(), last_heard = Clock::now();
+      wh_msg_hdr h;
+      std::memcpy(&h, link->buffered().data(), sizeof h);
+      // The length is checked before anything is waited for or read by it.
+      if (h.magic != WH_MSG_MAGIC || h.len > kRemoteMaxMsg) {
+        session.note_violation();
+        why = h.magic != WH_MSG_MAGIC ? "stream corrupt (bad record magic)"
+                                      : fmt::format("record of {} bytes (more than {})", h.len, kRemoteMaxMsg);
+        break;
+      }
+      if (!link->fill(sizeof h + h.len, Clock::now() + std::chrono::milliseconds(cfg_.remote_timeout_ms))) {
+        why = link->dead() ? "client disconnected: " + link->error() : "record not completed in time";
+        break;
+      }
+      std::span<const uint8_t> payload = link->buffered().subspan(sizeof h, h.len);
+      if (h.opcode == WH_OP_PAD) {  // keepalive
+        link->consume(sizeof h + h.len);
+        continue;
+      }
+      lk.unlock();
+      bool respond;
+      if (h.version != proto::kVersion || (h.flags & WH_MSG_F_RESPONSE)) {
+        session.note_violation();
+        res.status = proto::kBadRequest;
+        res.fixed.clear();
+        res.tail.clear();
+        respond = !(h.flags & WH_MSG_F_POSTED);
+      } else {
+        busy = true;
+        respond = session.handle(h.opcode, h.flags, payload, kRemoteMaxMsg, res);
+        busy = false;
+      }
+      lk.lock();
+      link->consume(sizeof h + h.len);
+      if (respond) {
+        wh_msg_hdr r{};
+        r.magic = WH_MSG_MAGIC;
+        r.version = proto::kVersion;
+        r.opcode = h.opcode;
+        r.flags = WH_MSG_F_RESPONSE;
+        r.len = uint32_t(res.fixed.size() + res.tail.size());
+        r.call_id = h.call_id;
+        r.status = res.status;
+        // The device output's sequence number rides along: the client
+        // fetches the text (FetchOutput) when it moved, as on the ring.
+        r.aux = uint32_t(__atomic_load_n(&status->output_seq, __ATOMIC_ACQUIRE));
+        // A large tail (device-to-host bytes) is sent from where it is.
+        const bool direct = res.tail.size() >= (64u << 10);
+        out.resize(sizeof r + res.fixed.size() + (direct ? 0 : res.tail.size()));
+        std::memcpy(out.data(), &r, sizeof r);
+        if (!res.fixed.empty()) std::memcpy(out.data() + sizeof r, res.fixed.data(), res.fixed.size());
+        if (!direct && !res.tail.empty())
+          std::memcpy(out.data() + sizeof r + res.fixed.size(), res.tail.data(), res.tail.size());
+        auto deadline = Clock::now() + std::chrono::milliseconds(cfg_.remote_timeout_ms);
+        if (!link->send(out.data(), out.size(), deadline) ||
+            (direct && !link->send(res.tail.data(), res.tail.size(), deadline))) {
+          why = "client does not take its replies: " + link->error();
+          break;
+        }
+        last_sent = Clock::now();
+      }
+      lk.unlock();
+      session.account();
+      if (session.violations() > cfg_.max_violations) {
+        why = "too many malformed requests";
+        break;
+      }
+    }
+    {
+      std::lock_guard kl(ka_mu);
+      done = true;
+    }
+    ka_cv.notify_all();
+    keepalive.join();
+    unwatch(watched);
+    spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, why, session.device_bytes());
+  }
+  live_sessions_--;
+  munmap(data, data_size);
+  // A session ended by us (not by the peer) closes the link at once.
+  if (!link->dead()) link->fail(why);
+}
+
+}  // namespace wh::server

@@ -1,0 +1,104 @@
+// Challenge-response authentication of the ucx:// transport.
+#include <fcntl.h>
+#include <nettle/hmac.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "wormhole/net.hpp"
+
+namespace wh::net {
+
+bool load_key(const std::string& path, Key* k, std::string* err) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *err = "cannot read key file " + path + ": " + strerror(errno);
+    return false;
+  }
+  struct stat st{};
+  fstat(fd, &st);
+  if (st.st_mode & 077) {
+    close(fd);
+    *err = "key file " + path + " is accessible by group or others (chmod 600 it)";
+    return false;
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size > 4096) {
+    close(fd);
+    *err = "key file " + path + " is not a regular file of at most 4096 bytes";
+    return false;
+  }
+  std::vector<uint8_t> b(size_t(st.st_size));
+  ssize_t n = b.empty() ? 0 : read(fd, b.data(), b.size());
+  close(fd);
+  if (n != ssize_t(b.size())) {
+    *err = "short read of key file " + path;
+    return false;
+  }
+  auto space = [](uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+  while (!b.empty() && space(b.back())) b.pop_back();
+  size_t lead = 0;
+  while (lead < b.size() && space(b[lead])) lead++;
+  b.erase(b.begin(), b.begin() + long(lead));
+  if (b.size() < 16) {
+    *err = "key file " + path + " holds fewer than 16 bytes of secret";
+    return false;
+  }
+  k->secret = std::move(b);
+  k->owner = uint32_t(st.st_uid);
+  size_t slash = path.rfind('/');
+  k->name = slash == std::string::npos ? path : path.substr(slash + 1);
+  return true;
+}
+
+void random_bytes(uint8_t* p, size_t n) {
+  while (n) {
+    ssize_t r = getrandom(p, n, 0);
+    if (r <= 0) continue;
+    p += r;
+    n -= size_t(r);
+  }
+}
+
+namespace {
+void mac(const Key& k, std::initializer_list<std::pair<const void*, size_t>> parts, uint8_t out[kMac]) {
+  hmac_sha256_ctx c;
+  hmac_sha256_set_key(&c, k.secret.size(), k.secret.data());
+  for (auto [p, n] : parts) hmac_sha256_update(&c, n, static_cast<const uint8_t*>(p));
+  hmac_sha256_digest(&c, kMac, out);
+}
+constexpr char kClientLabel[] = "wormhole-ucx-client";
+constexpr char kServerLabel[] = "wormhole-ucx-server";
+}  // namespace
+
+void client_mac(const Key& k, const Challenge& c, const Proof& p, uint8_t out[kMac]) {
+  mac(k,
+      {{kClientLabel, sizeof kClientLabel},
+       {c.nonce, kNonce},
+       {p.nonce, kNonce},
+       {&p.min_version, 2},
+       {&p.max_version, 2},
+       {&p.pid, 4},
+       {&p.timeout_ms, 4}},
+      out);
+}
+
+void server_mac(const Key& k, const Challenge& c, const Proof& p, const Verdict& v, uint8_t out[kMac]) {
+  mac(k,
+      {{kServerLabel, sizeof kServerLabel},
+       {p.nonce, kNonce},
+       {c.nonce, kNonce},
+       {&v.status, 4},
+       {&v.version, 2},
+       {&v.session_id, 8}},
+      out);
+}
+
+bool mac_equal(const uint8_t* a, const uint8_t* b) {
+  uint8_t d = 0;
+  for (size_t i = 0; i < kMac; i++) d |= uint8_t(a[i] ^ b[i]);
+  return d == 0;
+}
+
+}  // namespace wh::net

@@ -1,0 +1,161 @@
+// A hostile network peer of wormhole-server's ucx:// listener. Each case
+// opens its own connection and must be refused or dropped, never crash or
+// hang the server; the script then checks that a good client still works.
+//   hostile URL KEYFILE
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+#include <vector>
+
+#include "wormhole/net.hpp"
+#include "wormhole/region.h"
+
+using namespace wh::net;
+using namespace std::chrono_literals;
+
+namespace {
+Addr g_addr;
+Key g_key;
+
+std::unique_ptr<Link> open_link(Challenge* ch) {
+  std::string err;
+  auto l = Link::connect(g_addr, &err);
+  if (!l) {
+    std::fprintf(stderr, "connect: %s\n", err.c_str());
+    std::exit(3);
+  }
+  if (!l->fill(sizeof *ch, Clock::now() + 5s)) {
+    std::fprintf(stderr, "no challenge\n");
+    std::exit(3);
+  }
+  std::memcpy(ch, l->buffered().data(), sizeof *ch);
+  l->consume(sizeof *ch);
+  return l;
+}
+
+// After sending, the server must close on us (or answer with a refusal) within 5 s.
+bool dropped(Link& l, const char* what) {
+  auto end = Clock::now() + 5s;
+  while (Clock::now() < end) {
+    if (!l.fill(l.buffered().size() + 1, Clock::now() + 200ms) && l.dead()) {
+      std::printf("ok: %s: dropped\n", what);
+      return true;
+    }
+    if (l.buffered().size() >= sizeof(Verdict)) {
+      Verdict v;
+      std::memcpy(&v, l.buffered().data(), sizeof v);
+      if (v.magic == kVerdictMagic && v.status != 0) {
+        std::printf("ok: %s: refused (%.*s)\n", what, int(sizeof v.message), v.message);
+        return true;
+      }
+      l.consume(l.buffered().size());
+    }
+  }
+  std::printf("FAIL: %s: the server kept the connection\n", what);
+  return false;
+}
+
+std::unique_ptr<Link> authenticated() {
+  Challenge ch;
+  auto l = open_link(&ch);
+  Proof p{};
+  p.magic = kProofMagic;
+  p.min_version = ch.min_version;
+  p.max_version = ch.max_version;
+  p.pid = 1;
+  p.timeout_ms = 5000;
+  random_bytes(p.nonce, kNonce);
+  client_mac(g_key, ch, p, p.mac);
+  l->send(&p, sizeof p, Clock::now() + 5s);
+  if (!l->fill(sizeof(Verdict), Clock::now() + 5s)) return nullptr;
+  Verdict v;
+  std::memcpy(&v, l->buffered().data(), sizeof v);
+  l->consume(sizeof v);
+  return v.status == 0 ? std::move(l) : nullptr;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  std::string err;
+  if (!parse_url(argv[1], &g_addr, &err) || !load_key(argv[2], &g_key, &err)) {
+    std::fprintf(stderr, "%s\n", err.c_str());
+    return 2;
+  }
+  bool ok = true;
+  {  // garbage instead of the proof
+    Challenge ch;
+    auto l = open_link(&ch);
+    std::vector<uint8_t> junk(4096);
+    random_bytes(junk.data(), junk.size());
+    l->send(junk.data(), junk.size(), Clock::now() + 5s);
+    ok &= dropped(*l, "garbage before authentication");
+  }
+  {  // a request record before authenticating
+    Challenge ch;
+    auto l = open_link(&ch);
+    wh_msg_hdr h{};
+    h.magic = WH_MSG_MAGIC;
+    h.version = 2;
+    h.opcode = 1;
+    std::vector<uint8_t> rec(sizeof(Proof), 0);
+    std::memcpy(rec.data(), &h, sizeof h);
+    l->send(rec.data(), rec.size(), Clock::now() + 5s);
+    ok &= dropped(*l, "a record before authentication");
+  }
+  {  // a proof with a MAC under the wrong key
+    Challenge ch;
+    auto l = open_link(&ch);
+    Proof p{};
+    p.magic = kProofMagic;
+    p.min_version = ch.min_version;
+    p.max_version = ch.max_version;
+    Key wrong = g_key;
+    wrong.secret[0] ^= 1;
+    client_mac(wrong, ch, p, p.mac);
+    l->send(&p, sizeof p, Clock::now() + 5s);
+    ok &= dropped(*l, "wrong key");
+  }
+  {  // silence: the server gives up on the handshake
+    Challenge ch;
+    auto l = open_link(&ch);
+    ok &= dropped(*l, "no proof at all");
+  }
+  {  // authenticated, then a record claiming 4 GiB
+    auto l = authenticated();
+    if (!l) return std::printf("FAIL: could not authenticate with the right key\n"), 1;
+    wh_msg_hdr h{};
+    h.magic = WH_MSG_MAGIC;
+    h.version = 2;
+    h.opcode = 1;
+    h.len = 0xffffffffu;
+    l->send(&h, sizeof h, Clock::now() + 5s);
+    ok &= dropped(*l, "oversize record length");
+  }
+  {  // authenticated, then garbage records
+    auto l = authenticated();
+    if (!l) return 1;
+    std::vector<uint8_t> junk(1 << 16);
+    random_bytes(junk.data(), junk.size());
+    l->send(junk.data(), junk.size(), Clock::now() + 5s);
+    ok &= dropped(*l, "garbage after authentication");
+  }
+  {  // authenticated, malformed requests of every opcode: answered with errors
+    auto l = authenticated();
+    if (!l) return 1;
+    for (uint16_t op = 1; op < 2000 && !l->dead(); op++) {
+      uint8_t rec[sizeof(wh_msg_hdr) + 3]{};
+      wh_msg_hdr h{};
+      h.magic = WH_MSG_MAGIC;
+      h.version = 2;
+      h.opcode = op;
+      h.flags = WH_MSG_F_POSTED;
+      h.len = 3;  // shorter than any request's fixed part
+      std::memcpy(rec, &h, sizeof h);
+      l->send(rec, sizeof rec, Clock::now() + 5s);
+    }
+    ok &= dropped(*l, "malformed requests (the violation limit)");
+  }
+  std::printf(ok ? "PASS hostile\n" : "FAIL hostile\n");
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,209 @@
+#!/bin/bash
+# ucx:// between two network namespaces joined by a veth pair that this
+# script creates (private addresses, only inside those namespaces), the
+# server in one, the forwarded programs in the other, UCX over TCP.
+# Usage: remote_netns.sh <build-dir> <case>
+#   programs     forwarded programs: copies checked byte by byte, vector add,
+#                cuBLAS (and, with WH_REMOTE_TRAIN=1, a short training run)
+#   auth         a wrong key is refused (and logged with the peer address); a
+#                server without a key, or with a readable key file, does not start
+#   quota        the key file owner's --uid-quota-mb bounds the credential's sessions
+#   hostile      garbage, oversize lengths, records before authentication
+#   partition    the veth link goes down under a running client: its call fails
+#                within WORMHOLE_REMOTE_TIMEOUT_MS, the server frees the session
+#   restart      the server is killed under a client (error, no hang), restarted,
+#                and serves again
+#   client_kill  a client is SIGKILLed: the server frees its session at once
+#   train        a short wh-train run (tests/train) over UCX
+#   bench        make bench-remote: raw TCP baselines and the ucx:// numbers
+# Needs root (ip netns); exits 77 (skipped) where namespaces cannot be made.
+set -u
+build="$1"
+mode="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
+id=$$
+ns_s="whs$id" ns_c="whc$id" if_s="wvs$id" if_c="wvc$id"
+net="10.$((200 + id % 50)).$((id / 50 % 250)).0"
+ip_s="${net%.0}.1" ip_c="${net%.0}.2"
+port=7711
+tmp="$(mktemp -d /tmp/wh-remote-XXXXXX)"
+spid=""
+fail() { echo "FAIL: $*" >&2; echo "--- server log:" >&2; cat "$tmp/server.log" >&2 2>/dev/null; exit 1; }
+cleanup() {
+  [ -n "$spid" ] && kill -KILL "$spid" 2>/dev/null && wait "$spid" 2>/dev/null
+  for p in $(ip netns pids "$ns_c" 2>/dev/null) $(ip netns pids "$ns_s" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+  ip netns del "$ns_s" 2>/dev/null
+  ip netns del "$ns_c" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns add "$ns_s" 2>/dev/null; then
+  echo "SKIP: cannot create network namespaces (needs root and ip(8))"
+  exit 77
+fi
+ip netns add "$ns_c" || exit 77
+ip link add "$if_s" type veth peer name "$if_c" || exit 77
+ip link set "$if_s" netns "$ns_s"
+ip link set "$if_c" netns "$ns_c"
+ip -n "$ns_s" addr add "$ip_s/24" dev "$if_s"
+ip -n "$ns_c" addr add "$ip_c/24" dev "$if_c"
+for n in "$ns_s" "$ns_c"; do ip -n "$n" link set lo up; done
+ip -n "$ns_s" link set "$if_s" up
+ip -n "$ns_c" link set "$if_c" up
+
+export UCX_TLS=tcp
+url="ucx://$ip_s:$port"
+head -c 48 /dev/urandom | base64 > "$tmp/key"
+chmod 600 "$tmp/key"
+
+# Starts the server in its namespace; waits until it listens.
+start_server() {
+  ip netns exec "$ns_s" "$build/bin/wormhole-server" --backend sim --socket "$tmp/server.sock" \
+    --listen "$url" --auth-key-file "$tmp/key" --remote-timeout-ms 2000 --no-stats "$@" >>"$tmp/server.log" 2>&1 &
+  spid=$!
+  for _ in $(seq 1 100); do
+    grep -q "listening for network clients" "$tmp/server.log" 2>/dev/null && return 0
+    kill -0 "$spid" 2>/dev/null || fail "the server exited"
+    sleep 0.1
+  done
+  fail "the server does not listen"
+}
+# Runs a program in the client namespace through the drop-ins.
+client() {
+  ip netns exec "$ns_c" env WORMHOLE_SERVER="$url" WORMHOLE_AUTH_KEY_FILE="${KEY:-$tmp/key}" \
+    WORMHOLE_REMOTE_TIMEOUT_MS="${TIMEOUT_MS:-3000}" LD_LIBRARY_PATH="$build/guest-lib" "$@"
+}
+wait_log() {  # pattern, tenths of a second
+  for _ in $(seq 1 "$2"); do grep -q "$1" "$tmp/server.log" && return 0; sleep 0.1; done
+  return 1
+}
+ms() { date +%s%3N; }
+
+case "$mode" in
+programs)
+  start_server
+  client "$build/tests/remote/roundtrip" 64 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "roundtrip"; }
+  grep -q "remote kernel says 42" "$tmp/out" || { cat "$tmp/out"; fail "device printf did not come back"; }
+  grep -q "PASS" "$tmp/out" || fail "roundtrip printed no PASS"
+  client "$build/tests/forward/programs/vector_add" || fail "vector_add"
+  client "$build/tests/blas/wh_blas_test" || fail "cuBLAS program"
+  if [ "${WH_REMOTE_TRAIN:-0}" = 1 ]; then
+    client "$build/tests/train/wh-train" ${WH_REMOTE_TRAIN_ARGS:---epochs 1 --limit 2048} || fail "training run"
+  fi
+  grep -q "network client $ip_c" "$tmp/server.log" || fail "no session from the client namespace in the log"
+  ;;
+auth)
+  start_server
+  head -c 48 /dev/urandom | base64 > "$tmp/wrong"
+  chmod 600 "$tmp/wrong"
+  if KEY="$tmp/wrong" client "$build/tests/remote/roundtrip" 1 > "$tmp/out" 2>&1; then fail "a wrong key was accepted"; fi
+  grep -q "refused" "$tmp/out" || { cat "$tmp/out"; fail "the client did not say it was refused"; }
+  wait_log "refused a network client from $ip_c.*authentication failed" 30 || fail "refusal not logged with the peer"
+  if KEY=/nonexistent client "$build/tests/remote/roundtrip" 1 > "$tmp/out" 2>&1; then fail "no key was accepted"; fi
+  client "$build/tests/remote/roundtrip" 1 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "the right key was refused"; }
+  # A server on a network without a key, or with a key others can read, does not start.
+  if ip netns exec "$ns_s" "$build/bin/wormhole-server" --backend sim --socket "$tmp/s2.sock" \
+       --listen "ucx://$ip_s:7712" > "$tmp/nokey.log" 2>&1; then fail "server listened without a key"; fi
+  grep -q "requires authentication" "$tmp/nokey.log" || { cat "$tmp/nokey.log"; fail "no reason given"; }
+  cp "$tmp/key" "$tmp/open"; chmod 644 "$tmp/open"
+  if ip netns exec "$ns_s" "$build/bin/wormhole-server" --backend sim --socket "$tmp/s3.sock" \
+       --listen "ucx://$ip_s:7713" --auth-key-file "$tmp/open" > "$tmp/open.log" 2>&1; then
+    fail "server started with a world-readable key"; fi
+  grep -q "accessible by group or others" "$tmp/open.log" || { cat "$tmp/open.log"; fail "no reason given"; }
+  ;;
+quota)
+  # The credential's quota: sessions proving a key draw on the budget of the
+  # key file's owner (--uid-quota-mb), here 16 MiB.
+  start_server --uid-quota-mb "$(stat -c %u "$tmp/key")=16"
+  if client "$build/tests/remote/roundtrip" 32 > "$tmp/out" 2>&1; then fail "32 MiB allocated over a 16 MiB quota"; fi
+  grep -q "cudaMalloc.*cudaErrorMemoryAllocation" "$tmp/out" || { cat "$tmp/out"; fail "not refused for memory"; }
+  client "$build/tests/remote/roundtrip" 8 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "8 MiB within the quota"; }
+  ;;
+hostile)
+  start_server
+  ip netns exec "$ns_c" "$build/tests/remote/wh_remote_hostile" "$url" "$tmp/key" || fail "hostile peer"
+  kill -0 "$spid" || fail "the server died"
+  client "$build/tests/remote/roundtrip" 4 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "a good client after the hostile one"; }
+  ;;
+partition)
+  start_server
+  TIMEOUT_MS=1500 client "$build/tests/remote/loop" 32 60 > "$tmp/out" 2>&1 &
+  cpid=$!
+  for _ in $(seq 1 100); do grep -q READY "$tmp/out" && break; sleep 0.1; done
+  grep -q READY "$tmp/out" || fail "client not ready"
+  sleep 0.5
+  t0=$(ms)
+  ip -n "$ns_c" link set "$if_c" down
+  wait "$cpid"; rc=$?
+  t1=$(ms)
+  cat "$tmp/out"
+  [ $rc = 2 ] || fail "client exit status $rc (expected 2: a failed call)"
+  grep -q "ERROR cudaErrorDevicesUnavailable" "$tmp/out" || fail "the client's error is not cudaErrorDevicesUnavailable"
+  [ $((t1 - t0)) -lt 4000 ] || fail "the client took $((t1 - t0)) ms to fail (timeout 1500 ms)"
+  echo "client failed $((t1 - t0)) ms after the link went down"
+  wait_log "session 1: ended (client silent" 60 || fail "the server did not end the session"
+  grep -q "freeing 33554432 bytes" "$tmp/server.log" || fail "the session's memory was not freed"
+  ;;
+restart)
+  start_server
+  TIMEOUT_MS=5000 client "$build/tests/remote/loop" 32 60 > "$tmp/out" 2>&1 &
+  cpid=$!
+  for _ in $(seq 1 100); do grep -q READY "$tmp/out" && break; sleep 0.1; done
+  t0=$(ms)
+  kill -KILL "$spid"; wait "$spid" 2>/dev/null; spid=""
+  wait "$cpid"; rc=$?
+  t1=$(ms)
+  cat "$tmp/out"
+  [ $rc = 2 ] && grep -q "ERROR cudaErrorDevicesUnavailable" "$tmp/out" || fail "client status $rc"
+  [ $((t1 - t0)) -lt 6000 ] || fail "the client took $((t1 - t0)) ms to fail"
+  start_server
+  client "$build/tests/remote/roundtrip" 4 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "after the restart"; }
+  ;;
+client_kill)
+  start_server
+  client "$build/tests/remote/loop" 32 60 > "$tmp/out" 2>&1 &
+  cpid=$!
+  for _ in $(seq 1 100); do grep -q READY "$tmp/out" && break; sleep 0.1; done
+  # The program: the only process in the client namespace.
+  for p in $(ip netns pids "$ns_c"); do kill -KILL "$p"; done
+  wait "$cpid" 2>/dev/null
+  wait_log "session 1: ended (client disconnected" 30 || fail "the server did not notice the client's death"
+  grep -q "freeing 33554432 bytes" "$tmp/server.log" || fail "the session's memory was not freed"
+  client "$build/tests/remote/roundtrip" 4 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "a new client after the kill"; }
+  ;;
+train)
+  # A short forwarded training run (tests/train's MLP) over UCX.
+  [ -x "$build/tests/train/wh-train" ] || fail "no $build/tests/train/wh-train"
+  start_server
+  client "$build/tests/train/wh-train" ${WH_TRAIN_ARGS:---epochs 2 --batch 100 --subset 6000 --test-subset 2000 --no-progress} \
+    > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "training run"; }
+  cat "$tmp/out" | tail -3
+  acc=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$tmp/out")
+  awk -v a="${acc:-0}" -v m="${WH_TRAIN_MIN_ACC:-70}" 'BEGIN { exit !(a >= m) }' || fail "test accuracy ${acc:-?}% < ${WH_TRAIN_MIN_ACC:-70}%"
+  ;;
+bench)
+  # make bench-remote: raw TCP first (ping-pong, bulk), then ucx://, both
+  # between the same namespaces; the summary line goes to stdout and to
+  # $WH_BENCH_OUT when set.
+  ip netns exec "$ns_s" "$build/bench/wh_tcp_bench" server 7720 > "$tmp/tcp.log" 2>&1 &
+  tpid=$!
+  for _ in $(seq 1 50); do grep -q listening "$tmp/tcp.log" && break; sleep 0.1; done
+  tcp=$(ip netns exec "$ns_c" "$build/bench/wh_tcp_bench" client "$ip_s" 7720) || fail "raw TCP bench"
+  wait "$tpid"
+  start_server
+  ucx=$(client "$build/bench/bench_remote" ${WH_BENCH_CALLS:-20000} ${WH_BENCH_SECONDS:-2}) || fail "bench_remote"
+  echo "raw tcp: $tcp"
+  echo "ucx:     $ucx"
+  get() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+  line=$(awk -v rtt="$(get "$tcp" rtt_p50_us)" -v rtt99="$(get "$tcp" rtt_p99_us)" \
+    -v up="$(get "$tcp" bulk_up_gb_s)" -v down="$(get "$tcp" bulk_down_gb_s)" \
+    -v p50="$(get "$ucx" null_call_p50_us)" -v p99="$(get "$ucx" null_call_p99_us)" \
+    -v h2d="$(get "$ucx" h2d_gb_s)" -v d2h="$(get "$ucx" d2h_gb_s)" -v lps="$(get "$ucx" launches_per_s)" 'BEGIN {
+      printf "bench-remote (ucx over tcp, veth, sim backend): null call p50 %.1f us p99 %.1f us (raw TCP rtt p50 %.1f us p99 %.1f us: %.2fx); ", p50, p99, rtt, rtt99, p50 / rtt;
+      printf "64 MiB H2D %.2f GB/s D2H %.2f GB/s (raw TCP bulk %.2f / %.2f GB/s: %.2fx / %.2fx); posted launches %.0f/s\n", h2d, d2h, up, down, h2d / up, d2h / down, lps }')
+  echo "$line"
+  [ -n "${WH_BENCH_OUT:-}" ] && echo "$line" > "$WH_BENCH_OUT"
+  ;;
+*) echo "unknown case $mode" >&2; exit 2 ;;
+esac
+echo "PASS remote.$mode"
