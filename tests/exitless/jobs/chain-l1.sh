@@ -11,7 +11,7 @@ insmod /wh/kmod/kvm.ko && insmod /wh/kmod/kvm-intel.ko || wh_result kvm_modules 
 mount -t debugfs none /sys/kernel/debug 2>/dev/null
 K=/sys/kernel/debug/kvm
 GATE=/dev/shm/wh-gate IVS=/dev/shm/wh-ivshmem
-truncate -s 16M $IVS
+truncate -s 128M $IVS
 snap() {  # snap NAME: one line of KVM's exit counters (all VMs)
   echo "WH-EXITS $1 exits=$(cat $K/exits) io=$(cat $K/io_exits) mmio=$(cat $K/mmio_exits) halt=$(cat $K/halt_exits) irq=$(cat $K/irq_exits) irq_window=$(cat $K/irq_window_exits) hypercalls=$(cat $K/hypercalls) insn_emulation=$(cat $K/insn_emulation) signal=$(cat $K/signal_exits) req_irq=$(cat $K/request_irq_exits) pf=$(cat $K/pf_taken 2>/dev/null) tsc=$(/wh/rdtsc 2>/dev/null)"
 }
@@ -19,7 +19,7 @@ snap() {  # snap NAME: one line of KVM's exit counters (all VMs)
 QEMU_ARGS="-accel kvm -cpu host,host-phys-bits=on -m ${WH_L2_MEM:-192} -smp 1 -machine pc -nodefaults -no-user-config
  -display none -serial stdio -monitor none -no-reboot -L /wh/qemu-fw
  -kernel /wh/l2/vmlinux -initrd /wh/l2/initramfs.cpio
- -object memory-backend-file,id=wh0,share=on,mem-path=$IVS,size=16M -device ivshmem-plain,memdev=wh0
+ -object memory-backend-file,id=wh0,share=on,mem-path=$IVS,size=128M -device ivshmem-plain,memdev=wh0
  -object memory-backend-file,id=whgate,share=on,mem-path=$GATE,size=1M
  -object wormhole-gate,id=gate0,memdev=whgate,gate-gpa=0x1000000000"
 APPEND="console=ttyS0 quiet panic=-1 mitigations=off cryptomgr.notests tsc=reliable wh.job=chain-l2 wh.name=l2"
@@ -47,8 +47,8 @@ desc() { od -An -tx1 -N8 $GATE 2>/dev/null | tr -d ' \n'; }
 i=0; while { [ ! -s $GATE ] || [ "$(desc)" = 0000000000000000 ]; } && [ $i -lt 600 ]; do sleep 0.5; i=$((i+1)); done
 sleep 2
 echo "L1: gate file after $(awk "BEGIN{print $(cut -d' ' -f1 /proc/uptime) - $t0}") s; starting wormhole-server"
-taskset 2 wormhole-server --backend sim --sim-threads 1 --vm-channels 2 --socket /tmp/srv.sock \
-  --vm l2=$IVS:2 --vm-gate l2=$GATE >/tmp/server.log 2>&1 &
+taskset 2 wormhole-server --backend sim --sim-threads 1 --vm-channels 1 --socket /tmp/srv.sock \
+  --vm l2=$IVS:1 --vm-gate l2=$GATE >/tmp/server.log 2>&1 &
 SPID=$!
 snap boot
 wait $QPID; qrc=$?

@@ -11,6 +11,11 @@ else
   wh_result gate_module FAIL "$(dmesg | grep -o 'wormhole-gate:.*' | tail -1)"
 fi
 ls -l /dev/wormhole-gate
+# wormhole-server starts in L1 while L2 boots (loading it under Bochs takes
+# a while): wait until it serves the region.
+t=0
+until WORMHOLE_TRANSPORT=ivshmem gate_client time 1 >/tmp/.w 2>&1 || [ $t -ge 240 ]; do sleep 3; t=$((t + 3)); done
+echo "server answering after ${t} s: $(tail -n1 /tmp/.w)"
 export WORMHOLE_VERBOSE=1
 WORMHOLE_TRANSPORT=vmfunc wh_expect gate_client 'PASS gate_client' gate_client run 5
 grep -q 'connected over vmfunc' /tmp/.wh_out && wh_result gate_client_transport PASS vmfunc || wh_result gate_client_transport FAIL
