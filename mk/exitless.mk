@@ -17,7 +17,7 @@ test-exitless: kmod
 # and wormhole-server; L2 Linux with wormhole_gate.ko running unmodified nvcc
 # programs over the vmfunc transport, plus exit and instruction counts.
 # Long (see docs/exitless.md): not part of `make test`.
-EXITLESS_E2E_TARGETS := wormhole-server cudart exitless_gate_client fwd_vector_add
+EXITLESS_E2E_TARGETS := wormhole-server cudart exitless_gate_client
 .PHONY: test-exitless-e2e
 test-exitless-e2e: kmod qemu deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target $(EXITLESS_E2E_TARGETS)

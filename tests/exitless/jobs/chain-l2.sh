@@ -19,8 +19,8 @@ echo "server answering after ${t} s: $(tail -n1 /tmp/.w)"
 export WORMHOLE_VERBOSE=1
 WORMHOLE_TRANSPORT=vmfunc wh_expect gate_client 'PASS gate_client' gate_client run 5
 grep -q 'connected over vmfunc' /tmp/.wh_out && wh_result gate_client_transport PASS vmfunc || wh_result gate_client_transport FAIL
-WORMHOLE_TRANSPORT=vmfunc wh_expect vector_add 'PASS vector_add' vector_add
-grep -q 'connected over vmfunc' /tmp/.wh_out && wh_result vector_add_transport PASS vmfunc || wh_result vector_add_transport FAIL
+# (vector_add is not run here: its 5 M-element kernels, interpreted by the
+# sim backend inside Bochs, take far longer than the rest of the bed.)
 unset WORMHOLE_VERBOSE
 # Exits per call: the difference between N2 and N1 calls (connection set-up
 # and first touches cancel out). gate_client time N makes 2N calls.

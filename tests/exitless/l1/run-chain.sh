@@ -7,9 +7,8 @@
 #   wormhole-gate object and an ivshmem region; wormhole_gate.ko, then
 #   unmodified nvcc programs over the vmfunc transport, then measurements.
 # Usage: run-chain.sh [--build DIR] [--out DIR]
-# Needs a build tree with wormhole-server, libcudart.so.13, gate_client and
-# vector_add (cmake --build DIR --target wormhole-server cudart
-# exitless_gate_client fwd_vector_add). Pass marker: "chain: PASS".
+# Needs a build tree with wormhole-server, libcudart.so.13 and gate_client
+# (cmake --build DIR --target wormhole-server cudart exitless_gate_client). Pass marker: "chain: PASS".
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 EX=$(cd "$HERE/.." && pwd)
@@ -28,8 +27,8 @@ MEGS=${CHAIN_MEGS:-1024}
 T0=$(date +%s)
 BUILD=$(realpath "$BUILD"); mkdir -p "$OUT"; OUT=$(realpath "$OUT")
 SERVER=$BUILD/bin/wormhole-server CUDART=$BUILD/guest-lib/libcudart.so.13
-GC=$BUILD/tests/exitless/programs/gate_client VADD=$BUILD/tests/forward/programs/vector_add
-for f in "$SERVER" "$CUDART" "$GC" "$VADD"; do [[ -f $f ]] || { echo "chain: missing $f (build it first)" >&2; exit 1; }; done
+GC=$BUILD/tests/exitless/programs/gate_client
+for f in "$SERVER" "$CUDART" "$GC"; do [[ -f $f ]] || { echo "chain: missing $f (build it first)" >&2; exit 1; }; done
 "$REPO/scripts/deps.sh" exitless >/dev/null
 "$REPO/scripts/deps.sh" vm >/dev/null
 "$REPO/kvm-module/build-kmod.sh" >/dev/null
@@ -52,7 +51,7 @@ for f in pvh.bin linuxboot_dma.bin kvmvapic.bin; do cp /usr/share/qemu/$f fw/; d
 cp /usr/share/seabios/bios-256k.bin fw/
 export WH_QUIET=1
 "$REPO/vm/guest/build-image.sh" --out "$OUT/l2" --compress none --kernel-version "$KREL" \
-  --lib "$CUDART" --bin "$GC" --bin "$VADD" --bin bin/exitpath \
+  --lib "$CUDART" --bin "$GC" --bin bin/exitpath \
   --file "$OUT/gate-mod/wormhole_gate.ko:/wh/wormhole_gate.ko" --job "$EX/jobs/chain-l2.sh"
 "$REPO/vm/guest/build-image.sh" --out "$OUT/l1" --compress none --kernel-version "$KREL" \
   --bin bin/qemu-system-x86_64 --bin bin/wormhole-server --bin bin/rdtsc:/wh/rdtsc --bin bin/e9tee:/wh/e9tee \
@@ -99,7 +98,7 @@ grep -a -E 'WH-RESULT|WH-EXITS|WH-BOOT|WH-DONE|^L1:|p50|gate:|\[server\].*(gate|
 echo "chain: KVM exits per call in L1 (debugfs, the difference of two run lengths):"
 python3 "$HERE/exits-table.py" console.log | tee exits-table.md
 fail=0
-for r in kvm_modules gate_module gate_client gate_client_transport vector_add vector_add_transport; do
+for r in kvm_modules gate_module gate_client gate_client_transport; do
   grep -a -q "WH-RESULT $r PASS" console.log || { echo "chain: missing PASS for $r"; fail=1; }
 done
 grep -a 'WH-RESULT' console.log | grep -a -q FAIL && fail=1
