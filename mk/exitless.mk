@@ -12,3 +12,13 @@ qemu:
 # Debian 6.1 in Bochs (VMX/EPT/VMFUNC emulation) + patched KVM + test VMM
 test-exitless: kmod
 	@tests/exitless/bed/run-bed.sh
+
+# The whole chain under Bochs: L1 Linux with the patched KVM, the patched QEMU
+# and wormhole-server; L2 Linux with wormhole_gate.ko running unmodified nvcc
+# programs over the vmfunc transport, plus exit and instruction counts.
+# Long (see docs/exitless.md): not part of `make test`.
+EXITLESS_E2E_TARGETS := wormhole-server cudart exitless_gate_client
+.PHONY: test-exitless-e2e
+test-exitless-e2e: kmod qemu deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target $(EXITLESS_E2E_TARGETS)
+	cd $(BUILD) && ctest --output-on-failure -R '^exitless\.chain_e2e$$' $(CTEST_ARGS)

@@ -63,8 +63,10 @@ static int tighten_mapping(void)
 			return -EFAULT;
 		if (off != WH_GATE_CODE_OFF)
 			set_pte(pte, pte_set_flags(*pte, _PAGE_NX));
-		else
-			set_pte(pte, pte_clear_flags(*pte, _PAGE_RW));
+		else	/* read-only and executable: vmap_pfn() may hand
+			 * out NX even for PAGE_KERNEL_EXEC (Debian's 6.1 does:
+			 * seen as an NX fault on the first call in a guest) */
+			set_pte(pte, pte_clear_flags(*pte, _PAGE_RW | _PAGE_NX));
 	}
 	return 0;
 }
