@@ -25,7 +25,7 @@ build: deps $(BUILD)/build.ninja
 TEST_DEPS += debug server-test
 test: build
 	@scripts/deps.sh $(TEST_DEPS)
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE e2e $(CTEST_ARGS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 test-unit: build
 	@scripts/deps.sh server-test
