@@ -58,11 +58,15 @@ chmod 600 "$tmp/key"
 
 # Starts the server in its namespace; waits until it listens.
 start_server() {
+  local before
+  : >> "$tmp/server.log"
+  before=$(grep -c "listening for network clients" "$tmp/server.log")
   ip netns exec "$ns_s" "$build/bin/wormhole-server" --backend sim --socket "$tmp/server.sock" \
     --listen "$url" --auth-key-file "$tmp/key" --remote-timeout-ms 2000 --no-stats "$@" >>"$tmp/server.log" 2>&1 &
   spid=$!
+  # The log is appended to across restarts: wait for one more listening line.
   for _ in $(seq 1 100); do
-    grep -q "listening for network clients" "$tmp/server.log" 2>/dev/null && return 0
+    [ "$(grep -c "listening for network clients" "$tmp/server.log")" -gt "$before" ] && return 0
     kill -0 "$spid" 2>/dev/null || fail "the server exited"
     sleep 0.1
   done
