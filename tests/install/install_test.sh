@@ -82,16 +82,19 @@ deb=$(printf '%s\n' "$out" | sed -n 's/^CPack: - package: \(.*\.deb\) generated\
 [ -f "$deb" ] || { echo "$out" >&2; fail "cpack made no .deb"; }
 t_pkg=$(secs "$t0" "$(now)")
 depends=$(dpkg-deb -f "$deb" Depends)
-echo "install_test: $(basename "$deb"): Depends: $depends"
+recommends=$(dpkg-deb -f "$deb" Recommends)
+echo "install_test: $(basename "$deb"): Depends: $depends; Recommends: ${recommends:-none}"
+# apt installs Recommends by default: the root holds them too.
+wanted="$depends${recommends:+, $recommends}"
 
-# 2. The Debian root: minbase, then the package's Depends installed by apt
+# 2. The Debian root: minbase, then the package's Depends and Recommends installed by apt
 #    from the mirror apt uses here (`apt-get satisfy`: virtual packages such
 #    as libspdlog1.10-fmt9 resolve as they will for a user).
 mirror=${WH_DEBIAN_MIRROR:-$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null |
                                awk -v s="$suite" '$2 == s { print $1; exit }')}
 mirror=${mirror:-http://deb.debian.org/debian/}
 arch=$(dpkg --print-architecture)
-key=$(printf '%s\n' "$suite" "$mirror" "$arch" minbase "$depends" | sha256sum | cut -c1-16)
+key=$(printf '%s\n' "$suite" "$mirror" "$arch" minbase "$wanted" | sha256sum | cut -c1-16)
 tarball=$cache/debian-$suite-$arch-minbase-$key.tar
 t0=$(now)
 if [ -f "$tarball" ]; then
@@ -108,10 +111,10 @@ else
   fi
   mount_root "$fresh"
   if ! chroot "$fresh" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C DEBIAN_FRONTEND=noninteractive \
-       sh -c 'apt-get update -q && apt-get satisfy -y -q --no-install-recommends "$1" && apt-get clean' sh "$depends" \
+       sh -c 'apt-get update -q && apt-get satisfy -y -q --no-install-recommends "$1" && apt-get clean' sh "$wanted" \
        >"$work/satisfy.log" 2>&1; then
     tail -30 "$work/satisfy.log" >&2
-    fail "apt-get satisfy of the package's Depends in the fresh root"
+    fail "apt-get satisfy of the package's Depends and Recommends in the fresh root"
   fi
   umount_root "$fresh"
   tar -C "$fresh" --numeric-owner -cf "$tarball.tmp.$$" .
@@ -126,7 +129,7 @@ t_root=$(secs "$t0" "$(now)")
 mount_root "$root"
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C "$@"; }
 
-# 3. apt installs it; its Depends are all satisfied by the Debian packages
+# 3. apt installs it; its Depends and Recommends are all satisfied by the Debian packages
 #    already in the root (nothing else may be installed).
 t0=$(now)
 cp "$deb" "$root/tmp/wormhole.deb"
