@@ -14,7 +14,7 @@
 #   make bench-train-vm  the same steps inside a TCG guest against the sim
 #                      backend, and from a host process in the same run; one line:
 #                      vm_mlp_step_ms=.. host_mlp_step_ms=.. ... accel=..
-#   make test-gpu-train  native vs forwarded on a GPU (loss within 1e-4/epoch,
+#   make test-gpu-train  MLP, CNN and GPT native vs forwarded on a GPU (loss curves,
 #                      step time within 5%); exits 2 without a GPU
 DEMO_ARGS ?=
 DEMO_MLP_ARGS ?=

@@ -1,8 +1,9 @@
 #!/bin/bash
 # Called by tests/gpu/run.sh (make test-gpu) on a GPU machine: the cuBLAS
 # test program natively and through the running cuda-backend server, then
-# the training comparison (tests/train/gpu_train.sh: loss within 1e-4 per
-# epoch, forwarded step time within 5% of native).
+# the training comparison of the MLP, the CNN and the GPT
+# (tests/train/gpu_train.sh: loss curves within each model's tolerance,
+# forwarded step time within 5% of native).
 # NOT RUN YET: no GPU machine was lent to the task that wrote it.
 # Usage: gpu-compare.sh <build-dir> <socket of a running wormhole-server --backend cuda>
 set -uo pipefail
