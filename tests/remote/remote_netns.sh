@@ -5,6 +5,9 @@
 # Usage: remote_netns.sh <build-dir> <case>
 #   programs     forwarded programs: copies checked byte by byte, vector add,
 #                cuBLAS (and, with WH_REMOTE_TRAIN=1, a short training run)
+#   multi        two servers (two ports in the server namespace) as devices 0
+#                and 1 of one program: per-device kernels, peer copies, cuBLAS
+#                on device 1; also the server-to-server bench (WH_MULTI_BENCH=1)
 #   auth         a wrong key is refused (and logged with the peer address); a
 #                server without a key, or with a readable key file, does not start
 #   quota        the key file owner's --uid-quota-mb bounds the credential's sessions
@@ -95,6 +98,30 @@ programs)
     client "$build/tests/train/wh-train" ${WH_REMOTE_TRAIN_ARGS:---epochs 1 --limit 2048} || fail "training run"
   fi
   grep -q "network client $ip_c" "$tmp/server.log" || fail "no session from the client namespace in the log"
+  ;;
+multi)
+  # Server B: a second server in the same namespace, another port and its
+  # own device address window (server A's is left random).
+  url_b="ucx://$ip_s:7712"
+  ip netns exec "$ns_s" "$build/bin/wormhole-server" --backend sim --socket "$tmp/b.sock" \
+    --listen "$url_b" --auth-key-file "$tmp/key" --remote-timeout-ms 2000 --no-stats \
+    --device-va-base 0x2000000000000 >"$tmp/b.log" 2>&1 &
+  bpid=$!
+  for _ in $(seq 1 100); do grep -q "listening for network clients" "$tmp/b.log" && break; sleep 0.1; done
+  grep -q "listening for network clients" "$tmp/b.log" || { cat "$tmp/b.log"; fail "server B does not listen"; }
+  start_server --device-va-base 0x3000000000000
+  servers="$url,$ip_s:7712"  # the second one without its scheme
+  url="$servers" client "$build/tests/remote/multi" > "$tmp/out" 2>&1 \
+    || { cat "$tmp/out"; echo "--- server B:"; cat "$tmp/b.log"; fail "multi"; }
+  cat "$tmp/out"
+  grep -q "^PASS" "$tmp/out" || fail "multi printed no PASS"
+  grep -q "network client $ip_c" "$tmp/b.log" || { cat "$tmp/b.log"; fail "no session on server B"; }
+  # A single-server program is unchanged beside it.
+  client "$build/tests/remote/roundtrip" 4 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "roundtrip on one server"; }
+  if [ "${WH_MULTI_BENCH:-0}" = 1 ]; then
+    url="$servers" client "$build/tests/remote/multi" bench || fail "multi bench"
+  fi
+  kill "$bpid" 2>/dev/null; wait "$bpid" 2>/dev/null
   ;;
 auth)
   start_server

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "remote.hpp"
 #include "state.hpp"
@@ -292,6 +294,45 @@ std::atomic<bool> g_forked_child{false};
 
 bool Connection::in_forked_child() { return g_forked_child.load(std::memory_order_relaxed); }
 
+thread_local int t_current_device = 0;
+
+namespace {
+// Several servers: device k's connection. g_devices > 1 only then; with one
+// server (or any other transport) get() never looks here.
+Connection* g_conns[kMaxDevices] = {};
+std::atomic<int> g_devices{1};
+
+// "ucx://h1:p1,ucx://h2:p2" or "ucx://h1:p1,h2:p2": the list of URLs (an
+// item without a scheme takes the first one's).
+std::vector<std::string> split_servers(const std::string& list) {
+  std::vector<std::string> out;
+  std::string scheme = "ucx://";
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    std::string item = list.substr(at, comma - at);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) {
+      size_t sep = item.find("://");
+      if (sep == std::string::npos) item = scheme + item;
+      else if (out.empty()) scheme = item.substr(0, sep + 3);
+      out.push_back(item);
+    }
+    at = comma + 1;
+  }
+  return out;
+}
+}  // namespace
+
+int Connection::devices() { return g_devices.load(std::memory_order_relaxed); }
+
+Connection* Connection::of(int device) {
+  if (devices() <= 1) return device == 0 ? get() : nullptr;
+  return device >= 0 && device < devices() ? g_conns[device] : nullptr;
+}
+
 Connection* Connection::get() {
   if (in_forked_child()) {
     static std::once_flag once;
@@ -303,12 +344,35 @@ Connection* Connection::get() {
   static Connection* conn = [] {
     auto* c = new Connection();
     std::string err;
-    // WORMHOLE_SERVER=ucx://HOST:PORT: a server on another machine.
+    // WORMHOLE_SERVER=ucx://HOST:PORT: a server on another machine; a
+    // comma-separated list: several, as devices 0..N-1.
     if (const char* srv = std::getenv("WORMHOLE_SERVER"); srv && *srv) {
-      if (!c->connect_remote(srv, &err)) {
+      std::vector<std::string> urls = split_servers(srv);
+      if (urls.empty()) urls.push_back(srv);
+      if (urls.size() > size_t(kMaxDevices)) {
+        log("WORMHOLE_SERVER lists %zu servers: at most %d", urls.size(), kMaxDevices);
+        delete c;
+        return static_cast<Connection*>(nullptr);
+      }
+      if (!c->connect_remote(urls[0], &err)) {
         log("%s", err.c_str());
         delete c;
         return static_cast<Connection*>(nullptr);
+      }
+      if (urls.size() > 1) {
+        g_conns[0] = c;
+        for (size_t i = 1; i < urls.size(); i++) {
+          auto* o = new Connection();
+          o->index_ = int(i);
+          if (!o->connect_remote(urls[i], &err)) {
+            log("device %zu: %s", i, err.c_str());
+            delete o;
+            for (size_t j = 0; j < i; j++) delete g_conns[j];
+            return static_cast<Connection*>(nullptr);
+          }
+          g_conns[i] = o;
+        }
+        g_devices.store(int(urls.size()));
       }
       if (std::getenv("WORMHOLE_VERBOSE")) log("connected over %s to %s", c->transport_, srv);
       pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true, std::memory_order_relaxed); });
@@ -351,14 +415,23 @@ Connection* Connection::get() {
   // Say goodbye at exit so the server frees this process's resources at once.
   static bool registered = conn && std::atexit([] {
     if (in_forked_child()) return;  // the parent's channel: not ours to close
-    flush_device_output(conn);  // what kernels printed since the last synchronising call
+    const int n = devices();
+    for (int d = 0; d < n; d++) flush_device_output(n > 1 ? g_conns[d] : conn);  // printed since the last sync
     // Later exit handlers (a static CUDA runtime's, unloading its modules
     // through libcuda.so.1) find no connection instead of a freed one.
     Connection* gone = conn;
     conn = nullptr;
+    g_devices.store(1);
+    if (n > 1)
+      for (int d = 1; d < n; d++) delete std::exchange(g_conns[d], nullptr);
+    g_conns[0] = nullptr;
     delete gone;
   }) == 0;
   (void)registered;
+  // Several servers: the calling thread's current device (cudaSetDevice
+  // keeps it below devices()). One server: one relaxed load more.
+  if (g_devices.load(std::memory_order_relaxed) > 1) [[unlikely]]
+    return g_conns[t_current_device];
   return conn;
 }
 

@@ -25,10 +25,24 @@ namespace wh::guest {
 
 class RemoteLink;  // remote.hpp: the ucx:// transport
 
+// Several servers (WORMHOLE_SERVER=ucx://A,ucx://B, docs/remote.md "Several
+// servers"): device k of the process is server k's device 0.
+constexpr int kMaxDevices = 16;
+// The calling thread's current device (cudaSetDevice); always 0 with one server.
+extern thread_local int t_current_device;
+
 class Connection {
  public:
-  // Connects on first use; nullptr (and a logged reason) if no server.
+  // Connects on first use; nullptr (and a logged reason) if no server. With
+  // several servers: the connection of the calling thread's current device.
   static Connection* get();
+  // Devices of this process (servers listed; 1 on every other transport),
+  // valid once get() connected.
+  static int devices();
+  // Device d's connection (0 <= d < devices()), after get().
+  static Connection* of(int device);
+  // This connection's device number.
+  int index() const { return index_; }
   // True in the child of a fork() of a connected process (get() is nullptr).
   static bool in_forked_child();
   ~Connection();
@@ -114,6 +128,7 @@ class Connection {
   void* ivshmem_ = nullptr;  // keeps the BAR mapping alive
   std::unique_ptr<vmfunc::Link> gate_;  // vmfunc only
   std::atomic<uint64_t> issued_{0};     // requests sent (ring + gate), for vmfunc state freshness
+  int index_ = 0;                       // device number (several servers)
 };
 
 // Logs a message once per distinct text (stderr, prefixed "wormhole:").

@@ -34,7 +34,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
   if (!value) return set_error(cudaErrorInvalidValue);
   if (cudaError_t e = check_device(device); e != cudaSuccess) return set_error(e);
   std::lock_guard lk(rt().mu);
-  return attribute(rt().dev, int(attr), value) ? cudaSuccess : set_error(cudaErrorInvalidValue);
+  return attribute(device_desc(device), int(attr), value) ? cudaSuccess : set_error(cudaErrorInvalidValue);
 }
 
 cudaError_t cudaInitDevice(int device, unsigned int device_flags, unsigned int flags) {
@@ -56,7 +56,7 @@ cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
   if (!id || len <= 0) return set_error(cudaErrorInvalidValue);
   if (cudaError_t e = check_device(device); e != cudaSuccess) return set_error(e);
   std::lock_guard lk(rt().mu);
-  const cudaDeviceProp& p = rt().dev.props;
+  const cudaDeviceProp& p = device_desc(device).props;
   std::snprintf(id, size_t(len), "%04x:%02x:%02x.0", p.pciDomainID, p.pciBusID, p.pciDeviceID);
   return cudaSuccess;
 }

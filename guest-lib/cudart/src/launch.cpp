@@ -433,7 +433,7 @@ static cudaError_t symbol_range(const void* symbol, size_t count, size_t offset,
   if (!v) return cudaErrorInvalidSymbol;
   if (cudaError_t e = ensure_var(v); e != cudaSuccess) return e;
   if (offset > v->size || count > v->size - offset) return cudaErrorInvalidValue;
-  *dptr = reinterpret_cast<uint8_t*>(v->dptr) + offset;
+  *dptr = reinterpret_cast<uint8_t*>(uint64_t(v->dptr)) + offset;
   return cudaSuccess;
 }
 

@@ -210,10 +210,12 @@ cudaError_t remote_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uin
 
 // ucx://: what the guest put in its pinned heap for the server to read
 // (a fatbin, a graph's node list) is sent to the session's data area.
+// Several servers: the guest's pinned heap is device 0's data area, and
+// what it holds is sent to whichever session needs it.
 cudaError_t push_data_area(Connection* c, uint64_t off, size_t n) {
   if (!c->remote()) return cudaSuccess;
   const size_t chunk = std::min<size_t>(kRemoteChunkMax, c->max_msg() - sizeof(DataAreaWriteReq));
-  const uint8_t* base = c->data().data();
+  const uint8_t* base = (Connection::devices() > 1 ? Connection::of(0) : c)->data().data();
   for (size_t at = 0; at < n; at += chunk) {
     size_t len = std::min(chunk, n - at);
     if (cudaError_t e = c->post<Op::DataAreaWrite>({off + at}, {base + off + at, len}); e != cudaSuccess) return e;
@@ -235,7 +237,7 @@ bool heap_alloc_block(size_t n, uint64_t* off) {
 bool heap_free_block(uint64_t off) { return heap_free(off); }
 
 bool in_data_area(const void* p, size_t n, uint64_t* off) {
-  Connection* c = Connection::get();
+  Connection* c = Connection::devices() > 1 ? Connection::of(0) : Connection::get();
   if (!c) return false;
   auto d = c->data();
   auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(d.data());
@@ -266,6 +268,21 @@ cudaError_t memcpy_core(void* dst, const void* src, size_t n, cudaMemcpyKind kin
       if (cudaError_t e = capture_check_unsafe(s); e != cudaSuccess) return e;
   }
   WH_CONN(c);
+  if (Connection::devices() > 1) [[unlikely]] {
+    // Several servers: the copy goes to the server owning the device memory
+    // (like UVA); between two servers it is a peer copy.
+    const int sd = device_of(src), dd = device_of(dst);
+    if (sd >= 0 && dd >= 0 && sd != dd) return peer_copy(dd, dst, sd, src, n, s, async);
+    const int want = dd >= 0 ? dd : sd;
+    if (want >= 0 && want != t_current_device) {
+      // `s` belongs to the current device: work queued there first, then
+      // the copy on the owner's default stream, done when this returns.
+      if (s)
+        if (cudaError_t e = c->call<Op::StreamSynchronize>({stream_handle(s)}); e != cudaSuccess) return e;
+      DeviceScope on(want);
+      return memcpy_core(dst, src, n, kind, nullptr, false);
+    }
+  }
   if (kind == cudaMemcpyDefault) {
     bool sd = is_device_ptr(src), dd = is_device_ptr(dst);
     kind = sd ? (dd ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
@@ -308,26 +325,94 @@ cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
   return e;
 }
 
+// Several servers: records which device owns [dptr, dptr+size). Servers
+// place allocations in their own address windows (wormhole-server
+// --device-va-base; the cuda backend cannot choose): an allocation that
+// overlaps another device's is refused (false), as the copies that name it
+// could not be routed. Expects rt().mu held.
+bool note_alloc_locked(uint64_t dptr, uint64_t size) {
+  Runtime& r = rt();
+  if (Connection::devices() > 1) {
+    auto next = r.allocs.lower_bound(dptr);
+    bool clash = next != r.allocs.end() && next->first < dptr + std::max<uint64_t>(size, 1);
+    if (next != r.allocs.begin()) {
+      auto prev = std::prev(next);
+      clash = clash || prev->first + std::max<uint64_t>(prev->second, 1) > dptr;
+    }
+    if (clash) {
+      log_once("cudaMalloc on device " + std::to_string(t_current_device) +
+               ": refused, its server placed the memory where another device's is (give each server its own "
+               "--device-va-base)");
+      return false;
+    }
+    r.alloc_dev[dptr] = t_current_device;
+  }
+  r.allocs[dptr] = size;
+  return true;
+}
+
+void forget_alloc_locked(uint64_t dptr) {
+  rt().allocs.erase(dptr);
+  if (Connection::devices() > 1) rt().alloc_dev.erase(dptr);
+}
+
 cudaError_t device_alloc(size_t size, uint64_t* dptr) {
   WH_CONN(c);
   MallocResp rs{};
   if (cudaError_t e = c->call<Op::Malloc>({size}, &rs); e != cudaSuccess) return e;
   *dptr = rs.dptr;
   if (rs.dptr) {
-    std::lock_guard lk(rt().mu);
-    rt().allocs[rs.dptr] = size;
+    std::unique_lock lk(rt().mu);
+    if (!note_alloc_locked(rs.dptr, size)) {
+      lk.unlock();
+      c->call<Op::Free>({rs.dptr});
+      *dptr = 0;
+      return cudaErrorMemoryAllocation;
+    }
   }
   return cudaSuccess;
 }
 
 cudaError_t device_free(uint64_t dptr) {
+  DeviceScope on(device_of(reinterpret_cast<void*>(dptr)));  // several servers: the owner's
   WH_CONN(c);
   cudaError_t e = c->call<Op::Free>({dptr});
   if (e == cudaSuccess) {
     std::lock_guard lk(rt().mu);
-    rt().allocs.erase(dptr);
+    forget_alloc_locked(dptr);
   }
   return e;
+}
+
+// A copy between two servers' devices: through this process (a D2H then an
+// H2D, in chunks).
+cudaError_t peer_copy(int dst_dev, void* dst, int src_dev, const void* src, size_t n, cudaStream_t s, bool async) {
+  (void)async;
+  if (n == 0) return cudaSuccess;
+  if (dst_dev < 0 || src_dev < 0 || dst_dev >= Connection::devices() || src_dev >= Connection::devices())
+    return cudaErrorInvalidDevice;
+  if (s) {  // the stream's earlier work first
+    WH_CONN(c);
+    if (cudaError_t e = c->call<Op::StreamSynchronize>({stream_handle(s)}); e != cudaSuccess) return e;
+  }
+  constexpr size_t kChunk = 8 << 20;
+  std::vector<uint8_t> buf(std::min(n, kChunk));
+  for (size_t at = 0; at < n; at += kChunk) {
+    size_t len = std::min(kChunk, n - at);
+    {
+      DeviceScope on(src_dev);
+      if (cudaError_t e = memcpy_core(buf.data(), static_cast<const uint8_t*>(src) + at, len,
+                                      cudaMemcpyDeviceToHost, nullptr, false);
+          e != cudaSuccess)
+        return e;
+    }
+    DeviceScope on(dst_dev);
+    if (cudaError_t e = memcpy_core(static_cast<uint8_t*>(dst) + at, buf.data(), len, cudaMemcpyHostToDevice,
+                                    nullptr, false);
+        e != cudaSuccess)
+      return e;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace wh::guest
@@ -374,8 +459,13 @@ static cudaError_t malloc_async(void** p, size_t size, uint64_t pool, cudaStream
   if (e != cudaSuccess) return e;
   *p = reinterpret_cast<void*>(rs.dptr);
   if (rs.dptr) {
-    std::lock_guard lk(rt().mu);
-    rt().allocs[rs.dptr] = size;
+    std::unique_lock lk(rt().mu);
+    if (!note_alloc_locked(rs.dptr, size)) {
+      lk.unlock();
+      c->post<Op::FreeAsync>({rs.dptr, stream_handle(s)});
+      *p = nullptr;
+      return cudaErrorMemoryAllocation;
+    }
   }
   return cudaSuccess;
 }
@@ -393,13 +483,19 @@ cudaError_t cudaMallocFromPoolAsync(void** p, size_t size, cudaMemPool_t pool, c
 }
 
 cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
+  const int owner = device_of(p);
+  if (owner >= 0 && owner != t_current_device) {  // several servers: another's memory
+    if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess) return e;
+    DeviceScope on(owner);
+    return cudaFreeAsync(p, nullptr);
+  }
   WH_CONN(c);
   if (cudaError_t ce; capture_any() && capture_free(s, p, &ce)) return set_error(ce);
   if (cudaError_t ge; p && graph_mem_free(p, &ge)) return set_error(ge);
   cudaError_t e = c->post<Op::FreeAsync>({reinterpret_cast<uint64_t>(p), stream_handle(s)});
   if (e == cudaSuccess && p) {
     std::lock_guard lk(rt().mu);
-    rt().allocs.erase(reinterpret_cast<uint64_t>(p));
+    forget_alloc_locked(reinterpret_cast<uint64_t>(p));
   }
   return set_error(e);
 }
@@ -489,7 +585,7 @@ cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
     log_once("pinned heap exhausted (wormhole-server --pinned-mb sets its size)");
     return set_error(cudaErrorMemoryAllocation);
   }
-  *p = c->data().data() + off;
+  *p = (Connection::devices() > 1 ? Connection::of(0) : c)->data().data() + off;
   return cudaSuccess;
 }
 
@@ -544,6 +640,34 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
   return set_error(do_memcpy(dst, src, n, kind, s, true));
 }
 
+// Between two devices: on one server an ordinary device copy; between two
+// servers (docs/remote.md "Several servers") a peer copy.
+static cudaError_t memcpy_peer(void* dst, int dst_dev, const void* src, int src_dev, size_t n, cudaStream_t s,
+                               bool async) {
+  if (cudaError_t e = ensure_props(); e != cudaSuccess) return e;
+  const int count = Connection::devices();
+  if (dst_dev < 0 || src_dev < 0 || dst_dev >= count || src_dev >= count) return cudaErrorInvalidDevice;
+  if (n == 0) return cudaSuccess;
+  if (dst_dev == src_dev) {
+    if (dst_dev != t_current_device && s) {  // `s` is the current device's
+      if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess) return e;
+      s = nullptr;
+      async = false;
+    }
+    DeviceScope on(dst_dev);
+    return do_memcpy(dst, src, n, cudaMemcpyDeviceToDevice, s, async);
+  }
+  return peer_copy(dst_dev, dst, src_dev, src, n, s, async);
+}
+
+cudaError_t cudaMemcpyPeer(void* dst, int dst_dev, const void* src, int src_dev, size_t n) {
+  return set_error(memcpy_peer(dst, dst_dev, src, src_dev, n, nullptr, false));
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_dev, const void* src, int src_dev, size_t n, cudaStream_t s) {
+  return set_error(memcpy_peer(dst, dst_dev, src, src_dev, n, s, true));
+}
+
 }  // extern "C"
 
 cudaError_t wh::guest::do_memcpy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
@@ -595,12 +719,18 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
 cudaError_t cudaMemset(void* p, int value, size_t n) {
   if (capture_any())
     if (cudaError_t e = capture_check_unsafe(nullptr); e != cudaSuccess) return set_error(e);
+  DeviceScope on(device_of(p));  // several servers: the owner's
   WH_CONN(c);
   return set_error(c->call<Op::Memset>({reinterpret_cast<uint64_t>(p), n, 0, value, 0}));
 }
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
   if (capture_any() && stream_capturing(s)) return set_error(capture_memset(s, p, value, n));
+  if (const int owner = device_of(p); owner >= 0 && owner != t_current_device) {
+    // Several servers: another device's memory, on its default stream.
+    if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess) return e;
+    return cudaMemset(p, value, n);
+  }
   WH_CONN(c);
   return set_error(c->post<Op::Memset>({reinterpret_cast<uint64_t>(p), n, stream_handle(s), value, 0}));
 }
@@ -627,6 +757,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   } else if (is_device_ptr(p)) {
     a->type = cudaMemoryTypeDevice;
     a->devicePointer = const_cast<void*>(p);
+    a->device = std::max(device_of(p), 0);  // several servers: the owner
   } else if (in_data_area(p, 1, &off)) {
     a->type = cudaMemoryTypeHost;
     a->hostPointer = const_cast<void*>(p);

@@ -16,7 +16,6 @@ Runtime& rt() {
 
 namespace {
 thread_local cudaError_t t_last_error = cudaSuccess;
-thread_local int t_device = 0;
 }  // namespace
 
 cudaError_t set_error(cudaError_t e) {
@@ -43,18 +42,40 @@ cudaError_t ensure_props() {
     if (r.props_loaded) return cudaSuccess;
   }
   WH_CONN(c);
+  // Several servers: device k is server k's device 0.
+  const int n = Connection::devices();
+  std::vector<DeviceDescription> devs(n);
   GetDeviceCountResp dc{};
-  if (cudaError_t e = c->call<Op::GetDeviceCount>({}, &dc); e != cudaSuccess) return e;
   GetDevicePropsResp pr{};
-  std::vector<uint8_t> tail;
-  if (cudaError_t e = c->call<Op::GetDeviceProps>({0}, &pr, {}, &tail); e != cudaSuccess) return e;
-  if (tail.size() != sizeof(DeviceDescription)) return cudaErrorUnknown;
+  for (int d = 0; d < n; d++) {
+    Connection* cd = n > 1 ? Connection::of(d) : c;
+    if (cudaError_t e = cd->call<Op::GetDeviceCount>({}, &dc); e != cudaSuccess) return e;
+    std::vector<uint8_t> tail;
+    if (cudaError_t e = cd->call<Op::GetDeviceProps>({0}, &pr, {}, &tail); e != cudaSuccess) return e;
+    if (tail.size() != sizeof(DeviceDescription)) return cudaErrorUnknown;
+    std::memcpy(&devs[d], tail.data(), sizeof devs[d]);
+    if (d == 0) r.driver_version = pr.driver_version;
+  }
   std::lock_guard lk(r.mu);
-  std::memcpy(&r.dev, tail.data(), sizeof r.dev);
-  r.device_count = dc.count;
-  r.driver_version = pr.driver_version;
+  r.dev = devs[0];
+  r.devs = std::move(devs);
+  r.device_count = n > 1 ? n : dc.count;
+  if (n == 1) r.driver_version = pr.driver_version;
   r.props_loaded = true;
   return cudaSuccess;
+}
+
+int device_of(const void* p) {
+  if (Connection::devices() <= 1) return -1;
+  Runtime& r = rt();
+  auto a = reinterpret_cast<uint64_t>(p);
+  std::lock_guard lk(r.mu);
+  auto it = r.allocs.upper_bound(a);
+  if (it == r.allocs.begin()) return -1;
+  --it;
+  if (a - it->first >= std::max<uint64_t>(it->second, 1)) return -1;
+  auto d = r.alloc_dev.find(it->first);
+  return d == r.alloc_dev.end() ? -1 : d->second;
 }
 
 }  // namespace wh::guest
@@ -90,19 +111,20 @@ cudaError_t cudaGetDeviceCount(int* count) {
 
 cudaError_t cudaGetDevice(int* device) {
   if (!device) return set_error(cudaErrorInvalidValue);
-  *device = t_device;
+  *device = t_current_device;
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
   if (cudaError_t e = ensure_props(); e != cudaSuccess) return set_error(e);
   if (device < 0 || device >= rt().device_count) return set_error(cudaErrorInvalidDevice);
-  if (device != 0) {
-    // One session is one context on one device (see docs/ARCHITECTURE.md).
-    log_once("cudaSetDevice: only device 0 is forwarded per process");
+  if (device >= Connection::devices()) {
+    // One session is one context on one device (see docs/ARCHITECTURE.md);
+    // several devices are several servers (WORMHOLE_SERVER's list).
+    log_once("cudaSetDevice: only device 0 is forwarded per server");
     return set_error(cudaErrorInvalidDevice);
   }
-  t_device = device;
+  t_current_device = device;
   return cudaSuccess;
 }
 
@@ -124,7 +146,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (cudaError_t e = ensure_props(); e != cudaSuccess) return set_error(e);
   if (device < 0 || device >= rt().device_count) return set_error(cudaErrorInvalidDevice);
   std::lock_guard lk(rt().mu);
-  *prop = rt().dev.props;
+  *prop = device_desc(device).props;
   return cudaSuccess;
 }
 
@@ -139,8 +161,27 @@ cudaError_t cudaDeviceGetCacheConfig(cudaFuncCache* c) {
   if (c) *c = cudaFuncCachePreferNone;
   return cudaSuccess;
 }
-cudaError_t cudaDeviceCanAccessPeer(int* can, int, int) {
-  if (can) *can = 0;
+cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
+  if (!can) return set_error(cudaErrorInvalidValue);
+  if (cudaError_t e = ensure_props(); e != cudaSuccess) return set_error(e);
+  if (device < 0 || device >= rt().device_count || peer < 0 || peer >= rt().device_count)
+    return set_error(cudaErrorInvalidDevice);
+  // Several servers: copies between them are forwarded (docs/remote.md).
+  *can = device != peer && Connection::devices() > 1 ? 1 : 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+  if (flags != 0) return set_error(cudaErrorInvalidValue);
+  if (cudaError_t e = ensure_props(); e != cudaSuccess) return set_error(e);
+  if (peer < 0 || peer >= rt().device_count) return set_error(cudaErrorInvalidDevice);
+  if (peer == t_current_device || Connection::devices() <= 1) return set_error(cudaErrorInvalidDevice);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceDisablePeerAccess(int peer) {
+  if (cudaError_t e = ensure_props(); e != cudaSuccess) return set_error(e);
+  if (peer < 0 || peer >= rt().device_count || Connection::devices() <= 1) return set_error(cudaErrorInvalidDevice);
   return cudaSuccess;
 }
 
@@ -167,7 +208,19 @@ cudaError_t cudaDeviceReset(void) {
   }
   for (auto& [h, k] : r.kernels) k->handle.store(0);
   for (auto& [h, v] : r.vars) v->dptr = 0;
-  r.allocs.clear();
+  if (Connection::devices() > 1) {
+    // Only this device's allocations went with its context.
+    for (auto it = r.alloc_dev.begin(); it != r.alloc_dev.end();) {
+      if (it->second != t_current_device) {
+        ++it;
+        continue;
+      }
+      r.allocs.erase(it->first);
+      it = r.alloc_dev.erase(it);
+    }
+  } else {
+    r.allocs.clear();
+  }
   r.sticky = cudaSuccess;
   t_last_error = cudaSuccess;
   return e;

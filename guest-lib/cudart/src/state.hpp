@@ -19,6 +19,25 @@
 
 namespace wh::guest {
 
+// A server handle kept per device (several servers: each loads its own
+// modules): reads and writes name the calling thread's current device.
+template <class T>
+struct PerDevice {
+  T v[kMaxDevices]{};
+  operator T() const { return v[t_current_device]; }
+  PerDevice& operator=(T x) {
+    v[t_current_device] = x;
+    return *this;
+  }
+  T& on(int d) { return v[d]; }
+};
+struct PerDeviceAtomic {
+  std::atomic<uint64_t> v[kMaxDevices]{};
+  uint64_t load(std::memory_order o = std::memory_order_seq_cst) const { return v[t_current_device].load(o); }
+  void store(uint64_t x, std::memory_order o = std::memory_order_seq_cst) { v[t_current_device].store(x, o); }
+  operator uint64_t() const { return load(); }
+};
+
 struct ManagedVarRec {
   void** host_ptr = nullptr;  // the program's pointer to the variable, set once placed
   std::string name;
@@ -32,7 +51,7 @@ struct Fatbin {
   // -rdc=true: the device-linked fatbin followed by the per-unit fatbins,
   // whose PTX the sim device links (the linked one carries SASS only).
   std::vector<uint8_t> rdc_image;
-  uint64_t module = 0;  // server handle once shipped (lazily, once)
+  PerDevice<uint64_t> module;  // server handle once shipped (lazily, once per device)
   std::map<std::string, std::vector<proto::ParamInfo>> params;  // from .nv.info / PTX
   bool params_parsed = false;
   std::vector<ManagedVarRec> managed;  // __managed__ variables (managed.cpp)
@@ -53,7 +72,7 @@ struct Fatbin {
 struct KernelRec {
   Fatbin* fb = nullptr;
   std::string name;
-  std::atomic<uint64_t> handle{0};  // server kernel handle, set once
+  PerDeviceAtomic handle;  // server kernel handle, set once per device
   std::vector<proto::ParamInfo> params;
   uint32_t param_bytes = 0;
   int max_dynamic_shared = 0;
@@ -63,7 +82,7 @@ struct VarRec {
   Fatbin* fb = nullptr;
   std::string name;
   size_t size = 0;
-  uint64_t dptr = 0;
+  PerDevice<uint64_t> dptr;  // per device
 };
 
 struct Runtime {
@@ -72,11 +91,13 @@ struct Runtime {
   int device_count = 0;
   int driver_version = 0;
   proto::DeviceDescription dev{};  // attributes and properties of device 0
+  std::vector<proto::DeviceDescription> devs;  // of each device (several servers), devs[0] == dev
   unsigned device_flags = 0;
   std::vector<Fatbin*> fatbins;
   std::unordered_map<const void*, KernelRec*> kernels;  // host stub -> kernel
   std::unordered_map<const void*, VarRec*> vars;        // host shadow -> variable
   std::map<uint64_t, uint64_t> allocs;                  // device allocations: dptr -> bytes
+  std::map<uint64_t, int> alloc_dev;                    // several servers: dptr -> its device
   std::map<uintptr_t, size_t> host_registered;          // cudaHostRegister'ed ranges
   // Pinned heap inside the data area: free blocks offset -> size, and live ones.
   std::map<uint64_t, uint64_t> heap_free, heap_used;
@@ -97,6 +118,27 @@ inline bool is_sticky(cudaError_t e) {
 // fault details) to stdout/stderr; synchronising calls and launches call it
 // (output.cpp). Costs one load when there is none.
 void flush_device_output(Connection* c);
+// The description of device d (0 <= d < device_count), rt().mu held.
+inline const proto::DeviceDescription& device_desc(int d) {
+  Runtime& r = rt();
+  return d > 0 && size_t(d) < r.devs.size() ? r.devs[d] : r.dev;
+}
+// Several servers: the device owning device address p (an allocation of
+// this process), or -1 (unknown, or a single device).
+int device_of(const void* p);
+// Runs the calls in its scope on device d (d < 0: stays), then restores the
+// thread's current device: calls naming another device's pointer go there.
+struct DeviceScope {
+  int saved;
+  explicit DeviceScope(int d) : saved(t_current_device) {
+    if (d >= 0) t_current_device = d;
+  }
+  ~DeviceScope() { t_current_device = saved; }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+};
+// Several servers: a copy between devices of two servers (memory.cpp).
+cudaError_t peer_copy(int dst_dev, void* dst, int src_dev, const void* src, size_t n, cudaStream_t s, bool async);
 // Sets this thread's last error (cudaGetLastError) and returns e.
 cudaError_t set_error(cudaError_t e);
 // The connection, or nullptr with the last error set to `e`.

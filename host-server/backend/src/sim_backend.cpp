@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -38,6 +39,7 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kWindowShift = 40;
 constexpr uint64_t kWindowBytes = uint64_t(1) << kWindowShift;
 constexpr uint64_t kFirstWindow = 0x100;
+constexpr uint64_t kWindows = 0xF000;  // windows recycle after 61440 sessions
 constexpr uint64_t kAllocAlign = 256;  // cudaMalloc's alignment guarantee
 // The top of each window belongs to mapped host memory (map_host); no
 // allocation is ever placed there, whenever the mapping is made.
@@ -920,8 +922,21 @@ class SimContext final : public Context, public ptx::DeviceMemory {
 
 class SimBackend final : public Backend {
  public:
-  SimBackend(unsigned threads, uint64_t memory, uint64_t kernel_timeout_ms)
-      : threads_(threads), memory_(memory), kernel_timeout_ms_(kernel_timeout_ms) {}
+  SimBackend(unsigned threads, uint64_t memory, uint64_t kernel_timeout_ms, uint64_t va_base)
+      : threads_(threads), memory_(memory), kernel_timeout_ms_(kernel_timeout_ms) {
+    // The first session's window: --device-va-base, else a random one, so
+    // that two servers one process uses as two devices (docs/remote.md
+    // "Several servers") hand out different addresses.
+    uint64_t first = va_base >> kWindowShift;
+    if (first >= kFirstWindow && first < kFirstWindow + kWindows) {
+      next_window_ = first - kFirstWindow;
+    } else {
+      uint64_t r = 0;
+      std::random_device rd;
+      r = (uint64_t(rd()) << 32) | rd();
+      next_window_ = r % kWindows;
+    }
+  }
   const char* name() const override { return "sim"; }
   int device_count() const override { return 1; }
   int driver_version() const override { return 13000; }
@@ -1084,7 +1099,7 @@ class SimBackend final : public Backend {
       return nullptr;
     }
     uint64_t quota = limits.memory_quota ? std::min(limits.memory_quota, memory_) : memory_;
-    uint64_t window = kFirstWindow + next_window_.fetch_add(1) % 0xF000;  // windows recycle after 61440 sessions
+    uint64_t window = kFirstWindow + next_window_.fetch_add(1) % kWindows;
     proto::DeviceDescription d;
     describe(0, &d);
     return std::make_unique<SimContext>(window, quota, limits.shared, memory_, used_, threads_, kernel_timeout_ms_, d);
@@ -1100,8 +1115,9 @@ class SimBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_sim_backend(unsigned worker_threads, uint64_t memory_bytes, uint64_t kernel_timeout_ms) {
-  return std::make_unique<SimBackend>(worker_threads, memory_bytes, kernel_timeout_ms);
+std::unique_ptr<Backend> make_sim_backend(unsigned worker_threads, uint64_t memory_bytes, uint64_t kernel_timeout_ms,
+                                          uint64_t device_va_base) {
+  return std::make_unique<SimBackend>(worker_threads, memory_bytes, kernel_timeout_ms, device_va_base);
 }
 
 }  // namespace wh::server

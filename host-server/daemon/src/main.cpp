@@ -203,6 +203,19 @@ int main(int argc, char** argv) {
   app.add_option("--kernel-timeout-ms", kernel_timeout_ms,
                  "sim device: a kernel running longer fails with cudaErrorLaunchTimeout (0: no limit)")
       ->check(CLI::Range(uint64_t(0), uint64_t(1) << 40));
+  std::string va_base_arg;
+  app.add_option("--device-va-base", va_base_arg,
+                 "sim device: first device address of the sessions, a multiple of 2^40 (hex 0x...) from 2^48 to "
+                 "0xF1 << 48; default a random one (servers one process uses together need distinct ones)")
+      ->check([](const std::string& v) {
+        char* end = nullptr;
+        errno = 0;
+        unsigned long long a = std::strtoull(v.c_str(), &end, 0);
+        return !v.empty() && end && !*end && errno == 0 && (a & ((1ull << 40) - 1)) == 0 &&
+                       a >= wh::server::kSimVaBaseMin && a < wh::server::kSimVaBaseEnd
+                   ? std::string()
+                   : std::string("a multiple of 2^40 from 0x1000000000000 to below 0xf1000000000000");
+      });
   app.add_option("--vm", vm_args, "serve a VM's ivshmem region: NAME=PATH[:CHANNELS]");
   app.add_option("--vm-gate", vm_gate_args,
                  "serve a VM's exitless gate: NAME=PATH, PATH the file behind the memory-backend-file of "
@@ -323,7 +336,12 @@ int main(int argc, char** argv) {
     }
     if (!backend) spdlog::info("no GPU ({}); using the sim backend", err);
   }
-  if (!backend) backend = wh::server::make_sim_backend(sim_threads, sim_memory_mb << 20, kernel_timeout_ms);
+  if (!backend) {
+    uint64_t va_base = va_base_arg.empty() ? 0 : std::strtoull(va_base_arg.c_str(), nullptr, 0);
+    backend = wh::server::make_sim_backend(sim_threads, sim_memory_mb << 20, kernel_timeout_ms, va_base);
+  } else if (!va_base_arg.empty()) {
+    spdlog::warn("--device-va-base applies to the sim device only: the cuda backend's addresses are the driver's");
+  }
 
   wh::server::Server server(cfg, *backend);
   g_server = &server;

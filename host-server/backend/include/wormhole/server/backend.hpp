@@ -260,9 +260,13 @@ class Backend {
 
 // The sim device: CPU execution through the PTX interpreter and OpenBLAS.
 // A kernel running longer than kernel_timeout_ms (0: no limit) fails with
-// cudaErrorLaunchTimeout, as under a display watchdog.
+// cudaErrorLaunchTimeout, as under a display watchdog. Sessions' device
+// addresses start at device_va_base (a multiple of 2^40 in [2^48, 0xF1 << 48));
+// any other value: a random 1 TiB window in that range.
 std::unique_ptr<Backend> make_sim_backend(unsigned worker_threads, uint64_t memory_bytes,
-                                          uint64_t kernel_timeout_ms = 0);
+                                          uint64_t kernel_timeout_ms = 0, uint64_t device_va_base = 0);
+// The range make_sim_backend accepts for device_va_base.
+constexpr uint64_t kSimVaBaseMin = uint64_t(0x100) << 40, kSimVaBaseEnd = uint64_t(0xF100) << 40;
 // The real GPU through libcuda.so.1 (dlopen). nullptr (and *err) when no
 // driver or no device is present.
 std::unique_ptr<Backend> make_cuda_backend(std::string* err);
