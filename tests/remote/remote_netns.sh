@@ -116,10 +116,18 @@ multi)
   cat "$tmp/out"
   grep -q "^PASS" "$tmp/out" || fail "multi printed no PASS"
   grep -q "network client $ip_c" "$tmp/b.log" || { cat "$tmp/b.log"; fail "no session on server B"; }
+  # The peer copies went server to server: B received device 0's bytes
+  # from server A's address (not the client's), and A device 1's from B.
+  n0=$((((4 << 20) + 17) * 4))
+  grep -q "peer copy: received $n0 bytes from server $ip_s" "$tmp/b.log" \
+    || { cat "$tmp/b.log"; fail "server B did not receive the 0->1 peer copy from server A"; }
+  grep -q "peer copy: received $(( (n0 / 4 - 2000) * 4 )) bytes from server $ip_s" "$tmp/server.log" \
+    || fail "server A did not receive the 1->0 peer copy from server B"
   # A single-server program is unchanged beside it.
   client "$build/tests/remote/roundtrip" 4 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "roundtrip on one server"; }
   if [ "${WH_MULTI_BENCH:-0}" = 1 ]; then
-    url="$servers" client "$build/tests/remote/multi" bench || fail "multi bench"
+    url="$servers" client "$build/tests/remote/multi" bench | tee "$tmp/bench" || fail "multi bench"
+    [ -n "${WH_BENCH_OUT:-}" ] && sed -n 's/^peer_gb_s=/multi: 64 MiB peer copy server to server GB\/s=/p' "$tmp/bench" > "$WH_BENCH_OUT"
   fi
   kill "$bpid" 2>/dev/null; wait "$bpid" 2>/dev/null
   ;;

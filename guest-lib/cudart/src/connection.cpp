@@ -81,6 +81,7 @@ bool Connection::connect_remote(const std::string& url, std::string* err) {
   if (!remote_) return false;
   version_ = remote_->version();
   transport_ = "ucx";
+  url_ = url;
   return true;
 }
 

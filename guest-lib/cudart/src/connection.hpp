@@ -41,8 +41,9 @@ class Connection {
   static int devices();
   // Device d's connection (0 <= d < devices()), after get().
   static Connection* of(int device);
-  // This connection's device number.
+  // This connection's device number, and (ucx://) the server's URL.
   int index() const { return index_; }
+  const std::string& url() const { return url_; }
   // True in the child of a fork() of a connected process (get() is nullptr).
   static bool in_forked_child();
   ~Connection();
@@ -129,6 +130,7 @@ class Connection {
   std::unique_ptr<vmfunc::Link> gate_;  // vmfunc only
   std::atomic<uint64_t> issued_{0};     // requests sent (ring + gate), for vmfunc state freshness
   int index_ = 0;                       // device number (several servers)
+  std::string url_;                     // ucx:// only
 };
 
 // Logs a message once per distinct text (stderr, prefixed "wormhole:").

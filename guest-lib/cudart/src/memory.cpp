@@ -384,8 +384,11 @@ cudaError_t device_free(uint64_t dptr) {
   return e;
 }
 
-// A copy between two servers' devices: through this process (a D2H then an
-// H2D, in chunks).
+// A copy between two servers' devices: server to server (peer_api.def): a
+// ticket from the destination, a push by the source, a commit by the
+// destination, per chunk of at most kPeerChunkMax. Servers without peer
+// copies (cudaErrorNotSupported) get it through this process instead (a D2H
+// then an H2D, in chunks).
 cudaError_t peer_copy(int dst_dev, void* dst, int src_dev, const void* src, size_t n, cudaStream_t s, bool async) {
   (void)async;
   if (n == 0) return cudaSuccess;
@@ -395,9 +398,33 @@ cudaError_t peer_copy(int dst_dev, void* dst, int src_dev, const void* src, size
     WH_CONN(c);
     if (cudaError_t e = c->call<Op::StreamSynchronize>({stream_handle(s)}); e != cudaSuccess) return e;
   }
+  Connection* cs = Connection::of(src_dev);
+  Connection* cd = Connection::of(dst_dev);
+  if (!cs || !cd) return cudaErrorInvalidDevice;
+  static const bool via_client = [] {
+    const char* v = std::getenv("WORMHOLE_PEER_VIA_CLIENT");
+    return v && *v == '1';
+  }();
+  size_t at = 0;
+  for (; !via_client && at < n;) {
+    const size_t len = std::min<size_t>(kPeerChunkMax, n - at);
+    const uint64_t d = reinterpret_cast<uint64_t>(dst) + at, sp = reinterpret_cast<uint64_t>(src) + at;
+    PeerTicketResp tk{};
+    cudaError_t e = cd->call<Op::PeerTicket>({d, len}, &tk);
+    if (e == cudaErrorNotSupported && at == 0) break;  // an older server: through us
+    if (e != cudaSuccess) return e;
+    const std::string& url = cd->url();
+    PeerPushReq rq{sp, len, {tk.ticket[0], tk.ticket[1]}, d};
+    e = cs->call<Op::PeerPush>(rq, nullptr, {reinterpret_cast<const uint8_t*>(url.data()), url.size()});
+    // The destination drops an unused ticket when it expires.
+    if (e != cudaSuccess) return e;
+    if ((e = cd->call<Op::PeerCommit>({{tk.ticket[0], tk.ticket[1]}})); e != cudaSuccess) return e;
+    at += len;
+  }
+  if (at >= n) return cudaSuccess;
   constexpr size_t kChunk = 8 << 20;
   std::vector<uint8_t> buf(std::min(n, kChunk));
-  for (size_t at = 0; at < n; at += kChunk) {
+  for (; at < n; at += kChunk) {
     size_t len = std::min(kChunk, n - at);
     {
       DeviceScope on(src_dev);

@@ -91,6 +91,12 @@ class Server {
   bool start_remote();
   void serve_remote_listener();
   void serve_remote_client(std::shared_ptr<net::Link> link);
+  // Peer copies (proto/peer_api.def): a server pushing to one of our
+  // sessions, and our pushes to another server.
+  void serve_peer(net::Link& link, const net::PeerOffer& offer);
+  int32_t peer_push(const std::string& url, const PeerTickets::Ticket& t, uint64_t dst,
+                    std::span<const uint8_t> bytes);
+  PeerTickets peer_tickets_;
   std::unique_ptr<net::Listener> remote_listener_;
   std::vector<net::Key> remote_keys_;
   // A VM's region, sized to fit a file QEMU already maps; null and `err`

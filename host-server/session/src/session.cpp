@@ -117,6 +117,11 @@ std::string Stats::render() const {
                 bytes_htod.load() / 1048576.0, bytes_dtoh.load() / 1048576.0, bytes_dtod.load() / 1048576.0,
                 (unsigned long long)rejected.load(), (unsigned long long)sessions.load());
   o << tail;
+  if (bytes_peer_in.load() || bytes_peer_out.load()) {
+    std::snprintf(tail, sizeof tail, "  peer copies: received %.1f MiB from other servers, pushed %.1f MiB to them\n",
+                  bytes_peer_in.load() / 1048576.0, bytes_peer_out.load() / 1048576.0);
+    o << tail;
+  }
   if (const uint64_t nk = kernels.load()) {
     const double ks = double(kernel_ns.load()) / 1e9;
     const uint64_t ti = thread_instructions.load();
@@ -152,6 +157,7 @@ Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
 
 Session::~Session() {
   account();
+  if (peer_tickets_) peer_tickets_->drop_session(id_);
   // Its kernel figures join the server-wide ones (live sessions' are added
   // by whoever reads them: no shared counter on the launch path).
   stats_.kernels.fetch_add(ctr_.kernels.load(), std::memory_order_relaxed);

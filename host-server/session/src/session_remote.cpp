@@ -33,4 +33,55 @@ int32_t Session::on_MemcpyDtoHInline(const MemcpyDtoHInlineReq& rq, std::span<co
   return cudaSuccess;
 }
 
+// ---- peer copies between servers (peer_api.def). Tickets and pushes exist
+// only where the server set them up (network sessions).
+int32_t Session::on_PeerTicket(const PeerTicketReq& rq, std::span<const uint8_t>, PeerTicketResp& rs,
+                               std::vector<uint8_t>&) {
+  if (!peer_tickets_) return cudaErrorNotSupported;
+  if (rq.bytes == 0 || rq.bytes > kPeerChunkMax || !device_range(rq.dst, rq.bytes)) return cudaErrorInvalidValue;
+  PeerTickets::Ticket t;
+  if (!peer_tickets_->issue(id_, rq.dst, rq.bytes, PeerTickets::Clock::now(), std::chrono::milliseconds(kPeerTicketMs),
+                            &t))
+    return cudaErrorNotPermitted;  // too many outstanding
+  rs.ticket[0] = t.v[0];
+  rs.ticket[1] = t.v[1];
+  rs.expires_ms = kPeerTicketMs;
+  return cudaSuccess;
+}
+
+int32_t Session::on_PeerPush(const PeerPushReq& rq, std::span<const uint8_t> tail, PeerPushResp&,
+                             std::vector<uint8_t>&) {
+  if (!peer_push_) return cudaErrorNotSupported;
+  if (rq.bytes == 0 || rq.bytes > kPeerChunkMax || !device_range(rq.src, rq.bytes)) return cudaErrorInvalidValue;
+  if (tail.size() < 7 || tail.size() > kPeerUrlMax) return cudaErrorInvalidValue;
+  std::string url(reinterpret_cast<const char*>(tail.data()), tail.size());
+  if (url.compare(0, 6, "ucx://") != 0 || url.find('\0') != std::string::npos) return cudaErrorInvalidValue;
+  std::vector<uint8_t> bytes(rq.bytes);
+  Err e = ctx_->copy_dtoh(bytes.data(), rq.src, rq.bytes, nullptr);
+  if (e == cudaSuccess) e = ctx_->stream_synchronize(nullptr);
+  if (e != cudaSuccess) return e;
+  PeerTickets::Ticket t{{rq.ticket[0], rq.ticket[1]}};
+  int32_t st = peer_push_(url, t, rq.dst, bytes);
+  if (st == cudaSuccess) stats_.bytes_peer_out += rq.bytes;
+  return st;
+}
+
+int32_t Session::on_PeerCommit(const PeerCommitReq& rq, std::span<const uint8_t>, PeerCommitResp&,
+                               std::vector<uint8_t>&) {
+  if (!peer_tickets_) return cudaErrorNotSupported;
+  PeerTickets::Ticket t{{rq.ticket[0], rq.ticket[1]}};
+  uint64_t dst = 0;
+  std::vector<uint8_t> bytes;
+  std::string why;
+  if (!peer_tickets_->take(id_, t, PeerTickets::Clock::now(), &dst, &bytes, &why)) return cudaErrorInvalidValue;
+  // The memory may have been freed since the ticket was issued.
+  if (!device_range(dst, bytes.size())) return cudaErrorInvalidValue;
+  Err e = ctx_->copy_htod(dst, bytes.data(), bytes.size(), nullptr);
+  if (e == cudaSuccess) e = ctx_->stream_synchronize(nullptr);
+  if (e != cudaSuccess) return e;
+  stats_.bytes_peer_in += bytes.size();
+  SessionCounters::add(ctr_.bytes_in, bytes.size());
+  return cudaSuccess;
+}
+
 }  // namespace wh::server

@@ -135,6 +135,28 @@ struct Verdict {
 };
 static_assert(sizeof(Challenge) == 48 && sizeof(Proof) == 80 && sizeof(Verdict) == 152, "fixed handshake");
 
+// A server pushing a peer copy (proto/peer_api.def) to another server
+// answers the Challenge with this instead of a Proof (same size): it holds
+// no key, only the one-time ticket the destination issued, and names the
+// exact range and length the ticket is for. The destination's Verdict
+// carries no MAC; after it come exactly `bytes` raw bytes, then the
+// destination's PeerAck.
+constexpr uint32_t kPeerMagic = 0x54524857u;  // "WHRT"
+struct PeerOffer {
+  uint32_t magic;
+  uint16_t min_version, max_version;
+  uint64_t pad;
+  uint64_t ticket[2];
+  uint64_t dst;
+  uint64_t bytes;
+  uint8_t pad2[32];
+};
+struct PeerAck {
+  uint32_t magic;  // kPeerMagic
+  int32_t status;  // 0: every byte arrived and is kept for the ticket's session
+};
+static_assert(sizeof(PeerOffer) == sizeof(Proof) && sizeof(PeerAck) == 8, "fixed handshake");
+
 struct Key {
   std::string name;  // the file's name: the credential in logs
   uint32_t owner = 0;  // the file's owner uid: the credential's quota (--uid-quota-mb)

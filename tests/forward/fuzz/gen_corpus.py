@@ -17,7 +17,7 @@ import sys
 # cublas_api.def, starting at 1 (read from the table so seeds follow it).
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f)
-          for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def", "cublaslt_api.def", "curand_api.def", "cudnn_api.def", "remote_api.def")]
+          for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def", "cublaslt_api.def", "curand_api.def", "cudnn_api.def", "remote_api.def", "peer_api.def")]
 OPS = []
 for t in TABLES:
     for line in open(t):
@@ -279,6 +279,21 @@ def seeds():
     s.req("DeviceSynchronize")
     s.req("Free", q(ref(d)))
     out["dnn_norm"] = s.b
+    # Peer copies between servers: a ticket for a real range, then forged,
+    # replayed and out-of-range ones (no peer server: a push fails cleanly).
+    s = Seq()
+    d = s.req("Malloc", q(1 << 16), resp_words=1)
+    t = s.req("PeerTicket", q(ref(d), 4096), resp_words=3)
+    s.req("PeerTicket", q(ref(d, 1 << 16), 4096))
+    s.req("PeerTicket", q(ref(d), 0))
+    s.req("PeerTicket", q(ref(d), 1 << 40))
+    s.req("PeerCommit", q(ref(t), ref(t + 1)))
+    s.req("PeerCommit", q(0x1234, 0x5678))
+    s.req("PeerPush", q(ref(d), 4096, ref(t), ref(t + 1), ref(d)) + b"ucx://127.0.0.1:1")
+    s.req("PeerPush", q(ref(d), 4096, 1, 2, ref(d)) + b"not a url")
+    s.req("PeerPush", q(ref(d, 1 << 16), 4096, 1, 2, ref(d)))
+    s.req("Free", q(ref(d)))
+    out["peer"] = s.b
     # Device queries and protocol edge cases.
     s = Seq()
     s.req("GetDeviceCount")

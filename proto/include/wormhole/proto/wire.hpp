@@ -15,10 +15,11 @@
 #include "wormhole/proto/cufft_api.def"
 #include "wormhole/proto/curand_api.def"
 #include "wormhole/proto/remote_api.def"
+#include "wormhole/proto/peer_api.def"
 #include "wormhole/region.h"
 
 // Every forwarded library's table, in one opcode numbering.
-#define WH_ALL_OPS(X) WH_CUDART_OPS(X) WH_CUBLAS_OPS(X) WH_CUFFT_OPS(X) WH_CUBLASLT_OPS(X) WH_CURAND_OPS(X) WH_CUDNN_OPS(X) WH_REMOTE_OPS(X)
+#define WH_ALL_OPS(X) WH_CUDART_OPS(X) WH_CUBLAS_OPS(X) WH_CUFFT_OPS(X) WH_CUBLASLT_OPS(X) WH_CURAND_OPS(X) WH_CUDNN_OPS(X) WH_REMOTE_OPS(X) WH_PEER_OPS(X)
 
 namespace wh::proto {
 
@@ -94,6 +95,7 @@ inline uint32_t request_tail_max(Op op, uint32_t max_msg) {
     case Op::GraphExecSetKernel: return kMaxParamBytes;
     case Op::GraphInstantiate: return max_msg;
     case Op::DataAreaWrite: return max_msg;  // ucx:// (remote_api.def)
+    case Op::PeerPush: return uint32_t(kPeerUrlMax);  // the destination server (peer_api.def)
     default: return 0;
   }
 }

@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -19,6 +20,7 @@
 #include "wormhole/server/fft.hpp"
 #include "wormhole/server/rand.hpp"
 #include "wormhole/server/handles.hpp"
+#include "wormhole/server/peer.hpp"
 
 namespace wh::server {
 
@@ -38,6 +40,9 @@ struct Stats {
   // Service time histogram per opcode: counts per bucket (not cumulative).
   std::array<std::array<std::atomic<uint64_t>, kLatencyBuckets>, proto::kOpCount> latency{};
   std::atomic<uint64_t> bytes_htod{0}, bytes_dtoh{0}, bytes_dtod{0};
+  // Peer copies between servers (proto/peer_api.def): bytes this server
+  // received from other servers for its sessions, and pushed to them.
+  std::atomic<uint64_t> bytes_peer_in{0}, bytes_peer_out{0};
   std::atomic<uint64_t> rejected{0};  // malformed or invalid requests
   std::atomic<uint64_t> sessions{0};
   // Kernel launches, the time spent in them and (sim device) the
@@ -97,6 +102,15 @@ class Session {
   }
   uint64_t device_bytes() const;
   const SessionCounters& counters() const { return ctr_; }
+  // Peer copies between servers (proto/peer_api.def): the server's tickets
+  // and how it pushes bytes to another server (network sessions only;
+  // without them the peer calls answer cudaErrorNotSupported).
+  using PeerPusher = std::function<int32_t(const std::string& url, const PeerTickets::Ticket& t, uint64_t dst,
+                                           std::span<const uint8_t> bytes)>;
+  void set_peer(PeerTickets* tickets, PeerPusher push) {
+    peer_tickets_ = tickets;
+    peer_push_ = std::move(push);
+  }
   // From any thread: stops the kernel this session runs, and all later ones
   // (its client is gone or the server stops).
   void cancel() { ctx_->cancel(); }
@@ -263,6 +277,8 @@ class Session {
   std::unique_ptr<Context> ctx_;
   std::span<uint8_t> data_;
   Stats& stats_;
+  PeerTickets* peer_tickets_ = nullptr;
+  PeerPusher peer_push_;
   uint64_t mapped_dptr_ = 0;
   int device_ = 0;
   std::map<uint64_t, uint64_t> allocs_;   // cudaMalloc'd: dptr -> bytes
