@@ -57,6 +57,9 @@ uint8_t* PeerTickets::claim(const Ticket& t, uint64_t dst, uint64_t bytes, Clock
     return nullptr;
   }
   if (e.dst != dst || e.bytes != bytes) {
+    // Whoever presents a ticket with another range is not the server it
+    // was meant for: the ticket is burnt.
+    tickets_.erase(it);
     *why = "range or length differs from the ticket's";
     return nullptr;
   }

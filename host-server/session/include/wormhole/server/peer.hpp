@@ -30,7 +30,8 @@ class PeerTickets {
   bool issue(uint64_t session, uint64_t dst, uint64_t bytes, Clock::time_point now,
              std::chrono::milliseconds life, Ticket* out);
   // A pushing server presents `t` for exactly [dst, dst+bytes): the buffer
-  // to fill (bytes long) and its session, or nullptr and why. Once only.
+  // to fill (bytes long) and its session, or nullptr and why. Once only; a
+  // presentation with another range or length burns the ticket.
   uint8_t* claim(const Ticket& t, uint64_t dst, uint64_t bytes, Clock::time_point now, uint64_t* session,
                  std::string* why);
   // The claimed ticket's bytes all arrived (ok), or the push failed (the
