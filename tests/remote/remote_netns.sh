@@ -126,7 +126,9 @@ multi)
   # A single-server program is unchanged beside it.
   client "$build/tests/remote/roundtrip" 4 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "roundtrip on one server"; }
   if [ "${WH_MULTI_BENCH:-0}" = 1 ]; then
-    TIMEOUT_MS=10000 url="$servers" client "$build/tests/remote/multi" bench | tee "$tmp/bench" || fail "multi bench"
+    TIMEOUT_MS=10000 url="$servers" client "$build/tests/remote/multi" bench > "$tmp/bench" 2>&1 \
+      || { cat "$tmp/bench"; fail "multi bench"; }
+    cat "$tmp/bench"
     [ -n "${WH_BENCH_OUT:-}" ] && sed -n 's/^peer_gb_s=/multi: 64 MiB peer copy server to server GB\/s=/p' "$tmp/bench" > "$WH_BENCH_OUT"
   fi
   kill "$bpid" 2>/dev/null; wait "$bpid" 2>/dev/null

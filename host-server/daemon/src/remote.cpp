@@ -321,7 +321,7 @@ void Server::serve_remote_client(std::shared_ptr<net::Link> link) {
 // session; nothing else it sends is trusted. The bytes are kept for the
 // ticket until its session commits them (PeerCommit, in that session's
 // thread and stream order).
-void Server::serve_peer(net::Link& link, const net::PeerOffer& offer) {
+void Server::serve_peer(net::Link& link, const net::PeerOffer& first) {
   const std::string peer = link.peer();
   auto answer = [&](int32_t status, const char* why) {
     net::Verdict v{};
@@ -331,89 +331,126 @@ void Server::serve_peer(net::Link& link, const net::PeerOffer& offer) {
     std::snprintf(v.message, sizeof v.message, "%s", why);
     return link.send(&v, sizeof v, Clock::now() + 1s);
   };
-  if (offer.max_version < proto::kMinVersion || offer.min_version > proto::kVersion) {
-    answer(cudaErrorInsufficientDriver, "no common protocol version");
-    return warn_limited(fmt::format("refused a peer server from {}: no common protocol version", peer));
-  }
-  PeerTickets::Ticket t{{offer.ticket[0], offer.ticket[1]}};
-  uint64_t sid = 0;
-  std::string why;
-  uint8_t* buf = peer_tickets_.claim(t, offer.dst, offer.bytes, PeerTickets::Clock::now(), &sid, &why);
-  if (!buf) {
-    answer(cudaErrorNotPermitted, why.c_str());
-    return warn_limited(fmt::format("refused a peer copy from {}: {}", peer, why));
-  }
-  if (!answer(0, "")) return peer_tickets_.filled(t, false);
-  // Exactly the ticket's length, in pieces the link's buffer holds.
   const auto limit = std::chrono::milliseconds(cfg_.remote_timeout_ms);
-  uint64_t got = 0;
-  bool ok = true;
-  while (got < offer.bytes) {
-    size_t want = std::min<uint64_t>(offer.bytes - got, link.capacity());
-    if (link.buffered().empty() && !link.fill(std::min<size_t>(want, 1), Clock::now() + limit)) {
-      ok = false;
-      break;
+  net::PeerOffer offer = first;
+  // One offer after another on the same link (the pushing server keeps it
+  // for its next push); a refusal, a broken transfer or silence ends it.
+  for (;;) {
+    if (offer.magic != net::kPeerMagic || offer.max_version < proto::kMinVersion ||
+        offer.min_version > proto::kVersion) {
+      answer(cudaErrorInsufficientDriver, "not a peer offer of a common protocol version");
+      return warn_limited(fmt::format("refused a peer server from {}: bad offer", peer));
     }
-    size_t n = std::min<size_t>(want, link.buffered().size());
-    std::memcpy(buf + got, link.buffered().data(), n);
-    link.consume(n);
-    got += n;
+    PeerTickets::Ticket t{{offer.ticket[0], offer.ticket[1]}};
+    uint64_t sid = 0;
+    std::string why;
+    uint8_t* buf = peer_tickets_.claim(t, offer.dst, offer.bytes, PeerTickets::Clock::now(), &sid, &why);
+    if (!buf) {
+      answer(cudaErrorNotPermitted, why.c_str());
+      return warn_limited(fmt::format("refused a peer copy from {}: {}", peer, why));
+    }
+    if (!answer(0, "")) return peer_tickets_.filled(t, false);
+    // Exactly the ticket's length, in pieces the link's buffer holds.
+    uint64_t got = 0;
+    bool ok = true;
+    while (got < offer.bytes) {
+      size_t want = std::min<uint64_t>(offer.bytes - got, link.capacity());
+      if (link.buffered().empty() && !link.fill(1, Clock::now() + limit)) {
+        ok = false;
+        break;
+      }
+      size_t n = std::min<size_t>(want, link.buffered().size());
+      std::memcpy(buf + got, link.buffered().data(), n);
+      link.consume(n);
+      got += n;
+    }
+    peer_tickets_.filled(t, ok);
+    net::PeerAck ack{net::kPeerMagic, ok ? 0 : int32_t(cudaErrorUnknown)};
+    if (!ok) {
+      link.send(&ack, sizeof ack, Clock::now() + limit);
+      return warn_limited(fmt::format("peer copy for session {} from {} broke off after {} of {} bytes: {}", sid,
+                                      peer, got, offer.bytes, link.dead() ? link.error() : "timed out"));
+    }
+    spdlog::info("session {}: peer copy: received {} bytes from server {}", sid, offer.bytes, peer);
+    if (!link.send(&ack, sizeof ack, Clock::now() + limit)) return;
+    // The next offer, or the link ends when idle this long.
+    auto idle_until = Clock::now() + limit;
+    while (!link.fill(sizeof offer, std::min(Clock::now() + 200ms, idle_until))) {
+      if (link.dead() || stopping_ || Clock::now() >= idle_until) return;
+    }
+    std::memcpy(&offer, link.buffered().data(), sizeof offer);
+    link.consume(sizeof offer);
   }
-  peer_tickets_.filled(t, ok);
-  net::PeerAck ack{net::kPeerMagic, ok ? 0 : int32_t(cudaErrorUnknown)};
-  link.send(&ack, sizeof ack, Clock::now() + limit);
-  if (ok) spdlog::info("session {}: peer copy: received {} bytes from server {}", sid, offer.bytes, peer);
-  else warn_limited(fmt::format("peer copy for session {} from {} broke off after {} of {} bytes: {}", sid, peer, got,
-                                offer.bytes, link.dead() ? link.error() : "timed out"));
 }
 
 // The source side: a link of its own to the destination server, presenting
-// only the ticket (we hold no key of theirs).
+// only the ticket (we hold no key of theirs). The link is kept for the next
+// push to that server; a kept link that turns out closed is replaced once.
 int32_t Server::peer_push(const std::string& url, const PeerTickets::Ticket& t, uint64_t dst,
                           std::span<const uint8_t> bytes) {
   net::Addr addr;
   std::string err;
   if (!net::parse_url(url, &addr, &err)) return cudaErrorInvalidValue;
-  auto link = net::Link::connect(addr, &err);
-  if (!link) {
-    warn_limited(fmt::format("peer copy to {}: {}", url, err));
-    return cudaErrorDevicesUnavailable;
-  }
   const auto limit = std::chrono::milliseconds(cfg_.remote_timeout_ms);
-  auto lost = [&](const char* what) {
-    warn_limited(fmt::format("peer copy to {}: {} ({})", url, what, link->dead() ? link->error() : "timed out"));
-    return int32_t(cudaErrorDevicesUnavailable);
-  };
-  if (!link->fill(sizeof(net::Challenge), Clock::now() + limit)) return lost("no challenge");
-  net::Challenge ch;
-  std::memcpy(&ch, link->buffered().data(), sizeof ch);
-  link->consume(sizeof ch);
-  if (ch.magic != net::kChallengeMagic) return lost("not a wormhole-server");
-  net::PeerOffer offer{};
-  offer.magic = net::kPeerMagic;
-  offer.min_version = proto::kMinVersion;
-  offer.max_version = proto::kVersion;
-  offer.ticket[0] = t.v[0];
-  offer.ticket[1] = t.v[1];
-  offer.dst = dst;
-  offer.bytes = bytes.size();
-  if (!link->send(&offer, sizeof offer, Clock::now() + limit)) return lost("send");
-  if (!link->fill(sizeof(net::Verdict), Clock::now() + limit)) return lost("no verdict");
-  net::Verdict v;
-  std::memcpy(&v, link->buffered().data(), sizeof v);
-  link->consume(sizeof v);
-  if (v.magic != net::kVerdictMagic) return lost("not a wormhole-server");
-  if (v.status != 0) {
-    v.message[sizeof v.message - 1] = 0;
-    warn_limited(fmt::format("peer copy to {} refused: {}", url, v.message));
-    return cudaErrorInvalidValue;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    std::unique_ptr<net::Link> link;
+    if (attempt == 0) {
+      std::lock_guard lk(peer_mu_);
+      if (auto it = peer_links_.find(url); it != peer_links_.end()) {
+        link = std::move(it->second);
+        peer_links_.erase(it);
+      }
+    }
+    const bool kept = link != nullptr;
+    auto lost = [&](const char* what) {
+      warn_limited(fmt::format("peer copy to {}: {} ({})", url, what, link->dead() ? link->error() : "timed out"));
+      return int32_t(cudaErrorDevicesUnavailable);
+    };
+    if (!link) {
+      link = net::Link::connect(addr, &err);
+      if (!link) {
+        warn_limited(fmt::format("peer copy to {}: {}", url, err));
+        return cudaErrorDevicesUnavailable;
+      }
+      if (!link->fill(sizeof(net::Challenge), Clock::now() + limit)) return lost("no challenge");
+      net::Challenge ch;
+      std::memcpy(&ch, link->buffered().data(), sizeof ch);
+      link->consume(sizeof ch);
+      if (ch.magic != net::kChallengeMagic) return lost("not a wormhole-server");
+    }
+    net::PeerOffer offer{};
+    offer.magic = net::kPeerMagic;
+    offer.min_version = proto::kMinVersion;
+    offer.max_version = proto::kVersion;
+    offer.ticket[0] = t.v[0];
+    offer.ticket[1] = t.v[1];
+    offer.dst = dst;
+    offer.bytes = bytes.size();
+    if (!link->send(&offer, sizeof offer, Clock::now() + limit) ||
+        !link->fill(sizeof(net::Verdict), Clock::now() + limit)) {
+      if (kept) continue;  // the destination closed the kept link: a new one
+      return lost("no verdict");
+    }
+    net::Verdict v;
+    std::memcpy(&v, link->buffered().data(), sizeof v);
+    link->consume(sizeof v);
+    if (v.magic != net::kVerdictMagic) return lost("not a wormhole-server");
+    if (v.status != 0) {
+      v.message[sizeof v.message - 1] = 0;
+      warn_limited(fmt::format("peer copy to {} refused: {}", url, v.message));
+      return cudaErrorInvalidValue;
+    }
+    if (!link->send(bytes.data(), bytes.size(), Clock::now() + limit)) return lost("send");
+    if (!link->fill(sizeof(net::PeerAck), Clock::now() + limit)) return lost("no acknowledgement");
+    net::PeerAck ack;
+    std::memcpy(&ack, link->buffered().data(), sizeof ack);
+    link->consume(sizeof ack);
+    if (ack.magic != net::kPeerMagic || ack.status != 0) return cudaErrorUnknown;
+    std::lock_guard lk(peer_mu_);
+    if (!stopping_ && !peer_links_.count(url) && peer_links_.size() < 64) peer_links_[url] = std::move(link);
+    return cudaSuccess;
   }
-  if (!link->send(bytes.data(), bytes.size(), Clock::now() + limit)) return lost("send");
-  if (!link->fill(sizeof(net::PeerAck), Clock::now() + limit)) return lost("no acknowledgement");
-  net::PeerAck ack;
-  std::memcpy(&ack, link->buffered().data(), sizeof ack);
-  if (ack.magic != net::kPeerMagic || ack.status != 0) return cudaErrorUnknown;
-  return cudaSuccess;
+  return cudaErrorDevicesUnavailable;
 }
 
 }  // namespace wh::server

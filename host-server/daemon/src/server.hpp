@@ -97,6 +97,10 @@ class Server {
   int32_t peer_push(const std::string& url, const PeerTickets::Ticket& t, uint64_t dst,
                     std::span<const uint8_t> bytes);
   PeerTickets peer_tickets_;
+  // Links to other servers kept for the next push there (one user at a
+  // time: a push takes its link out of the map and puts it back after).
+  std::mutex peer_mu_;
+  std::map<std::string, std::unique_ptr<net::Link>> peer_links_;
   std::unique_ptr<net::Listener> remote_listener_;
   std::vector<net::Key> remote_keys_;
   // A VM's region, sized to fit a file QEMU already maps; null and `err`
