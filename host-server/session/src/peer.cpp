@@ -63,6 +63,7 @@ uint8_t* PeerTickets::claim(const Ticket& t, uint64_t dst, uint64_t bytes, Clock
     *why = "range or length differs from the ticket's";
     return nullptr;
   }
+  if (spare_.capacity() >= bytes) e.buf = std::move(spare_);
   e.buf.resize(bytes);
   e.state = State::Claimed;
   *session = e.session;
@@ -96,6 +97,11 @@ bool PeerTickets::take(uint64_t session, const Ticket& t, Clock::time_point now,
   *bytes = std::move(e.buf);
   tickets_.erase(it);
   return true;
+}
+
+void PeerTickets::recycle(std::vector<uint8_t>&& buf) {
+  std::lock_guard lk(mu_);
+  if (buf.capacity() > spare_.capacity()) spare_ = std::move(buf);
 }
 
 void PeerTickets::drop_session(uint64_t session) {

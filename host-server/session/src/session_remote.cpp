@@ -56,8 +56,10 @@ int32_t Session::on_PeerPush(const PeerPushReq& rq, std::span<const uint8_t> tai
   if (tail.size() < 7 || tail.size() > kPeerUrlMax) return cudaErrorInvalidValue;
   std::string url(reinterpret_cast<const char*>(tail.data()), tail.size());
   if (url.compare(0, 6, "ucx://") != 0 || url.find('\0') != std::string::npos) return cudaErrorInvalidValue;
-  std::vector<uint8_t> bytes(rq.bytes);
-  Err e = ctx_->copy_dtoh(bytes.data(), rq.src, rq.bytes, nullptr);
+  // The session's staging buffer, kept for its next push (at most one chunk).
+  if (peer_out_.size() < rq.bytes) peer_out_.resize(rq.bytes);
+  std::span<const uint8_t> bytes{peer_out_.data(), rq.bytes};
+  Err e = ctx_->copy_dtoh(peer_out_.data(), rq.src, rq.bytes, nullptr);
   if (e == cudaSuccess) e = ctx_->stream_synchronize(nullptr);
   if (e != cudaSuccess) return e;
   PeerTickets::Ticket t{{rq.ticket[0], rq.ticket[1]}};
@@ -78,9 +80,11 @@ int32_t Session::on_PeerCommit(const PeerCommitReq& rq, std::span<const uint8_t>
   if (!device_range(dst, bytes.size())) return cudaErrorInvalidValue;
   Err e = ctx_->copy_htod(dst, bytes.data(), bytes.size(), nullptr);
   if (e == cudaSuccess) e = ctx_->stream_synchronize(nullptr);
+  const size_t n = bytes.size();
+  peer_tickets_->recycle(std::move(bytes));
   if (e != cudaSuccess) return e;
-  stats_.bytes_peer_in += bytes.size();
-  SessionCounters::add(ctr_.bytes_in, bytes.size());
+  stats_.bytes_peer_in += n;
+  SessionCounters::add(ctr_.bytes_in, n);
   return cudaSuccess;
 }
 

@@ -41,6 +41,8 @@ class PeerTickets {
   // is gone); false and why otherwise.
   bool take(uint64_t session, const Ticket& t, Clock::time_point now, uint64_t* dst, std::vector<uint8_t>* bytes,
             std::string* why);
+  // A taken buffer back, for the next claim (keeps one, the largest).
+  void recycle(std::vector<uint8_t>&& buf);
   // The session ended: its tickets go.
   void drop_session(uint64_t session);
   size_t size() const;
@@ -56,6 +58,7 @@ class PeerTickets {
   void expire_locked(Clock::time_point now);
   mutable std::mutex mu_;
   std::map<std::pair<uint64_t, uint64_t>, Entry> tickets_;
+  std::vector<uint8_t> spare_;  // a buffer already faulted in
 };
 
 }  // namespace wh::server

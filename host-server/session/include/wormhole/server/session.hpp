@@ -279,6 +279,7 @@ class Session {
   Stats& stats_;
   PeerTickets* peer_tickets_ = nullptr;
   PeerPusher peer_push_;
+  std::vector<uint8_t> peer_out_;  // PeerPush's staging, kept
   uint64_t mapped_dptr_ = 0;
   int device_ = 0;
   std::map<uint64_t, uint64_t> allocs_;   // cudaMalloc'd: dptr -> bytes
