@@ -296,12 +296,12 @@ std::atomic<bool> g_forked_child{false};
 bool Connection::in_forked_child() { return g_forked_child.load(std::memory_order_relaxed); }
 
 thread_local int t_current_device = 0;
+std::atomic<int> g_device_count{1};
 
 namespace {
-// Several servers: device k's connection. g_devices > 1 only then; with one
+// Several servers: device k's connection. g_device_count > 1 only then; with one
 // server (or any other transport) get() never looks here.
 Connection* g_conns[kMaxDevices] = {};
-std::atomic<int> g_devices{1};
 
 // "ucx://h1:p1,ucx://h2:p2" or "ucx://h1:p1,h2:p2": the list of URLs (an
 // item without a scheme takes the first one's).
@@ -326,8 +326,6 @@ std::vector<std::string> split_servers(const std::string& list) {
   return out;
 }
 }  // namespace
-
-int Connection::devices() { return g_devices.load(std::memory_order_relaxed); }
 
 Connection* Connection::of(int device) {
   if (devices() <= 1) return device == 0 ? get() : nullptr;
@@ -373,7 +371,7 @@ Connection* Connection::get() {
           }
           g_conns[i] = o;
         }
-        g_devices.store(int(urls.size()));
+        g_device_count.store(int(urls.size()));
       }
       if (std::getenv("WORMHOLE_VERBOSE")) log("connected over %s to %s", c->transport_, srv);
       pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true, std::memory_order_relaxed); });
@@ -422,7 +420,7 @@ Connection* Connection::get() {
     // through libcuda.so.1) find no connection instead of a freed one.
     Connection* gone = conn;
     conn = nullptr;
-    g_devices.store(1);
+    g_device_count.store(1);
     if (n > 1)
       for (int d = 1; d < n; d++) delete std::exchange(g_conns[d], nullptr);
     g_conns[0] = nullptr;
@@ -431,7 +429,7 @@ Connection* Connection::get() {
   (void)registered;
   // Several servers: the calling thread's current device (cudaSetDevice
   // keeps it below devices()). One server: one relaxed load more.
-  if (g_devices.load(std::memory_order_relaxed) > 1) [[unlikely]]
+  if (g_device_count.load(std::memory_order_relaxed) > 1) [[unlikely]]
     return g_conns[t_current_device];
   return conn;
 }

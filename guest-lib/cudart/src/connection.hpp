@@ -30,6 +30,13 @@ class RemoteLink;  // remote.hpp: the ucx:// transport
 constexpr int kMaxDevices = 16;
 // The calling thread's current device (cudaSetDevice); always 0 with one server.
 extern thread_local int t_current_device;
+// Devices of this process: 1 except with several servers (set once at connect).
+extern std::atomic<int> g_device_count;
+// The calling thread's current device, without a thread-local lookup when
+// there is one device (the launch path reads it).
+inline int current_device() {
+  return g_device_count.load(std::memory_order_relaxed) > 1 ? t_current_device : 0;
+}
 
 class Connection {
  public:
@@ -38,7 +45,7 @@ class Connection {
   static Connection* get();
   // Devices of this process (servers listed; 1 on every other transport),
   // valid once get() connected.
-  static int devices();
+  static int devices() { return g_device_count.load(std::memory_order_relaxed); }
   // Device d's connection (0 <= d < devices()), after get().
   static Connection* of(int device);
   // This connection's device number, and (ucx://) the server's URL.

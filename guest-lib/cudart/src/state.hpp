@@ -24,17 +24,17 @@ namespace wh::guest {
 template <class T>
 struct PerDevice {
   T v[kMaxDevices]{};
-  operator T() const { return v[t_current_device]; }
+  operator T() const { return v[current_device()]; }
   PerDevice& operator=(T x) {
-    v[t_current_device] = x;
+    v[current_device()] = x;
     return *this;
   }
   T& on(int d) { return v[d]; }
 };
 struct PerDeviceAtomic {
   std::atomic<uint64_t> v[kMaxDevices]{};
-  uint64_t load(std::memory_order o = std::memory_order_seq_cst) const { return v[t_current_device].load(o); }
-  void store(uint64_t x, std::memory_order o = std::memory_order_seq_cst) { v[t_current_device].store(x, o); }
+  uint64_t load(std::memory_order o = std::memory_order_seq_cst) const { return v[current_device()].load(o); }
+  void store(uint64_t x, std::memory_order o = std::memory_order_seq_cst) { v[current_device()].store(x, o); }
   operator uint64_t() const { return load(); }
 };
 
