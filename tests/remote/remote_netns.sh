@@ -5,6 +5,9 @@
 # Usage: remote_netns.sh <build-dir> <case>
 #   programs     forwarded programs: copies checked byte by byte, vector add,
 #                cuBLAS (and, with WH_REMOTE_TRAIN=1, a short training run)
+#   suite        tests/forward's programs (suite.txt): each passes, or, where it
+#                needs mapped/managed host memory, is refused with
+#                cudaErrorNotSupported and the logged reason
 #   auth         a wrong key is refused (and logged with the peer address); a
 #                server without a key, or with a readable key file, does not start
 #   quota        the key file owner's --uid-quota-mb bounds the credential's sessions
@@ -94,6 +97,48 @@ programs)
   if [ "${WH_REMOTE_TRAIN:-0}" = 1 ]; then
     client "$build/tests/train/wh-train" ${WH_REMOTE_TRAIN_ARGS:---epochs 1 --limit 2048} || fail "training run"
   fi
+  grep -q "network client $ip_c" "$tmp/server.log" || fail "no session from the client namespace in the log"
+  ;;
+suite)
+  # The forwarded-program suite (tests/forward's programs) over ucx://. Each
+  # line: expect name args. "pass": the program must print its PASS line
+  # and exit 0; "grep:TEXT": exit 0 and print TEXT; "refused": it needs
+  # mapped or managed host memory, which a server on another machine cannot
+  # reach: it must fail with cudaErrorNotSupported and the logged reason.
+  # A line "server ARGS" restarts the server with those options.
+  start_server
+  progs="$build/tests/forward/programs"
+  reason="mapped host memory and managed memory are not available over ucx://"
+  nfail=0 npass=0 nref=0
+  while read -r expect name args; do
+    [ -z "$expect" ] || [ "${expect#\#}" != "$expect" ] && continue
+    if [ "$expect" = server ]; then
+      kill -TERM "$spid"; wait "$spid" 2>/dev/null; spid=""
+      start_server $name $args
+      echo "remote.suite: server restarted with: $name $args"
+      continue
+    fi
+    label="$name${args:+ $args}"
+    client "$progs/$name" $args > "$tmp/out" 2>&1; rc=$?
+    if [ "$expect" != refused ]; then
+      want="PASS"
+      [ "${expect#grep:}" != "$expect" ] && want="${expect#grep:}"
+      if [ $rc = 0 ] && grep -qE "(^|: )$want" "$tmp/out" && ! grep -q "^FAIL" "$tmp/out"; then
+        echo "PASS remote.suite $label"; npass=$((npass + 1))
+      else
+        echo "FAIL remote.suite $label (exit $rc)"; sed 's/^/    /' "$tmp/out" | tail -15; nfail=$((nfail + 1))
+      fi
+    else
+      if [ $rc != 0 ] && grep -q "cudaErrorNotSupported" "$tmp/out" && grep -qF "$reason" "$tmp/out"; then
+        echo "PASS remote.suite $label refused: $(grep -m1 cudaErrorNotSupported "$tmp/out")"; nref=$((nref + 1))
+      else
+        echo "FAIL remote.suite $label (exit $rc): not refused with cudaErrorNotSupported and the reason"
+        sed 's/^/    /' "$tmp/out" | tail -15; nfail=$((nfail + 1))
+      fi
+    fi
+  done < "$here/suite.txt"
+  echo "remote.suite: $npass passed, $nref refused as designed, $nfail failed"
+  [ $nfail = 0 ] || fail "$nfail program(s) of the suite failed over ucx://"
   grep -q "network client $ip_c" "$tmp/server.log" || fail "no session from the client namespace in the log"
   ;;
 auth)
