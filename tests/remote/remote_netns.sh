@@ -89,8 +89,13 @@ ms() { date +%s%3N; }
 case "$mode" in
 programs)
   start_server
-  client "$build/tests/remote/roundtrip" 64 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "roundtrip"; }
+  WORMHOLE_VERBOSE=1 client "$build/tests/remote/roundtrip" 64 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "roundtrip"; }
   grep -q "remote kernel says 42" "$tmp/out" || { cat "$tmp/out"; fail "device printf did not come back"; }
+  # Pinned memory (two 8 MiB cudaMallocHost buffers, two 64 MiB
+  # cudaHostRegister ranges) registered with UCX once each.
+  [ "$(grep -c "registered 8388608 bytes of pinned memory with UCX" "$tmp/out")" = 2 ] &&
+    [ "$(grep -c "registered 67108864 bytes of pinned memory with UCX" "$tmp/out")" = 2 ] ||
+    { cat "$tmp/out"; fail "pinned memory was not registered with UCX"; }
   grep -q "PASS" "$tmp/out" || fail "roundtrip printed no PASS"
   client "$build/tests/forward/programs/vector_add" || fail "vector_add"
   client "$build/tests/blas/wh_blas_test" || fail "cuBLAS program"
@@ -241,15 +246,23 @@ bench)
   wait "$tpid"
   start_server
   ucx=$(client "$build/bench/bench_remote" ${WH_BENCH_CALLS:-20000} ${WH_BENCH_SECONDS:-2}) || fail "bench_remote"
+  # The same copies with the staged path (no UCX registration, device-to-host
+  # bytes through the link's buffer), for comparison.
+  staged=$(WORMHOLE_UCX_STAGED_COPIES=1 client "$build/bench/bench_remote" 1000 0.2) || fail "bench_remote (staged)"
   echo "raw tcp: $tcp"
   echo "ucx:     $ucx"
+  echo "staged:  $staged"
   get() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
   line=$(awk -v rtt="$(get "$tcp" rtt_p50_us)" -v rtt99="$(get "$tcp" rtt_p99_us)" \
     -v up="$(get "$tcp" bulk_up_gb_s)" -v down="$(get "$tcp" bulk_down_gb_s)" \
     -v p50="$(get "$ucx" null_call_p50_us)" -v p99="$(get "$ucx" null_call_p99_us)" \
-    -v h2d="$(get "$ucx" h2d_gb_s)" -v d2h="$(get "$ucx" d2h_gb_s)" -v lps="$(get "$ucx" launches_per_s)" 'BEGIN {
+    -v h2d="$(get "$ucx" h2d_gb_s)" -v d2h="$(get "$ucx" d2h_gb_s)" -v lps="$(get "$ucx" launches_per_s)" \
+    -v ph2d="$(get "$ucx" h2d_pinned_gb_s)" -v pd2h="$(get "$ucx" d2h_pinned_gb_s)" \
+    -v sh2d="$(get "$staged" h2d_gb_s)" -v sd2h="$(get "$staged" d2h_gb_s)" \
+    -v sph2d="$(get "$staged" h2d_pinned_gb_s)" -v spd2h="$(get "$staged" d2h_pinned_gb_s)" 'BEGIN {
       printf "bench-remote (ucx over tcp, veth, sim backend): null call p50 %.1f us p99 %.1f us (raw TCP rtt p50 %.1f us p99 %.1f us: %.2fx); ", p50, p99, rtt, rtt99, p50 / rtt;
-      printf "64 MiB H2D %.2f GB/s D2H %.2f GB/s (raw TCP bulk %.2f / %.2f GB/s: %.2fx / %.2fx); posted launches %.0f/s\n", h2d, d2h, up, down, h2d / up, d2h / down, lps }')
+      printf "64 MiB H2D %.2f GB/s D2H %.2f GB/s pageable, %.2f / %.2f GB/s pinned (raw TCP bulk %.2f / %.2f GB/s: pageable %.2fx / %.2fx, pinned %.2fx / %.2fx); ", h2d, d2h, ph2d, pd2h, up, down, h2d / up, d2h / down, ph2d / up, pd2h / down;
+      printf "staged path H2D %.2f / D2H %.2f GB/s pageable, %.2f / %.2f pinned; posted launches %.0f/s\n", sh2d, sd2h, sph2d, spd2h, lps }')
   echo "$line"
   [ -n "${WH_BENCH_OUT:-}" ] && echo "$line" > "$WH_BENCH_OUT"
   ;;
