@@ -9,6 +9,10 @@ echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6 2>/dev/null
 ip link set lo up
 ip addr add "$WH_GUEST_ADDR" dev eth0
 ip link set eth0 up
+# UCX only takes running devices: wait for the kernel to report the link up
+# (it does so lazily, a second or more later under TCG).
+i=0
+while [ "$(cat /sys/class/net/eth0/operstate)" != up ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 wh_run link ping -c 1 -W 10 "$WH_SERVER_IP"
 export WORMHOLE_SERVER="$WH_REMOTE_URL" WORMHOLE_AUTH_KEY_FILE=/root/wh.key UCX_TLS=tcp UCX_NET_DEVICES=eth0
 # A TCG guest is slow: give silence a generous bound on both sides.
