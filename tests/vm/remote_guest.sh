@@ -35,8 +35,8 @@ fi
 ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 ip -n "$ns" link set lo up
 ip -n "$ns" tuntap add dev "$tap" mode tap || { echo "SKIP: no tap device"; exit 77; }
-ip -n "$ns" link add "$br" type bridge
-ip -n "$ns" link add "$dum" type veth peer name "${dum}p"
+ip -n "$ns" link add "$br" type bridge || { echo "SKIP: no bridge devices (kernel module bridge)"; exit 77; }
+ip -n "$ns" link add "$dum" type veth peer name "${dum}p" || { echo "SKIP: no veth devices"; exit 77; }
 ip -n "$ns" link set "$tap" master "$br"
 ip -n "$ns" link set "$dum" master "$br"
 ip -n "$ns" addr add "$ip_s/24" dev "$br"
