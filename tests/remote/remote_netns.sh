@@ -8,6 +8,8 @@
 #   suite        tests/forward's programs (suite.txt): each passes, or, where it
 #                needs mapped/managed host memory, is refused with
 #                cudaErrorNotSupported and the logged reason
+#   unreachable  a server whose UCX cannot take the connection: the client
+#                fails with a clean error (no abort)
 #   auth         a wrong key is refused (and logged with the peer address); a
 #                server without a key, or with a readable key file, does not start
 #   quota        the key file owner's --uid-quota-mb bounds the credential's sessions
@@ -145,6 +147,19 @@ suite)
   echo "remote.suite: $npass passed, $nref refused as designed, $nfail failed"
   [ $nfail = 0 ] || fail "$nfail program(s) of the suite failed over ucx://"
   grep -q "network client $ip_c" "$tmp/server.log" || fail "no session from the client namespace in the log"
+  ;;
+unreachable)
+  # The server's UCX does not use the device the client comes in on, so the
+  # connection is never established: the client must fail cleanly within
+  # its timeout (no UCX abort at teardown), and again on a second try.
+  UCX_NET_DEVICES=lo start_server
+  for k in 1 2; do
+    TIMEOUT_MS=1500 client "$build/tests/forward/programs/vector_add" > "$tmp/out" 2>&1; rc=$?
+    cat "$tmp/out"
+    [ $rc = 1 ] || fail "client exit status $rc (expected 1: a failed call, no abort)"
+    grep -q "cannot reach wormhole-server at $url" "$tmp/out" || fail "no clean error"
+    grep -q "cudaErrorNoDevice" "$tmp/out" || fail "the call did not fail with cudaErrorNoDevice"
+  done
   ;;
 auth)
   start_server
