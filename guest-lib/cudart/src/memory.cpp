@@ -215,6 +215,15 @@ cudaError_t remote_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uin
 
 }  // namespace
 
+// ucx://: the link that pinned memory is registered with; no connection is
+// made for it where none is named (the ring transports register nothing).
+static RemoteLink* remote_for_pinning() {
+  const char* srv = std::getenv("WORMHOLE_SERVER");
+  if (!srv || !*srv) return nullptr;
+  Connection* c = Connection::get();
+  return c && c->remote() ? c->remote_link() : nullptr;
+}
+
 // ucx://: what the guest put in its pinned heap for the server to read
 // (a fatbin, a graph's node list) is sent to the session's data area.
 cudaError_t push_data_area(Connection* c, uint64_t off, size_t n) {
@@ -507,7 +516,7 @@ cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
   uint64_t off;
   if (!in_data_area(p, 1, &off)) return set_error(cudaErrorInvalidValue);
-  if (Connection* c = Connection::get(); c && c->remote()) c->remote_link()->unpin(p);
+  if (RemoteLink* r = remote_for_pinning()) r->unpin(p);
   if (!heap_free(off)) return set_error(cudaErrorInvalidValue);
   return cudaSuccess;
 }
@@ -538,14 +547,14 @@ cudaError_t cudaHostRegister(void* p, size_t size, unsigned int flags) {
   std::lock_guard lk(rt().mu);
   auto [it, fresh] = rt().host_registered.emplace(reinterpret_cast<uintptr_t>(p), size);
   if (!fresh) return set_error(cudaErrorHostMemoryAlreadyRegistered);
-  if (Connection* c = Connection::get(); c && c->remote()) c->remote_link()->pin(p, size);
+  if (RemoteLink* r = remote_for_pinning()) r->pin(p, size);
   return cudaSuccess;
 }
 
 cudaError_t cudaHostUnregister(void* p) {
   std::lock_guard lk(rt().mu);
   if (!rt().host_registered.erase(reinterpret_cast<uintptr_t>(p))) return set_error(cudaErrorHostMemoryNotRegistered);
-  if (Connection* c = Connection::get(); c && c->remote()) c->remote_link()->unpin(p);
+  if (RemoteLink* r = remote_for_pinning()) r->unpin(p);
   return cudaSuccess;
 }
 
