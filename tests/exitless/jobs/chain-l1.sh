@@ -10,9 +10,24 @@ insmod /wh/kmod/kvm.ko && insmod /wh/kmod/kvm-intel.ko || wh_result kvm_modules 
 [ -c /dev/kvm ] && wh_result kvm_modules PASS "ept=$(cat /sys/module/kvm_intel/parameters/ept)" || wh_result kvm_modules FAIL "no /dev/kvm"
 mount -t debugfs none /sys/kernel/debug 2>/dev/null
 K=/sys/kernel/debug/kvm
+# Threat-model checks: KVM's own record of refused VMFUNCs (exit reason 59)
+# and of the #UDs it injects, through its tracepoints.
+T=/sys/kernel/tracing
+mount -t tracefs none $T 2>/dev/null || T=/sys/kernel/debug/tracing
+if echo 'exit_reason == 59' > $T/events/kvm/kvm_exit/filter && echo 1 > $T/events/kvm/kvm_exit/enable &&
+   echo 'exception == 6' > $T/events/kvm/kvm_inj_exception/filter && echo 1 > $T/events/kvm/kvm_inj_exception/enable &&
+   echo 1 > $T/tracing_on; then echo "L1: tracing KVM's VMFUNC exits and #UD injections"
+else echo "L1: no KVM tracepoints ($T)"; fi
 GATE=/dev/shm/wh-gate IVS=/dev/shm/wh-ivshmem
 truncate -s 128M $IVS
 snap() {  # snap NAME: one line of KVM's exit counters (all VMs)
+  case $1 in threat-*)
+    # The threat-model phases: the server's gate counters (SIGUSR1 logs its
+    # statistics) and KVM's traced VMFUNC exits / #UD injections so far.
+    kill -USR1 "$(cat /tmp/server.pid 2>/dev/null)" 2>/dev/null; sleep 1
+    echo "WH-GATESTATS $1 $(grep -a 'gate: .* violations' /tmp/server.log | tail -n1 | sed 's/^ *//')"
+    echo "WH-TRACE $1 vmfunc_exits=$(grep -c 'kvm_exit:' $T/trace) ud_injected=$(grep -c 'kvm_inj_exception:' $T/trace)" ;;
+  esac
   echo "WH-EXITS $1 exits=$(cat $K/exits) io=$(cat $K/io_exits) mmio=$(cat $K/mmio_exits) halt=$(cat $K/halt_exits) irq=$(cat $K/irq_exits) irq_window=$(cat $K/irq_window_exits) hypercalls=$(cat $K/hypercalls) insn_emulation=$(cat $K/insn_emulation) signal=$(cat $K/signal_exits) req_irq=$(cat $K/request_irq_exits) pf=$(cat $K/pf_taken 2>/dev/null) tsc=$(/wh/rdtsc 2>/dev/null)"
 }
 # The server runs on CPU 1, the L2 vCPU (QEMU) on CPU 0.
@@ -50,6 +65,7 @@ echo "L1: gate file after $(awk "BEGIN{print $(cut -d' ' -f1 /proc/uptime) - $t0
 taskset 2 wormhole-server --backend sim --sim-threads 1 --vm-channels 1 --socket /tmp/srv.sock \
   --vm l2=$IVS:1 --vm-gate l2=$GATE >/tmp/server.log 2>&1 &
 SPID=$!
+echo $SPID > /tmp/server.pid
 snap boot
 wait $QPID; qrc=$?
 wait $RPID
@@ -58,4 +74,5 @@ kill -INT $SPID; sleep 3
 echo "L1: QEMU rc $qrc; server log:"; sed 's/^/[server] /' /tmp/server.log | tail -30
 
 dmesg | grep -iE 'kvm|wormhole|BUG|WARN|Oops' | tail -15
+echo "L1: KVM trace (VMFUNC exits, #UD injections):"; grep -a -E 'kvm_exit:|kvm_inj_exception:' $T/trace | tail -20
 } 2>&1 | /wh/e9tee
