@@ -41,6 +41,7 @@ APPEND="console=ttyS0 quiet panic=-1 mitigations=off cryptomgr.notests tsc=relia
 echo "L1: starting QEMU: $QEMU_ARGS"
 t0=$(cut -d' ' -f1 /proc/uptime)
 mkfifo /tmp/l2.fifo
+pml4w0() { od -An -tx1 -j 8192 -N8 $GATE | tr -d ' \n'; }
 # The reader first (QEMU's open of the fifo waits for it): L2's console line
 # by line, with a snapshot of the exit counters at each mark.
 (
@@ -50,12 +51,24 @@ while IFS= read -r line; do
   case $line in
     "WH-MARK "*) snap "${line#WH-MARK }" ;;
     WH-BOOT*) echo "L1: L2 reached /init $(awk "BEGIN{print $(cut -d' ' -f1 /proc/uptime) - $t0}") s after QEMU started" ;;
+    "WH-VIEWWRITE begin")
+      # The target: word 0 of the gate's PML4 page (read-only in the view).
+      echo "L1: gate PML4 word 0 before the view write: $(pml4w0)"
+      ( sleep 120; echo "L1: the VM did not stop within 120 s"; kill "$(cat /tmp/qemu.pid)" ) &
+      echo $! > /tmp/wd.pid ;;
+    *"unknown exit reason 22344"*)  # KVM_EXIT_WORMHOLE, which QEMU does not handle: it stops the VM
+      sleep 1; w=$(pml4w0)
+      if [ "$w" = 0000000000000000 ]; then
+        wh_result view_write_refused PASS "the gate's store onto a read-only view page: KVM_EXIT_WORMHOLE to QEMU, which stopped the VM; the page is unchanged ($w)"
+      else wh_result view_write_refused FAIL "the page changed: $w"; fi
+      kill "$(cat /tmp/wd.pid)" 2>/dev/null; kill "$(cat /tmp/qemu.pid)" ;;
   esac
 done </tmp/l2.fifo
 ) &
 RPID=$!
 taskset 1 qemu-system-x86_64 $QEMU_ARGS -append "$APPEND" >/tmp/l2.fifo 2>&1 &
 QPID=$!
+echo $QPID > /tmp/qemu.pid
 # QEMU creates the gate file and writes the descriptor while it starts
 # (tens of seconds under Bochs); the server refuses a missing file.
 desc() { od -An -tx1 -N8 $GATE 2>/dev/null | tr -d ' \n'; }

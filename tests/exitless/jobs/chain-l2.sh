@@ -67,4 +67,12 @@ for n in $N1 $N2; do
   mark "doorbell-$n-begin"; exitpath $((2 * n)) >/tmp/.t 2>&1; mark "doorbell-$n-end"
   sed "s/^/[doorbell-$n] /" /tmp/.t
 done
+# Last, because it ends the VM: the gate's own store redirected onto a page
+# that is read-only in the view (hostile view-write, wh_hostile.ko
+# redirect_slot). KVM returns the EPT violation to QEMU as KVM_EXIT_WORMHOLE;
+# QEMU stops the VM and L1 checks the page and ends QEMU
+# (view_write_refused). Returning here means the write was not stopped.
+echo "WH-VIEWWRITE begin"
+hostile view-write
+wh_result view_write FAIL "the VM kept running after the gate stored onto a read-only view page"
 wh_exit

@@ -161,8 +161,33 @@ static void find_bar(char *path, size_t n) {
   if (d) closedir(d);
 }
 
+/* hostile view-write: the last act of the chain bed. wh_hostile.ko rewrites
+ * the gate page tables so that our slot's channel page maps the gate's PML4
+ * page, which the view maps read-only; our SUBMIT then makes the gate store
+ * the request length (0x5a5) onto it. KVM takes the EPT violation in the
+ * view and returns to QEMU (KVM_EXIT_WORMHOLE); L1 checks the page in the
+ * gate memory file. Returning from the SUBMIT at all means the store was
+ * not stopped. */
+static int view_write(void) {
+  static uint8_t buf[0x5a5];
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "insmod /wh/wh_hostile.ko gate_gpa=0x%llx redirect_slot=%u",
+           (unsigned long long)info.gate_gpa, info.slot);
+  if (system(cmd) != 0) {
+    result("view_write", 0, "%s failed", cmd);
+    return 1;
+  }
+  printf("hostile: slot %u redirected; SUBMIT of 0x5a5 bytes now\n", info.slot);
+  fflush(stdout);
+  struct wh_gate_call c;
+  int r = gate_call(WH_GATE_OP_SUBMIT, buf, sizeof buf, &c);
+  result("view_write", 0, "the SUBMIT returned (ioctl %d, gate %lld): the VM kept running", r, (long long)c.result);
+  return 1;
+}
+
 int main(int argc, char **argv) {
-  const double wait_s = argc > 1 ? atof(argv[1]) : 300;
+  const int vw = argc > 1 && !strcmp(argv[1], "view-write");
+  const double wait_s = argc > 1 && !vw ? atof(argv[1]) : 300;
   setvbuf(stdout, NULL, _IOLBF, 0);
   /* Host runs against the fake gate (LD_PRELOAD): $WORMHOLE_GATE names the
    * device, and WH_HOSTILE_HOST=1 keeps (c) away from the host's memory. */
@@ -175,6 +200,7 @@ int main(int argc, char **argv) {
   }
   printf("hostile: gate slot %u of %u, view %u, gate at 0x%llx\n", info.slot, info.nslots, info.view_index,
          (unsigned long long)info.gate_gpa);
+  if (vw) return view_write();
 
   /* The victim: a channel whose published record shows an owner that has
    * been served a few requests (so it has bound its own slot). */

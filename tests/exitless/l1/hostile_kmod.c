@@ -35,6 +35,11 @@
 
 static unsigned long gate_gpa;
 module_param(gate_gpa, ulong, 0444);
+/* redirect_slot=S: only rewrite the gate page tables so that slot S's
+ * channel page maps the gate's PML4 page (read-only in the view): the next
+ * SUBMIT on S makes the gate itself store onto a read-only view page. */
+static int redirect_slot = -1;
+module_param(redirect_slot, int, 0444);
 static int fails;
 
 #define RESULT(name, ok, fmt, ...)                                                        \
@@ -204,12 +209,33 @@ static void check_eptp_list(void)
 	free_page((unsigned long)decoy);
 }
 
+static int redirect(void)
+{
+	u64 *pt = memremap(gate_gpa + WH_GATE_PT_OFF, WH_GATE_PT_PAGES * PAGE_SIZE, MEMREMAP_WB);
+	u64 from = gate_gpa + WH_GATE_CHAN_OFF + (u64)redirect_slot * PAGE_SIZE, to = gate_gpa + WH_GATE_PT_OFF;
+	int i, n = 0;
+
+	if (!pt)
+		return -ENOMEM;
+	for (i = 0; i < WH_GATE_PT_PAGES * 512; i++)
+		if ((pt[i] & 1) && (pt[i] & PTE_PFN_MASK) == from) {
+			pt[i] = (pt[i] & ~PTE_PFN_MASK) | to;
+			n++;
+		}
+	memunmap(pt);
+	pr_info("wh-hostile: gate page tables: slot %d's channel page now maps the gate's PML4 page (%d entries)\n",
+		redirect_slot, n);
+	return n == 1 ? 0 : -ENOENT;
+}
+
 static int __init wh_hostile_init(void)
 {
 	if (!gate_gpa) {
 		pr_info("wh-hostile: RESULT setup FAIL no gate_gpa\n");
 		return -EINVAL;
 	}
+	if (redirect_slot >= 0)
+		return redirect_slot < WH_GATE_NSLOTS ? redirect() : -EINVAL;
 	pr_info("wh-hostile: begin (gate at %#lx)\n", gate_gpa);
 	check_vmfunc();
 	check_msrs_and_hypercalls();

@@ -30,6 +30,8 @@ REQUIRED = [
     "kernel_code_write", "kernel_eptp_list_scan", "hostile_kernel", "threat_l1_vmfunc_refused",
     # afterwards
     "threat_after", "threat_after_transport",
+    # last, ending the VM: the gate's store redirected onto a read-only view page
+    "view_write_refused",
 ]
 
 
