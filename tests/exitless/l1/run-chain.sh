@@ -5,7 +5,10 @@
 #   kvm-intel, the patched QEMU and wormhole-server (sim backend)
 #   -> L2 = Debian 6.1 vmlinux started by that QEMU with -accel kvm, the
 #   wormhole-gate object and an ivshmem region; wormhole_gate.ko, then
-#   unmodified nvcc programs over the vmfunc transport, then measurements.
+#   unmodified nvcc programs over the vmfunc transport, then the threat-model
+#   checks (a hostile process beside gate_client, a hostile kernel module:
+#   hostile.c, hostile_kmod.c, threat-check.py), then measurements, and last
+#   the gate's store redirected onto a read-only view page (ends the VM).
 # Usage: run-chain.sh [--build DIR] [--out DIR]
 # Needs a build tree with wormhole-server, libcudart.so.13 and gate_client
 # (cmake --build DIR --target wormhole-server cudart exitless_gate_client). Pass marker: "chain: PASS".
