@@ -50,7 +50,7 @@ struct FakeServer {
   }
   void run() {
     poller = std::make_unique<Poller>(
-        w, 8, [](uint32_t c) { return c == kChan ? kGen : 0; },
+        w, 8, [](uint32_t c) { return c == kChan || c == kChan + 1 ? kGen : 0; },
         [this](uint32_t chan, Window::Request&& rq) {
           calls++;
           last_barrier = rq.g.ring_barrier;
@@ -264,7 +264,7 @@ TEST(VmfuncCall, DeadServerHeartbeatEndsTheWaitWithoutATimeout) {
   auto l = Link::bind(dev(fw), kChan, kGen, opts(&srv.heartbeat), &err);
   ASSERT_NE(l, nullptr) << err;
   srv.answer = false;
-  auto l2 = Link::bind(dev(fw, 1), kChan, kGen, opts(&frozen), &err);
+  auto l2 = Link::bind(dev(fw, 1), kChan + 1, kGen, opts(&frozen), &err);  // one slot per channel
   ASSERT_NE(l2, nullptr) << err;
   wh::ring::Message m;
   auto t0 = wh::ring::Clock::now();
@@ -489,6 +489,28 @@ TEST(GateServer, BindsRefusalsAndBoundToAreCounted) {
   EXPECT_EQ(p.refusals(), 1u);
   EXPECT_FALSE(p.bound_to(2, kChan, kGen));  // a refused BIND unbinds the slot
   EXPECT_EQ(p.violations(), 0u);
+  // First BIND wins: another slot naming the same owner (a process that
+  // read the generation from the state page) is refused, the owner's slot
+  // may bind again.
+  b.generation = kGen;
+  put_req(fw, 2, &b, sizeof b);
+  p.poll_once();
+  EXPECT_EQ(resp_status(fw, 2), 0);
+  put_req(fw, 5, &b, sizeof b);
+  p.poll_once();
+  EXPECT_EQ(resp_status(fw, 5), -EBUSY);
+  EXPECT_EQ(p.refusals(), 2u);
+  EXPECT_FALSE(p.bound_to(5, kChan, kGen));
+  put_req(fw, 2, &b, sizeof b);
+  p.poll_once();
+  EXPECT_EQ(resp_status(fw, 2), 0);
+  EXPECT_TRUE(p.bound_to(2, kChan, kGen));
+  EXPECT_EQ(p.binds(), 3u);
+  gen = kGen + 7;  // the channel was reclaimed: its new owner binds from any slot
+  b.generation = gen;
+  put_req(fw, 5, &b, sizeof b);
+  p.poll_once();
+  EXPECT_EQ(resp_status(fw, 5), 0);
 }
 
 TEST(GateServer, SessionQueueHandsOutRequestsBehindTheirRingBarrier) {

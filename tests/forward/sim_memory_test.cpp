@@ -377,3 +377,36 @@ TEST_F(SessionPools, HandlesAreChecked) {
 }
 
 }  // namespace
+
+// Each session counts its calls by opcode in its own table; the server's
+// figures (metrics, wormholectl stats, the statistics at exit) are the
+// ended sessions' plus the live ones'.
+struct SessionFigures : wh::test::SessionFixture {};
+
+TEST_F(SessionFigures, LiveAndEndedSessionsAddUp) {
+  const size_t malloc_op = size_t(Op::Malloc);
+  alloc(4096);
+  EXPECT_EQ(stats.ops()[malloc_op].calls, 1u);
+  {
+    std::string err;
+    auto ctx = backend->create_context(0, {}, &err);
+    ASSERT_TRUE(ctx) << err;
+    Session other(2, *backend, std::move(ctx), std::span<uint8_t>(data), stats);
+    DispatchResult out;
+    for (uint64_t n : {uint64_t(4096), uint64_t(8192), uint64_t(1) << 50}) {  // the last one fails
+      MallocReq rq{n};
+      other.handle(uint16_t(Op::Malloc), 0, fixed_bytes(rq), 1 << 16, out);
+    }
+    EXPECT_EQ(out.status, cudaErrorMemoryAllocation);
+    EXPECT_EQ(stats.ops()[malloc_op].calls, 4u);  // both live
+  }
+  // The other one ended: its figures were folded in, all of them accounted.
+  const OpFigures f = stats.ops()[malloc_op];
+  EXPECT_EQ(f.calls, 4u);
+  EXPECT_EQ(f.errors, 1u);
+  uint64_t in_histogram = 0;
+  for (uint64_t b : f.latency) in_histogram += b;
+  EXPECT_EQ(in_histogram, 3u);  // this session's call: accounted (bytes, histogram) with its next
+  EXPECT_EQ(f.bytes_in, 3 * wire_size<MallocReq>);
+  EXPECT_NE(stats.render().find("4 calls"), std::string::npos) << stats.render();
+}

@@ -2,6 +2,7 @@
 // an ordinary forwarded program run with WORMHOLE_SERVER=ucx://...:
 //   null_call p50/p99   cudaMemGetInfo round trips (after a warm-up);
 //   h2d/d2h GB/s        64 MiB copies from/to pageable memory, median of 5;
+//   h2d/d2h_pinned      the same from/to cudaMallocHost memory;
 //   launches/s          empty <<<1,1>>> launches posted for --seconds, up to
 //                       the final cudaDeviceSynchronize.
 // Prints one line of key=value pairs.
@@ -53,6 +54,23 @@ int main(int argc, char** argv) {
     down.push_back(n / std::chrono::duration<double>(t2 - t1).count() / 1e9);
   }
   EXPECT(std::memcmp(h.data(), back.data(), n) == 0, "64 MiB round trip differs");
+  uint8_t *ph, *pback;
+  CHECK(cudaMallocHost(&ph, n));
+  CHECK(cudaMallocHost(&pback, n));
+  for (size_t i = 0; i < n; i++) ph[i] = uint8_t(i * 7 + 3);
+  std::vector<double> pup, pdown;
+  for (int r = 0; r < 5; r++) {
+    auto t0 = Clock::now();
+    CHECK(cudaMemcpy(d, ph, n, cudaMemcpyHostToDevice));
+    auto t1 = Clock::now();
+    CHECK(cudaMemcpy(pback, d, n, cudaMemcpyDeviceToHost));
+    auto t2 = Clock::now();
+    pup.push_back(n / std::chrono::duration<double>(t1 - t0).count() / 1e9);
+    pdown.push_back(n / std::chrono::duration<double>(t2 - t1).count() / 1e9);
+  }
+  EXPECT(std::memcmp(ph, pback, n) == 0, "64 MiB pinned round trip differs");
+  CHECK(cudaFreeHost(ph));
+  CHECK(cudaFreeHost(pback));
 
   empty_kernel<<<1, 1>>>();
   CHECK(cudaDeviceSynchronize());
@@ -67,7 +85,8 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceSynchronize());
   double lps = launches / std::chrono::duration<double>(Clock::now() - t0).count();
   CHECK(cudaFree(d));
-  std::printf("null_call_p50_us=%.1f null_call_p99_us=%.1f h2d_gb_s=%.3f d2h_gb_s=%.3f launches_per_s=%.0f\n", p50,
-              p99, median(up), median(down), lps);
+  std::printf("null_call_p50_us=%.1f null_call_p99_us=%.1f h2d_gb_s=%.3f d2h_gb_s=%.3f h2d_pinned_gb_s=%.3f "
+              "d2h_pinned_gb_s=%.3f launches_per_s=%.0f\n",
+              p50, p99, median(up), median(down), median(pup), median(pdown), lps);
   return 0;
 }

@@ -8,6 +8,11 @@
 #   multi        two servers (two ports in the server namespace) as devices 0
 #                and 1 of one program: per-device kernels, peer copies, cuBLAS
 #                on device 1; also the server-to-server bench (WH_MULTI_BENCH=1)
+#   suite        tests/forward's programs (suite.txt): each passes, or, where it
+#                needs mapped/managed host memory, is refused with
+#                cudaErrorNotSupported and the logged reason
+#   unreachable  a server whose UCX cannot take the connection: the client
+#                fails with a clean error (no abort)
 #   auth         a wrong key is refused (and logged with the peer address); a
 #                server without a key, or with a readable key file, does not start
 #   quota        the key file owner's --uid-quota-mb bounds the credential's sessions
@@ -89,8 +94,13 @@ ms() { date +%s%3N; }
 case "$mode" in
 programs)
   start_server
-  client "$build/tests/remote/roundtrip" 64 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "roundtrip"; }
+  WORMHOLE_VERBOSE=1 client "$build/tests/remote/roundtrip" 64 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "roundtrip"; }
   grep -q "remote kernel says 42" "$tmp/out" || { cat "$tmp/out"; fail "device printf did not come back"; }
+  # Pinned memory (two 8 MiB cudaMallocHost buffers, two 64 MiB
+  # cudaHostRegister ranges) registered with UCX once each.
+  [ "$(grep -c "registered 8388608 bytes of pinned memory with UCX" "$tmp/out")" = 2 ] &&
+    [ "$(grep -c "registered 67108864 bytes of pinned memory with UCX" "$tmp/out")" = 2 ] ||
+    { cat "$tmp/out"; fail "pinned memory was not registered with UCX"; }
   grep -q "PASS" "$tmp/out" || fail "roundtrip printed no PASS"
   client "$build/tests/forward/programs/vector_add" || fail "vector_add"
   client "$build/tests/blas/wh_blas_test" || fail "cuBLAS program"
@@ -132,6 +142,61 @@ multi)
     [ -n "${WH_BENCH_OUT:-}" ] && sed -n 's/^peer_gb_s=/multi: 64 MiB peer copy server to server GB\/s=/p' "$tmp/bench" > "$WH_BENCH_OUT"
   fi
   kill "$bpid" 2>/dev/null; wait "$bpid" 2>/dev/null
+  ;;
+suite)
+  # The forwarded-program suite (tests/forward's programs) over ucx://. Each
+  # line: expect name args. "pass": the program must print its PASS line
+  # and exit 0; "grep:TEXT": exit 0 and print TEXT; "refused": it needs
+  # mapped or managed host memory, which a server on another machine cannot
+  # reach: it must fail with cudaErrorNotSupported and the logged reason.
+  # A line "server ARGS" restarts the server with those options.
+  start_server
+  progs="$build/tests/forward/programs"
+  reason="mapped host memory and managed memory are not available over ucx://"
+  nfail=0 npass=0 nref=0
+  while read -r expect name args; do
+    [ -z "$expect" ] || [ "${expect#\#}" != "$expect" ] && continue
+    if [ "$expect" = server ]; then
+      kill -TERM "$spid"; wait "$spid" 2>/dev/null; spid=""
+      start_server $name $args
+      echo "remote.suite: server restarted with: $name $args"
+      continue
+    fi
+    label="$name${args:+ $args}"
+    client "$progs/$name" $args > "$tmp/out" 2>&1; rc=$?
+    if [ "$expect" != refused ]; then
+      want="PASS"
+      [ "${expect#grep:}" != "$expect" ] && want="${expect#grep:}"
+      if [ $rc = 0 ] && grep -qE "(^|: )$want" "$tmp/out" && ! grep -q "^FAIL" "$tmp/out"; then
+        echo "PASS remote.suite $label"; npass=$((npass + 1))
+      else
+        echo "FAIL remote.suite $label (exit $rc)"; sed 's/^/    /' "$tmp/out" | tail -15; nfail=$((nfail + 1))
+      fi
+    else
+      if [ $rc != 0 ] && grep -q "cudaErrorNotSupported" "$tmp/out" && grep -qF "$reason" "$tmp/out"; then
+        echo "PASS remote.suite $label refused: $(grep -m1 cudaErrorNotSupported "$tmp/out")"; nref=$((nref + 1))
+      else
+        echo "FAIL remote.suite $label (exit $rc): not refused with cudaErrorNotSupported and the reason"
+        sed 's/^/    /' "$tmp/out" | tail -15; nfail=$((nfail + 1))
+      fi
+    fi
+  done < "$here/suite.txt"
+  echo "remote.suite: $npass passed, $nref refused as designed, $nfail failed"
+  [ $nfail = 0 ] || fail "$nfail program(s) of the suite failed over ucx://"
+  grep -q "network client $ip_c" "$tmp/server.log" || fail "no session from the client namespace in the log"
+  ;;
+unreachable)
+  # The server's UCX does not use the device the client comes in on, so the
+  # connection is never established: the client must fail cleanly within
+  # its timeout (no UCX abort at teardown), and again on a second try.
+  UCX_NET_DEVICES=lo start_server
+  for k in 1 2; do
+    TIMEOUT_MS=1500 client "$build/tests/forward/programs/vector_add" > "$tmp/out" 2>&1; rc=$?
+    cat "$tmp/out"
+    [ $rc = 1 ] || fail "client exit status $rc (expected 1: a failed call, no abort)"
+    grep -q "cannot reach wormhole-server at $url" "$tmp/out" || fail "no clean error"
+    grep -q "cudaErrorNoDevice" "$tmp/out" || fail "the call did not fail with cudaErrorNoDevice"
+  done
   ;;
 auth)
   start_server
@@ -233,15 +298,23 @@ bench)
   wait "$tpid"
   start_server
   ucx=$(client "$build/bench/bench_remote" ${WH_BENCH_CALLS:-20000} ${WH_BENCH_SECONDS:-2}) || fail "bench_remote"
+  # The same copies with the staged path (no UCX registration, device-to-host
+  # bytes through the link's buffer), for comparison.
+  staged=$(WORMHOLE_UCX_STAGED_COPIES=1 client "$build/bench/bench_remote" 1000 0.2) || fail "bench_remote (staged)"
   echo "raw tcp: $tcp"
   echo "ucx:     $ucx"
+  echo "staged:  $staged"
   get() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
   line=$(awk -v rtt="$(get "$tcp" rtt_p50_us)" -v rtt99="$(get "$tcp" rtt_p99_us)" \
     -v up="$(get "$tcp" bulk_up_gb_s)" -v down="$(get "$tcp" bulk_down_gb_s)" \
     -v p50="$(get "$ucx" null_call_p50_us)" -v p99="$(get "$ucx" null_call_p99_us)" \
-    -v h2d="$(get "$ucx" h2d_gb_s)" -v d2h="$(get "$ucx" d2h_gb_s)" -v lps="$(get "$ucx" launches_per_s)" 'BEGIN {
+    -v h2d="$(get "$ucx" h2d_gb_s)" -v d2h="$(get "$ucx" d2h_gb_s)" -v lps="$(get "$ucx" launches_per_s)" \
+    -v ph2d="$(get "$ucx" h2d_pinned_gb_s)" -v pd2h="$(get "$ucx" d2h_pinned_gb_s)" \
+    -v sh2d="$(get "$staged" h2d_gb_s)" -v sd2h="$(get "$staged" d2h_gb_s)" \
+    -v sph2d="$(get "$staged" h2d_pinned_gb_s)" -v spd2h="$(get "$staged" d2h_pinned_gb_s)" 'BEGIN {
       printf "bench-remote (ucx over tcp, veth, sim backend): null call p50 %.1f us p99 %.1f us (raw TCP rtt p50 %.1f us p99 %.1f us: %.2fx); ", p50, p99, rtt, rtt99, p50 / rtt;
-      printf "64 MiB H2D %.2f GB/s D2H %.2f GB/s (raw TCP bulk %.2f / %.2f GB/s: %.2fx / %.2fx); posted launches %.0f/s\n", h2d, d2h, up, down, h2d / up, d2h / down, lps }')
+      printf "64 MiB H2D %.2f GB/s D2H %.2f GB/s pageable, %.2f / %.2f GB/s pinned (raw TCP bulk %.2f / %.2f GB/s: pageable %.2fx / %.2fx, pinned %.2fx / %.2fx); ", h2d, d2h, ph2d, pd2h, up, down, h2d / up, d2h / down, ph2d / up, pd2h / down;
+      printf "staged path H2D %.2f / D2H %.2f GB/s pageable, %.2f / %.2f pinned; posted launches %.0f/s\n", sh2d, sd2h, sph2d, spd2h, lps }')
   echo "$line"
   [ -n "${WH_BENCH_OUT:-}" ] && echo "$line" > "$WH_BENCH_OUT"
   ;;

@@ -55,6 +55,23 @@ int main(int argc, char** argv) {
   CHECK(cudaStreamSynchronize(s));
   for (size_t i = 0; i < pn; i++) EXPECT(pb[i] == ph[i], "pinned byte %zu: got %u want %u", i, pb[i], ph[i]);
 
+  // Registered pageable memory (cudaHostRegister) both ways, and a copy
+  // into the middle of pinned memory (a sub-range of its registration).
+  CHECK(cudaHostRegister(src.data(), n, cudaHostRegisterDefault));
+  CHECK(cudaHostRegister(back.data(), n, cudaHostRegisterDefault));
+  std::memset(back.data(), 0, n);
+  CHECK(cudaMemcpy(d, src.data(), n, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(back.data(), d, n, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < n; i++) EXPECT(back[i] == src[i], "registered byte %zu: got %u want %u", i, back[i], src[i]);
+  CHECK(cudaHostUnregister(src.data()));
+  CHECK(cudaHostUnregister(back.data()));
+  std::memset(pb, 0, pn);
+  CHECK(cudaMemcpy(pb + 3, d + 5, pn - 7, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < pn; i++) {
+    uint8_t want = i >= 3 && i < pn - 4 ? src[i + 2] : 0;
+    EXPECT(pb[i] == want, "pinned sub-range byte %zu: got %u want %u", i, pb[i], want);
+  }
+
   // 2D copy from pageable memory.
   const size_t w = 300, h = 50, sp = 512, dp = 1024;
   std::vector<uint8_t> h2(sp * h), b2(sp * h, 0);

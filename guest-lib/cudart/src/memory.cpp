@@ -184,22 +184,29 @@ cudaError_t remote_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uin
   constexpr size_t kWindow = 4;  // chunks asked for at once
   std::vector<MemcpyDtoHInlineReq> rq;
   std::vector<std::span<const uint8_t>> spans;
-  std::vector<ring::Message> got;
+  std::vector<uint8_t*> dsts;
+  std::vector<size_t> bytes;
+  std::vector<wh_msg_hdr> got;
   for (size_t off = 0; off < n;) {
     rq.clear();
     spans.clear();
+    dsts.clear();
+    bytes.clear();
     for (size_t k = 0; k < kWindow && off + k * chunk < n; k++) {
       size_t at = off + k * chunk;
       rq.push_back({src + at, std::min(chunk, n - at), stream});
+      dsts.push_back(dst + at);
+      bytes.push_back(rq.back().bytes);
     }
     for (auto& r : rq) spans.push_back({reinterpret_cast<const uint8_t*>(&r), sizeof r});
-    if (ring::Status s = c->remote_link()->call_many(uint16_t(Op::MemcpyDtoHInline), spans, got);
+    // Each answer's bytes land in dst directly (no staging buffer; from
+    // UCX-registered memory when dst is pinned).
+    if (ring::Status s = c->remote_link()->call_many_into(uint16_t(Op::MemcpyDtoHInline), spans, dsts, bytes, got);
         s != ring::Status::Ok)
       return c->remote_error(s);
     for (size_t k = 0; k < rq.size(); k++) {
-      if (got[k].hdr.status != 0) return got[k].hdr.status < 0 ? cudaErrorUnknown : cudaError_t(got[k].hdr.status);
-      if (got[k].payload.size() != rq[k].bytes) return cudaErrorUnknown;
-      std::memcpy(dst + (rq[k].src - src), got[k].payload.data(), rq[k].bytes);
+      if (got[k].status != 0) return got[k].status < 0 ? cudaErrorUnknown : cudaError_t(got[k].status);
+      if (got[k].len != rq[k].bytes) return cudaErrorUnknown;
     }
     off += rq.size() * chunk;
   }
@@ -207,6 +214,20 @@ cudaError_t remote_dtoh(Connection* c, uint8_t* dst, uint64_t src, size_t n, uin
 }
 
 }  // namespace
+
+// ucx://: the links that pinned memory is registered with (each server's,
+// with several); no connection is made for it where none is named (the ring
+// transports register nothing).
+template <class F>
+static void for_each_pinning_link(F f) {
+  const char* srv = std::getenv("WORMHOLE_SERVER");
+  if (!srv || !*srv) return;
+  Connection* c = Connection::get();
+  if (!c || !c->remote()) return;
+  if (Connection::devices() <= 1) return f(c->remote_link());
+  for (int d = 0; d < Connection::devices(); d++)
+    if (Connection* o = Connection::of(d)) f(o->remote_link());
+}
 
 // ucx://: what the guest put in its pinned heap for the server to read
 // (a fatbin, a graph's node list) is sent to the session's data area.
@@ -613,6 +634,7 @@ cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
     return set_error(cudaErrorMemoryAllocation);
   }
   *p = (Connection::devices() > 1 ? Connection::of(0) : c)->data().data() + off;
+  if (c->remote()) for_each_pinning_link([&](RemoteLink* r) { r->pin(*p, size); });  // registered with UCX once
   return cudaSuccess;
 }
 
@@ -621,7 +643,9 @@ cudaError_t cudaMallocHost(void** p, size_t size) { return cudaHostAlloc(p, size
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
   uint64_t off;
-  if (!in_data_area(p, 1, &off) || !heap_free(off)) return set_error(cudaErrorInvalidValue);
+  if (!in_data_area(p, 1, &off)) return set_error(cudaErrorInvalidValue);
+  for_each_pinning_link([&](RemoteLink* r) { r->unpin(p); });
+  if (!heap_free(off)) return set_error(cudaErrorInvalidValue);
   return cudaSuccess;
 }
 
@@ -650,13 +674,16 @@ cudaError_t cudaHostRegister(void* p, size_t size, unsigned int flags) {
   if (flags & cudaHostRegisterMapped) log_once("cudaHostRegister: mapped registration is not device-addressable");
   std::lock_guard lk(rt().mu);
   auto [it, fresh] = rt().host_registered.emplace(reinterpret_cast<uintptr_t>(p), size);
-  return fresh ? cudaSuccess : set_error(cudaErrorHostMemoryAlreadyRegistered);
+  if (!fresh) return set_error(cudaErrorHostMemoryAlreadyRegistered);
+  for_each_pinning_link([&](RemoteLink* r) { r->pin(p, size); });
+  return cudaSuccess;
 }
 
 cudaError_t cudaHostUnregister(void* p) {
   std::lock_guard lk(rt().mu);
-  return rt().host_registered.erase(reinterpret_cast<uintptr_t>(p)) ? cudaSuccess
-                                                                    : set_error(cudaErrorHostMemoryNotRegistered);
+  if (!rt().host_registered.erase(reinterpret_cast<uintptr_t>(p))) return set_error(cudaErrorHostMemoryNotRegistered);
+  for_each_pinning_link([&](RemoteLink* r) { r->unpin(p); });
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {

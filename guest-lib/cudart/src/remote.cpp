@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 
+#include "connection.hpp"
 #include "wormhole/proto/wire.hpp"
 
 namespace wh::guest {
@@ -22,6 +23,17 @@ constexpr size_t kDirectMin = 64 << 10;
 // The client's data area: the status page and a pinned heap of this size
 // (address space only until used).
 constexpr size_t kRemotePinned = 1ull << 30;
+
+// WORMHOLE_UCX_STAGED_COPIES=1: no UCX registration of pinned memory, and
+// device-to-host bytes staged through the link's receive buffer (the path
+// before zero-copy: a fallback, and the comparison of make bench-remote).
+bool staged_copies() {
+  static const bool on = [] {
+    const char* e = std::getenv("WORMHOLE_UCX_STAGED_COPIES");
+    return e && *e == '1';
+  }();
+  return on;
+}
 
 std::string key_error;
 bool client_key(net::Key* k, std::string* err) {
@@ -116,6 +128,13 @@ RemoteLink::~RemoteLink() {
   {
     std::lock_guard lk(mu_);
     if (!dead_ && !batch_.empty()) flush_locked(Clock::now() + timeout_);
+    {
+      // Pinned memory the program never freed: unregistered before the
+      // UCP context goes (UCX asserts on registrations still in use).
+      std::lock_guard pl(pin_mu_);
+      for (auto& [addr, pin] : pinned_) link_->deregister_memory(pin.memh);
+      pinned_.clear();
+    }
     link_.reset();  // flushed and closed: the server ends the session at once
   }
   if (data_) munmap(data_, data_size_);
@@ -221,7 +240,8 @@ ring::Status RemoteLink::post(uint16_t op, std::span<const std::span<const uint8
       at += parts[i].size();
     }
     auto deadline = Clock::now() + timeout_;
-    if (!flush_locked(deadline) || !link_->send(parts.back().data(), parts.back().size(), deadline))
+    void* memh = memh_for(parts.back().data(), parts.back().size());
+    if (!flush_locked(deadline) || !link_->send(parts.back().data(), parts.back().size(), deadline, memh))
       return broken("send: " + link_->error());
     return ring::Status::Ok;
   }
@@ -266,13 +286,80 @@ ring::Status RemoteLink::call_many(uint16_t op, std::span<const std::span<const 
   return ring::Status::Ok;
 }
 
-ring::Status RemoteLink::answer_locked(uint64_t id, ring::Message& m) {
+void RemoteLink::pin(void* p, size_t n) {
+  std::lock_guard lk(mu_);  // the link's users are serialised by mu_
+  if (!link_ || !p || !n || staged_copies()) return;
+  std::string err;
+  void* memh = link_->register_memory(p, n, &err);
+  if (!memh) return;  // copies from it then go as from pageable memory
+  std::lock_guard pl(pin_mu_);
+  auto [it, fresh] = pinned_.emplace(reinterpret_cast<uintptr_t>(p), Pinned{n, memh});
+  if (!fresh) link_->deregister_memory(memh);
+  else if (std::getenv("WORMHOLE_VERBOSE")) log("registered %zu bytes of pinned memory with UCX", n);
+}
+
+void RemoteLink::unpin(void* p) {
+  std::lock_guard lk(mu_);
+  std::lock_guard pl(pin_mu_);
+  auto it = pinned_.find(reinterpret_cast<uintptr_t>(p));
+  if (it == pinned_.end()) return;
+  if (link_) link_->deregister_memory(it->second.memh);
+  pinned_.erase(it);
+}
+
+void* RemoteLink::memh_for(const void* p, size_t n) const {
+  std::lock_guard pl(pin_mu_);
+  auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = pinned_.upper_bound(a);
+  if (it == pinned_.begin()) return nullptr;
+  --it;
+  return a + n <= it->first + it->second.n ? it->second.memh : nullptr;
+}
+
+ring::Status RemoteLink::call_many_into(uint16_t op, std::span<const std::span<const uint8_t>> requests,
+                                        std::span<uint8_t* const> dsts, std::span<const size_t> bytes,
+                                        std::vector<wh_msg_hdr>& hdrs) {
+  if (staged_copies()) {
+    thread_local std::vector<ring::Message> got;  // reused: its buffers stay mapped
+    if (ring::Status s = call_many(op, requests, got); s != ring::Status::Ok) return s;
+    hdrs.resize(requests.size());
+    for (size_t i = 0; i < requests.size(); i++) {
+      hdrs[i] = got[i].hdr;
+      if (got[i].hdr.status == 0 && got[i].payload.size() == bytes[i])
+        std::memcpy(dsts[i], got[i].payload.data(), bytes[i]);
+      else hdrs[i].len = uint32_t(got[i].payload.size());
+    }
+    return ring::Status::Ok;
+  }
+  for (auto r : requests)
+    if (r.size() > max_msg_) return ring::Status::TooBig;
+  std::lock_guard lk(mu_);
+  if (dead_) return ring::Status::Closed;
+  const uint64_t first = next_call_;
+  for (auto r : requests) {
+    std::array<std::span<const uint8_t>, 1> one{r};
+    append(op, 0, next_call_++, one);
+  }
+  if (!flush_locked(Clock::now() + timeout_)) return broken("send: " + link_->error());
+  hdrs.resize(requests.size());
+  ring::Message m;
+  for (size_t i = 0; i < requests.size(); i++) {
+    Into into{dsts[i], bytes[i], memh_for(dsts[i], bytes[i])};
+    if (ring::Status s = answer_locked(first + i, m, &into); s != ring::Status::Ok) return s;
+    hdrs[i] = m.hdr;
+  }
+  return ring::Status::Ok;
+}
+
+ring::Status RemoteLink::answer_locked(uint64_t id, ring::Message& m, const Into* into) {
   // The answer, or silence for longer than the timeout: the server sends
   // keepalives while a long call runs, so only a lost link is silent.
   auto heard = link_->received();
   auto deadline = Clock::now() + timeout_;
   for (;;) {
-    if (!link_->fill(sizeof(wh_msg_hdr), deadline)) {
+    // With a destination: no more than the header ahead, so that the
+    // payload can be received straight into it.
+    if (!link_->fill(sizeof(wh_msg_hdr), deadline, into ? sizeof(wh_msg_hdr) : SIZE_MAX)) {
       if (link_->dead()) return broken(link_->error());
       if (link_->received() != heard) {
         heard = link_->received();
@@ -286,6 +373,16 @@ ring::Status RemoteLink::answer_locked(uint64_t id, ring::Message& m) {
     std::memcpy(&h, link_->buffered().data(), sizeof h);
     if (h.magic != WH_MSG_MAGIC || !(h.flags & WH_MSG_F_RESPONSE) || h.len > max_msg_ + 4096)
       return broken("the server sent garbage");
+    if (into && h.opcode != WH_OP_PAD && h.call_id == id && h.status == 0 && h.len == into->n) {
+      link_->consume(sizeof h);
+      if (!link_->read_into(into->dst, h.len, Clock::now() + timeout_, into->memh))
+        return broken(link_->error());
+      m.hdr = h;
+      m.payload.clear();
+      auto* st = reinterpret_cast<proto::DataAreaStatus*>(data_);
+      if (h.aux) __atomic_store_n(&st->output_seq, uint64_t(h.aux), __ATOMIC_RELEASE);
+      return ring::Status::Ok;
+    }
     if (!link_->fill(sizeof h + h.len, Clock::now() + timeout_))
       return broken(link_->dead() ? link_->error() : "a response did not complete in time");
     heard = link_->received();

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -30,6 +31,17 @@ class RemoteLink {
   // the transfer of one chunk with the server's work on the next.
   ring::Status call_many(uint16_t op, std::span<const std::span<const uint8_t>> requests,
                          std::vector<ring::Message>& out);
+  // Like call_many, each answer's payload received straight into dsts[i]
+  // (which must take exactly the expected bytes[i]); hdrs[i] its header. An
+  // answer of another size or a failure status carries no payload.
+  ring::Status call_many_into(uint16_t op, std::span<const std::span<const uint8_t>> requests,
+                              std::span<uint8_t* const> dsts, std::span<const size_t> bytes,
+                              std::vector<wh_msg_hdr>& hdrs);
+  // Pinned host memory (cudaMallocHost/cudaHostAlloc/cudaHostRegister),
+  // registered with UCX once; copies from/to it pass its handle.
+  void pin(void* p, size_t n);
+  void unpin(void* p);
+  void* memh_for(const void* p, size_t n) const;
   // The process's own data area (status page, pinned heap): not shared.
   std::span<uint8_t> data() const { return {data_, data_size_}; }
   uint32_t max_msg() const { return max_msg_; }
@@ -40,7 +52,12 @@ class RemoteLink {
  private:
   RemoteLink() = default;
   bool flush_locked(net::Clock::time_point deadline);
-  ring::Status answer_locked(uint64_t id, ring::Message& m);
+  struct Into {
+    uint8_t* dst;
+    size_t n;
+    void* memh;
+  };
+  ring::Status answer_locked(uint64_t id, ring::Message& m, const Into* into = nullptr);
   void append(uint16_t op, uint32_t flags, uint64_t call_id, std::span<const std::span<const uint8_t>> parts);
   void keepalive_loop();
   ring::Status broken(const std::string& why);
@@ -62,6 +79,12 @@ class RemoteLink {
   std::condition_variable ka_cv_;
   bool stop_ = false;
   std::atomic<bool> pending_{false};  // posted records wait in batch_
+  struct Pinned {
+    size_t n;
+    void* memh;
+  };
+  mutable std::mutex pin_mu_;
+  std::map<uintptr_t, Pinned> pinned_;  // by start address
 };
 
 }  // namespace wh::guest

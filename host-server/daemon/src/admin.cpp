@@ -109,17 +109,18 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
       uint64_t calls = 0, errors = 0, device = 0;
       json ops = json::array();
       const double k = Stats::ns_per_tick();
+      const std::vector<OpFigures> figs = stats_.ops();
       for (size_t i = 1; i < proto::kOpCount; i++) {
-        const uint64_t c = stats_.calls[i].load();
-        if (!c) continue;
-        calls += c;
-        errors += stats_.errors[i].load();
+        const OpFigures& f = figs[i];
+        if (!f.calls) continue;
+        calls += f.calls;
+        errors += f.errors;
         ops.push_back(json{{"op", proto::op_name(uint16_t(i))},
-                           {"calls", c},
-                           {"errors", stats_.errors[i].load()},
-                           {"bytes_in", stats_.bytes_in[i].load()},
-                           {"bytes_out", stats_.bytes_out[i].load()},
-                           {"mean_us", double(stats_.ticks[i].load()) * k / 1e3 / double(c)}});
+                           {"calls", f.calls},
+                           {"errors", f.errors},
+                           {"bytes_in", f.bytes_in},
+                           {"bytes_out", f.bytes_out},
+                           {"mean_us", double(f.ticks) * k / 1e3 / double(f.calls)}});
       }
       int live = 0;
       uint64_t kernels = stats_.kernels.load(), kernel_ns = stats_.kernel_ns.load(),

@@ -102,37 +102,28 @@ std::string Server::metrics_text() {
   head(o, "wormhole_session_uptime_seconds", "gauge", "Age of a live session.");
   for (auto& r : rows) o << "wormhole_session_uptime_seconds{" << r.labels << "} " << num(r.uptime) << '\n';
 
-  head(o, "wormhole_calls_total", "counter", "Calls served, by operation.");
-  for (size_t i = 1; i < proto::kOpCount; i++)
-    if (uint64_t c = stats_.calls[i].load())
-      o << "wormhole_calls_total{op=\"" << proto::op_name(uint16_t(i)) << "\"} " << c << '\n';
-  head(o, "wormhole_call_errors_total", "counter", "Calls answered with an error, by operation.");
-  for (size_t i = 1; i < proto::kOpCount; i++)
-    if (stats_.calls[i].load())
-      o << "wormhole_call_errors_total{op=\"" << proto::op_name(uint16_t(i)) << "\"} " << stats_.errors[i].load()
-        << '\n';
-  head(o, "wormhole_call_received_bytes_total", "counter", "Request message bytes, by operation.");
-  for (size_t i = 1; i < proto::kOpCount; i++)
-    if (stats_.calls[i].load())
-      o << "wormhole_call_received_bytes_total{op=\"" << proto::op_name(uint16_t(i)) << "\"} "
-        << stats_.bytes_in[i].load() << '\n';
-  head(o, "wormhole_call_sent_bytes_total", "counter", "Reply message bytes, by operation.");
-  for (size_t i = 1; i < proto::kOpCount; i++)
-    if (stats_.calls[i].load())
-      o << "wormhole_call_sent_bytes_total{op=\"" << proto::op_name(uint16_t(i)) << "\"} "
-        << stats_.bytes_out[i].load() << '\n';
+  const std::vector<OpFigures> ops = stats_.ops();
+  auto by_op = [&](const char* name, const char* type, const char* help, uint64_t OpFigures::*f) {
+    head(o, name, type, help);
+    for (size_t i = 1; i < proto::kOpCount; i++)
+      if (ops[i].calls) o << name << "{op=\"" << proto::op_name(uint16_t(i)) << "\"} " << ops[i].*f << '\n';
+  };
+  by_op("wormhole_calls_total", "counter", "Calls served, by operation.", &OpFigures::calls);
+  by_op("wormhole_call_errors_total", "counter", "Calls answered with an error, by operation.", &OpFigures::errors);
+  by_op("wormhole_call_received_bytes_total", "counter", "Request message bytes, by operation.",
+        &OpFigures::bytes_in);
+  by_op("wormhole_call_sent_bytes_total", "counter", "Reply message bytes, by operation.", &OpFigures::bytes_out);
   head(o, "wormhole_call_duration_seconds", "histogram", "Service time of a call on the server, by operation.");
   for (size_t i = 1; i < proto::kOpCount; i++) {
-    if (!stats_.calls[i].load()) continue;
+    if (!ops[i].calls) continue;
     const std::string op = proto::op_name(uint16_t(i));
     uint64_t cum = 0;
     for (size_t b = 0; b < kLatencyBuckets; b++) {
-      cum += stats_.latency[i][b].load();
+      cum += ops[i].latency[b];
       o << "wormhole_call_duration_seconds_bucket{op=\"" << op << "\",le=\""
         << (b < kLatencyBounds.size() ? num(kLatencyBounds[b]) : std::string("+Inf")) << "\"} " << cum << '\n';
     }
-    o << "wormhole_call_duration_seconds_sum{op=\"" << op << "\"} " << num(double(stats_.ticks[i].load()) * k / 1e9)
-      << '\n';
+    o << "wormhole_call_duration_seconds_sum{op=\"" << op << "\"} " << num(double(ops[i].ticks) * k / 1e9) << '\n';
     o << "wormhole_call_duration_seconds_count{op=\"" << op << "\"} " << cum << '\n';
   }
   return o.str();

@@ -152,6 +152,18 @@ int Poller::poll_once() {
       int32_t st = 0;
       if (g.chan >= nchan_) st = -EINVAL;
       else if (cur == 0 || cur != g.generation) st = -ESTALE;
+      else
+        // First BIND wins: a channel's owner binds one slot (one process =
+        // one channel + one slot), so another slot naming the same owner is
+        // another process of the VM that read the generation (the state
+        // page publishes it) and wants to call on someone else's session.
+        for (uint32_t o = 0; o < WH_GATE_NSLOTS; o++)
+          if (o != slot && bind_[o].generation == g.generation && bind_[o].chan == g.chan) {
+            st = -EBUSY;
+            last_error_ = "slot " + std::to_string(slot) + ": BIND to channel " + std::to_string(g.chan) +
+                          ", already bound to slot " + std::to_string(o);
+            break;
+          }
       if (st == 0) {
         bind_[slot] = {g.chan, g.generation};
         binds_++;

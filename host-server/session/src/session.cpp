@@ -91,22 +91,66 @@ bool is_sticky(Err e) {
   }
 }
 
+void OpFigures::add(const OpCounters& c) {
+  calls += c.calls.load(std::memory_order_relaxed);
+  ticks += c.ticks.load(std::memory_order_relaxed);
+  errors += c.errors.load(std::memory_order_relaxed);
+  bytes_in += c.bytes_in.load(std::memory_order_relaxed);
+  bytes_out += c.bytes_out.load(std::memory_order_relaxed);
+  for (size_t b = 0; b < kLatencyBuckets; b++) latency[b] += c.latency[b].load(std::memory_order_relaxed);
+}
+
+OpTable::~OpTable() {
+  for (auto& p : ops_) delete p.load();
+}
+
+OpCounters& OpTable::at(uint16_t op) {
+  OpCounters* c = ops_[op].load(std::memory_order_relaxed);
+  if (!c) {
+    c = new OpCounters();
+    ops_[op].store(c, std::memory_order_release);  // readers see it zeroed
+  }
+  return *c;
+}
+
+void Stats::attach(const OpTable* t) {
+  std::lock_guard lk(ops_mu_);
+  live_.push_back(t);
+}
+
+void Stats::detach(const OpTable* t) {
+  std::lock_guard lk(ops_mu_);
+  std::erase(live_, t);
+  for (size_t i = 0; i < kOpCount; i++)
+    if (const OpCounters* c = t->find(i)) ended_[i].add(*c);
+}
+
+std::vector<OpFigures> Stats::ops() const {
+  std::lock_guard lk(ops_mu_);
+  std::vector<OpFigures> r = ended_;
+  for (const OpTable* t : live_)
+    for (size_t i = 0; i < kOpCount; i++)
+      if (const OpCounters* c = t->find(i)) r[i].add(*c);
+  return r;
+}
+
 std::string Stats::render() const {
   std::ostringstream o;
+  const std::vector<OpFigures> ops = this->ops();
   uint64_t total = 0;
   double total_ns = 0;
   const double k = ns_per_tick();
   int width = 0;  // the longest name of an op that was called
   for (size_t i = 1; i < kOpCount; i++)
-    if (calls[i].load()) width = std::max(width, int(std::strlen(op_name(uint16_t(i)))));
+    if (ops[i].calls) width = std::max(width, int(std::strlen(op_name(uint16_t(i)))));
   for (size_t i = 1; i < kOpCount; i++) {
-    uint64_t c = calls[i].load();
+    uint64_t c = ops[i].calls;
     if (!c) continue;
     total += c;
-    total_ns += double(ticks[i].load()) * k;
+    total_ns += double(ops[i].ticks) * k;
     char line[160];
     std::snprintf(line, sizeof line, "  %-*s %10llu calls  %9.2f us mean service\n", width, op_name(uint16_t(i)),
-                  (unsigned long long)c, double(ticks[i].load()) * k / 1e3 / double(c));
+                  (unsigned long long)c, double(ops[i].ticks) * k / 1e3 / double(c));
     o << line;
   }
   char tail[256];
@@ -151,6 +195,7 @@ Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
                  std::span<uint8_t> data, Stats& stats)
     : id_(id), backend_(backend), ctx_(std::move(ctx)), data_(data), stats_(stats) {
   stats_.sessions++;
+  stats_.attach(&ops_);
   (void)clock_ref();  // the reference point render() converts ticks against
   (void)latency_bounds();
 }
@@ -158,6 +203,7 @@ Session::Session(uint64_t id, Backend& backend, std::unique_ptr<Context> ctx,
 Session::~Session() {
   account();
   if (peer_tickets_) peer_tickets_->drop_session(id_);
+  stats_.detach(&ops_);
   // Its kernel figures join the server-wide ones (live sessions' are added
   // by whoever reads them: no shared counter on the launch path).
   stats_.kernels.fetch_add(ctr_.kernels.load(), std::memory_order_relaxed);
@@ -247,8 +293,9 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
   }
   const uint64_t dt = stat_clock() - t0;
   if (opcode < kOpCount) {
-    stats_.calls[opcode]++;
-    stats_.ticks[opcode] += dt;
+    OpCounters& c = ops_.at(opcode);
+    SessionCounters::add(c.calls, 1);
+    SessionCounters::add(c.ticks, dt);
   }
   // The rest of the accounting is done by account(), after the answer left.
   pending_ = {true, posted, opcode, int32_t(out.status), dt, payload.size(), out.fixed.size() + out.tail.size()};
@@ -265,13 +312,14 @@ void Session::account() {
   pending_.valid = false;
   const bool failed = p.status != cudaSuccess;
   if (p.opcode < kOpCount) {
-    stats_.bytes_in[p.opcode] += p.in;
-    if (!p.posted) stats_.bytes_out[p.opcode] += p.out;
-    if (failed) stats_.errors[p.opcode]++;
+    OpCounters& c = ops_.at(p.opcode);
+    SessionCounters::add(c.bytes_in, p.in);
+    if (!p.posted) SessionCounters::add(c.bytes_out, p.out);
+    if (failed) SessionCounters::add(c.errors, 1);
     const auto& b = latency_bounds();
     size_t i = 0;
     while (i < b.size() && p.ticks > b[i]) i++;
-    stats_.latency[p.opcode][i]++;
+    SessionCounters::add(c.latency[i], 1);
   }
   SessionCounters::add(ctr_.calls, 1);
   SessionCounters::add(ctr_.bytes_in, p.in);

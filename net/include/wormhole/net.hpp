@@ -41,11 +41,25 @@ class Link {
   // false when the link failed or the deadline passed (the link is then
   // dead: a partial record cannot be taken back).
   bool send(std::span<const std::span<const uint8_t>> parts, Clock::time_point deadline);
-  bool send(const void* p, size_t n, Clock::time_point deadline);
+  // memh: from register_memory() when p lies in a registered region (UCX
+  // then sends from it without staging where the transport allows), or null.
+  bool send(const void* p, size_t n, Clock::time_point deadline, void* memh = nullptr);
+  // Receives exactly n bytes of the stream into dst: first what is already
+  // buffered, the rest straight into dst (one UCX receive, memh as for
+  // send). A deadline or failure leaves the link dead (the stream position
+  // is lost).
+  bool read_into(void* dst, size_t n, Clock::time_point deadline, void* memh = nullptr);
+  // Host memory registered with UCX (ucp_mem_map of the caller's pages,
+  // once; ucp_mem_unmap at deregister_memory): a handle for send/read_into
+  // of any sub-range, or null (err says why).
+  void* register_memory(void* p, size_t n, std::string* err);
+  void deregister_memory(void* memh);
   // Makes at least n bytes (n <= capacity) available in the receive
   // buffer. false: deadline (timed_out() true; the link stays usable), or
   // the link failed (dead()).
-  bool fill(size_t n, Clock::time_point deadline);
+  // at_most: receive no more than this many bytes ahead (n <= at_most), so
+  // that a payload that follows can be read_into() its destination.
+  bool fill(size_t n, Clock::time_point deadline, size_t at_most = SIZE_MAX);
   std::span<const uint8_t> buffered() const { return {rbuf_.data() + rpos_, wpos_ - rpos_}; }
   void consume(size_t n) { rpos_ += n; }
   size_t capacity() const { return rbuf_.size(); }

@@ -5,7 +5,10 @@
 #   kvm-intel, the patched QEMU and wormhole-server (sim backend)
 #   -> L2 = Debian 6.1 vmlinux started by that QEMU with -accel kvm, the
 #   wormhole-gate object and an ivshmem region; wormhole_gate.ko, then
-#   unmodified nvcc programs over the vmfunc transport, then measurements.
+#   unmodified nvcc programs over the vmfunc transport, then the threat-model
+#   checks (a hostile process beside gate_client, a hostile kernel module:
+#   hostile.c, hostile_kmod.c, threat-check.py), then measurements, and last
+#   the gate's store redirected onto a read-only view page (ends the VM).
 # Usage: run-chain.sh [--build DIR] [--out DIR]
 # Needs a build tree with wormhole-server, libcudart.so.13 and gate_client
 # (cmake --build DIR --target wormhole-server cudart exitless_gate_client). Pass marker: "chain: PASS".
@@ -44,6 +47,13 @@ gcc -m32 -O2 -ffreestanding -fno-pic -fno-pie -fno-stack-protector -nostdlib -st
 gcc -O2 -Wall -Werror -static -o bin/exitpath "$HERE/exitpath.c"
 gcc -O2 -Wall -Werror -static -o bin/rdtsc "$HERE/rdtsc.c"
 gcc -O2 -Wall -Werror -static -o bin/e9tee "$HERE/e9tee.c"
+# The threat-model checks: a hostile L2 process and a hostile L2 kernel module.
+gcc -O2 -Wall -Werror -static -I "$REPO/kvm-module/gate" -I "$REPO/kvm-module/guest-gate" \
+    -I "$REPO/shm-ring/include" -o bin/hostile "$HERE/hostile.c"
+rm -rf hostile-kmod; mkdir -p hostile-kmod
+cp "$HERE/hostile_kmod.c" hostile-kmod/wh_hostile.c; cp "$REPO/kvm-module/gate/wh_gate.h" hostile-kmod/
+echo 'obj-m += wh_hostile.o' > hostile-kmod/Makefile
+make -s -C "/usr/src/linux-headers-$KREL" M="$OUT/hostile-kmod" modules >/dev/null
 strip -o bin/qemu-system-x86_64 "$Q"
 strip -o bin/wormhole-server "$SERVER"
 "$REPO/kvm-module/guest-gate/build.sh" "$OUT/gate-mod" >/dev/null
@@ -51,8 +61,9 @@ for f in pvh.bin linuxboot_dma.bin kvmvapic.bin; do cp /usr/share/qemu/$f fw/; d
 cp /usr/share/seabios/bios-256k.bin fw/
 export WH_QUIET=1
 "$REPO/vm/guest/build-image.sh" --out "$OUT/l2" --compress none --kernel-version "$KREL" \
-  --lib "$CUDART" --bin "$GC" --bin bin/exitpath \
-  --file "$OUT/gate-mod/wormhole_gate.ko:/wh/wormhole_gate.ko" --job "$EX/jobs/chain-l2.sh"
+  --lib "$CUDART" --bin "$GC" --bin bin/exitpath --bin bin/hostile \
+  --file "$OUT/gate-mod/wormhole_gate.ko:/wh/wormhole_gate.ko" \
+  --file "$OUT/hostile-kmod/wh_hostile.ko:/wh/wh_hostile.ko" --job "$EX/jobs/chain-l2.sh"
 "$REPO/vm/guest/build-image.sh" --out "$OUT/l1" --compress none --kernel-version "$KREL" \
   --bin bin/qemu-system-x86_64 --bin bin/wormhole-server --bin bin/rdtsc:/wh/rdtsc --bin bin/e9tee:/wh/e9tee \
   --file "/lib/modules/$KREL/kernel/virt/lib/irqbypass.ko:/wh/kmod/irqbypass.ko" \
@@ -102,6 +113,9 @@ for r in kvm_modules gate_module gate_client gate_client_transport; do
   grep -a -q "WH-RESULT $r PASS" console.log || { echo "chain: missing PASS for $r"; fail=1; }
 done
 grep -a 'WH-RESULT' console.log | grep -a -q FAIL && fail=1
+echo "chain: threat model (docs/exitless.md):"
+grep -a -E 'WH-GATESTATS|WH-TRACE|hostile: expect' console.log || true
+python3 "$HERE/threat-check.py" console.log | tee threat.txt; ((PIPESTATUS[0] == 0)) || fail=1
 if ((fail == 0)); then echo "chain: PASS (total $(( $(date +%s) - T0 )) s)"; exit 0; fi
 echo "chain: FAIL; last serial lines:"; tail -60 console.log
 exit 1

@@ -81,7 +81,7 @@ class Poller {
   int poll_once();
   uint64_t violations() const { return violations_; }
   uint64_t binds() const { return binds_; }      // BINDs accepted
-  uint64_t refusals() const { return refusals_; }  // BINDs and CALLs refused (-EINVAL, -ESTALE)
+  uint64_t refusals() const { return refusals_; }  // BINDs and CALLs refused (-EINVAL, -ESTALE, -EBUSY)
   std::string last_error() const { return last_error_; }
   // Whether `slot` is still bound to (chan, generation). The owner of an
   // answer checks it under the same lock as poll_once(): a late answer to a
