@@ -133,6 +133,9 @@ multi)
     || { cat "$tmp/b.log"; fail "server B did not receive the 0->1 peer copy from server A"; }
   grep -q "peer copy: received $(( (n0 / 4 - 2000) * 4 )) bytes from server $ip_s" "$tmp/server.log" \
     || fail "server A did not receive the 1->0 peer copy from server B"
+  # ... and their statistics count it (wormholectl stats).
+  ip netns exec "$ns_s" "$build/bin/wormholectl" --socket "$tmp/b.sock" stats > "$tmp/ctl" 2>&1 || { cat "$tmp/ctl"; fail "wormholectl stats on B"; }
+  grep -q "^peer copies .* received from other servers" "$tmp/ctl" || { cat "$tmp/ctl"; fail "B's statistics show no peer copy"; }
   # A single-server program is unchanged beside it.
   client "$build/tests/remote/roundtrip" 4 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "roundtrip on one server"; }
   if [ "${WH_MULTI_BENCH:-0}" = 1 ]; then

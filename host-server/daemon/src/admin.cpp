@@ -145,6 +145,8 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
                  {"bytes_htod", stats_.bytes_htod.load()},
                  {"bytes_dtoh", stats_.bytes_dtoh.load()},
                  {"bytes_dtod", stats_.bytes_dtod.load()},
+                 {"bytes_peer_in", stats_.bytes_peer_in.load()},
+                 {"bytes_peer_out", stats_.bytes_peer_out.load()},
                  {"device_bytes", device},
                  {"kernels", kernels},
                  {"kernel_s", double(kernel_ns) / 1e9},

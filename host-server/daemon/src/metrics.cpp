@@ -77,6 +77,10 @@ std::string Server::metrics_text() {
   o << "wormhole_copy_bytes_total{direction=\"htod\"} " << stats_.bytes_htod.load() << '\n';
   o << "wormhole_copy_bytes_total{direction=\"dtoh\"} " << stats_.bytes_dtoh.load() << '\n';
   o << "wormhole_copy_bytes_total{direction=\"dtod\"} " << stats_.bytes_dtod.load() << '\n';
+  head(o, "wormhole_peer_copy_bytes_total", "counter",
+       "Bytes of peer copies between servers: received from other servers, pushed to them.");
+  o << "wormhole_peer_copy_bytes_total{direction=\"in\"} " << stats_.bytes_peer_in.load() << '\n';
+  o << "wormhole_peer_copy_bytes_total{direction=\"out\"} " << stats_.bytes_peer_out.load() << '\n';
 
   head(o, "wormhole_session_calls_total", "counter", "Calls a live session made.");
   for (auto& r : rows) o << "wormhole_session_calls_total{" << r.labels << "} " << r.calls << '\n';

@@ -111,6 +111,10 @@ void print_stats(const json& r) {
   std::printf("copies         %s to the device, %s from it, %s on it\n",
               human_bytes(r["bytes_htod"].get<uint64_t>()).c_str(), human_bytes(r["bytes_dtoh"].get<uint64_t>()).c_str(),
               human_bytes(r["bytes_dtod"].get<uint64_t>()).c_str());
+  if (r.contains("bytes_peer_in") && (r["bytes_peer_in"].get<uint64_t>() || r["bytes_peer_out"].get<uint64_t>()))
+    std::printf("peer copies    %s received from other servers, %s pushed to them\n",
+                human_bytes(r["bytes_peer_in"].get<uint64_t>()).c_str(),
+                human_bytes(r["bytes_peer_out"].get<uint64_t>()).c_str());
   std::printf("device memory  %s held by sessions\n", human_bytes(r["device_bytes"].get<uint64_t>()).c_str());
   if (r.contains("kernels")) {  // (a server before these counters leaves them out)
     const double ks = r["kernel_s"].get<double>();
