@@ -116,6 +116,20 @@ int main(int argc, char** argv) {
     l->send(&p, sizeof p, Clock::now() + 5s);
     ok &= dropped(*l, "wrong key");
   }
+  {  // a peer server's offer with a forged ticket (peer copies): no key, no
+     // valid ticket: refused before anything is received for it
+    Challenge ch;
+    auto l = open_link(&ch);
+    PeerOffer o{};
+    o.magic = kPeerMagic;
+    o.min_version = ch.min_version;
+    o.max_version = ch.max_version;
+    random_bytes(reinterpret_cast<uint8_t*>(o.ticket), sizeof o.ticket);
+    o.dst = 0x100000000000ull;
+    o.bytes = 1ull << 62;  // would be a huge buffer if it were believed
+    l->send(&o, sizeof o, Clock::now() + 5s);
+    ok &= dropped(*l, "forged peer ticket");
+  }
   {  // silence: the server gives up on the handshake
     Challenge ch;
     auto l = open_link(&ch);
