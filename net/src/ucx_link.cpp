@@ -352,6 +352,17 @@ void Link::deregister_memory(void* memh) {
   if (a && ctx_ && memh) a->mem_unmap(ctx_->ctx, static_cast<ucp_mem_h>(memh));
 }
 
+bool Link::wait_request(void* r, Clock::time_point deadline) {
+  struct Ctx {
+    const Api* a;
+    void* r;
+  } c{api(nullptr), r};
+  return wait([](Link*, void* x) {
+    auto* c = static_cast<Ctx*>(x);
+    return c->a->request_check_status(c->r) != UCS_INPROGRESS;
+  }, &c, deadline);
+}
+
 bool Link::read_into(void* dst, size_t n, Clock::time_point deadline, void* memh) {
   auto* out = static_cast<uint8_t*>(dst);
   size_t have = std::min(n, wpos_ - rpos_);
@@ -382,14 +393,7 @@ bool Link::read_into(void* dst, size_t n, Clock::time_point deadline, void* memh
     fail("receive failed (" + status_text(UCS_PTR_STATUS(r)) + ")");
     return false;
   }
-  struct Ctx {
-    const Api* a;
-    void* r;
-  } c{a, r};
-  bool ok = wait([](Link*, void* x) {
-    auto* c = static_cast<Ctx*>(x);
-    return c->a->request_check_status(c->r) != UCS_INPROGRESS;
-  }, &c, deadline);
+  bool ok = wait_request(r, deadline);
   if (!ok) {
     // The destination must not be written after we return.
     a->request_cancel(static_cast<ucp_worker_h>(worker_), r);
@@ -423,14 +427,7 @@ bool Link::send(const void* buf, size_t n, Clock::time_point deadline, void* mem
     fail("send failed (" + status_text(UCS_PTR_STATUS(r)) + ")");
     return false;
   }
-  struct Ctx {
-    const Api* a;
-    void* r;
-  } c{a, r};
-  bool ok = wait([](Link*, void* x) {
-    auto* c = static_cast<Ctx*>(x);
-    return c->a->request_check_status(c->r) != UCS_INPROGRESS;
-  }, &c, deadline);
+  bool ok = wait_request(r, deadline);
   ucs_status_t st = a->request_check_status(r);
   if (st == UCS_INPROGRESS) {
     a->request_cancel(static_cast<ucp_worker_h>(worker_), r);

@@ -268,18 +268,27 @@ ring::Status RemoteLink::call(uint16_t op, std::span<const std::span<const uint8
   return answer_locked(id, m);
 }
 
-ring::Status RemoteLink::call_many(uint16_t op, std::span<const std::span<const uint8_t>> requests,
-                                   std::vector<ring::Message>& out) {
-  for (auto r : requests)
-    if (r.size() > max_msg_) return ring::Status::TooBig;
-  std::lock_guard lk(mu_);
+// Sends synchronous requests of one opcode together; their call ids are
+// *first onwards.
+ring::Status RemoteLink::send_many_locked(uint16_t op, std::span<const std::span<const uint8_t>> requests,
+                                          uint64_t* first) {
   if (dead_) return ring::Status::Closed;
-  const uint64_t first = next_call_;
+  *first = next_call_;
   for (auto r : requests) {
     std::array<std::span<const uint8_t>, 1> one{r};
     append(op, 0, next_call_++, one);
   }
   if (!flush_locked(Clock::now() + timeout_)) return broken("send: " + link_->error());
+  return ring::Status::Ok;
+}
+
+ring::Status RemoteLink::call_many(uint16_t op, std::span<const std::span<const uint8_t>> requests,
+                                   std::vector<ring::Message>& out) {
+  for (auto r : requests)
+    if (r.size() > max_msg_) return ring::Status::TooBig;
+  std::lock_guard lk(mu_);
+  uint64_t first = 0;
+  if (ring::Status s = send_many_locked(op, requests, &first); s != ring::Status::Ok) return s;
   out.resize(requests.size());
   for (size_t i = 0; i < requests.size(); i++)
     if (ring::Status s = answer_locked(first + i, out[i]); s != ring::Status::Ok) return s;
@@ -334,13 +343,8 @@ ring::Status RemoteLink::call_many_into(uint16_t op, std::span<const std::span<c
   for (auto r : requests)
     if (r.size() > max_msg_) return ring::Status::TooBig;
   std::lock_guard lk(mu_);
-  if (dead_) return ring::Status::Closed;
-  const uint64_t first = next_call_;
-  for (auto r : requests) {
-    std::array<std::span<const uint8_t>, 1> one{r};
-    append(op, 0, next_call_++, one);
-  }
-  if (!flush_locked(Clock::now() + timeout_)) return broken("send: " + link_->error());
+  uint64_t first = 0;
+  if (ring::Status s = send_many_locked(op, requests, &first); s != ring::Status::Ok) return s;
   hdrs.resize(requests.size());
   ring::Message m;
   for (size_t i = 0; i < requests.size(); i++) {

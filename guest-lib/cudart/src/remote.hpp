@@ -52,6 +52,7 @@ class RemoteLink {
  private:
   RemoteLink() = default;
   bool flush_locked(net::Clock::time_point deadline);
+  ring::Status send_many_locked(uint16_t op, std::span<const std::span<const uint8_t>> requests, uint64_t* first);
   struct Into {
     uint8_t* dst;
     size_t n;

@@ -76,6 +76,8 @@ class Link {
   Link() = default;
   bool make_worker(std::string* err);
   bool wait(bool (*done)(Link*, void*), void* arg, Clock::time_point deadline);
+  // wait() until UCX request `r` is no longer in progress.
+  bool wait_request(void* r, Clock::time_point deadline);
 
   std::shared_ptr<Context> ctx_;
   void* worker_ = nullptr;
