@@ -55,9 +55,8 @@ bool dropped(Link& l, const char* what) {
   return false;
 }
 
-std::unique_ptr<Link> authenticated() {
-  Challenge ch;
-  auto l = open_link(&ch);
+// A client's answer to the challenge, its MAC made with key k.
+Proof proof(const Challenge& ch, const Key& k) {
   Proof p{};
   p.magic = kProofMagic;
   p.min_version = ch.min_version;
@@ -65,7 +64,14 @@ std::unique_ptr<Link> authenticated() {
   p.pid = 1;
   p.timeout_ms = 5000;
   random_bytes(p.nonce, kNonce);
-  client_mac(g_key, ch, p, p.mac);
+  client_mac(k, ch, p, p.mac);
+  return p;
+}
+
+std::unique_ptr<Link> authenticated() {
+  Challenge ch;
+  auto l = open_link(&ch);
+  Proof p = proof(ch, g_key);
   l->send(&p, sizeof p, Clock::now() + 5s);
   if (!l->fill(sizeof(Verdict), Clock::now() + 5s)) return nullptr;
   Verdict v;
@@ -106,13 +112,9 @@ int main(int argc, char** argv) {
   {  // a proof with a MAC under the wrong key
     Challenge ch;
     auto l = open_link(&ch);
-    Proof p{};
-    p.magic = kProofMagic;
-    p.min_version = ch.min_version;
-    p.max_version = ch.max_version;
     Key wrong = g_key;
     wrong.secret[0] ^= 1;
-    client_mac(wrong, ch, p, p.mac);
+    Proof p = proof(ch, wrong);
     l->send(&p, sizeof p, Clock::now() + 5s);
     ok &= dropped(*l, "wrong key");
   }

@@ -424,12 +424,10 @@ __attribute__((visibility("default"))) int wh_guest_function_param(void* fn, siz
 // Does `p` lie in a device allocation of this session? Its base and size.
 __attribute__((visibility("default"))) int wh_guest_allocation_of(uint64_t p, uint64_t* base, uint64_t* bytes) {
   std::lock_guard lk(rt().mu);
-  auto it = rt().allocs.upper_bound(p);
-  if (it == rt().allocs.begin()) return cudaErrorInvalidValue;
-  --it;
-  if (p >= it->first + std::max<uint64_t>(it->second, 1)) return cudaErrorInvalidValue;
+  auto it = alloc_at_locked(p);
+  if (it == rt().allocs.end()) return cudaErrorInvalidValue;
   if (base) *base = it->first;
-  if (bytes) *bytes = it->second;
+  if (bytes) *bytes = it->second.bytes;
   return cudaSuccess;
 }
 

@@ -272,7 +272,7 @@ bool is_device_ptr(const void* p) {
   auto a = reinterpret_cast<uint64_t>(p);
   std::lock_guard lk(r.mu);
   auto it = r.allocs.upper_bound(a);
-  if (it != r.allocs.begin() && a - std::prev(it)->first < std::prev(it)->second) return true;
+  if (it != r.allocs.begin() && a - std::prev(it)->first < std::prev(it)->second.bytes) return true;
   if (is_managed_ptr(p)) return true;
   for (auto& [h, v] : r.vars)
     if (v->dptr && a >= v->dptr && a - v->dptr < v->size) return true;
@@ -358,7 +358,7 @@ bool note_alloc_locked(uint64_t dptr, uint64_t size) {
     bool clash = next != r.allocs.end() && next->first < dptr + std::max<uint64_t>(size, 1);
     if (next != r.allocs.begin()) {
       auto prev = std::prev(next);
-      clash = clash || prev->first + std::max<uint64_t>(prev->second, 1) > dptr;
+      clash = clash || prev->first + std::max<uint64_t>(prev->second.bytes, 1) > dptr;
     }
     if (clash) {
       log_once("cudaMalloc on device " + std::to_string(t_current_device) +
@@ -366,15 +366,13 @@ bool note_alloc_locked(uint64_t dptr, uint64_t size) {
                "--device-va-base)");
       return false;
     }
-    r.alloc_dev[dptr] = t_current_device;
   }
-  r.allocs[dptr] = size;
+  r.allocs[dptr] = {size, t_current_device};
   return true;
 }
 
 void forget_alloc_locked(uint64_t dptr) {
   rt().allocs.erase(dptr);
-  if (Connection::devices() > 1) rt().alloc_dev.erase(dptr);
 }
 
 cudaError_t device_alloc(size_t size, uint64_t* dptr) {

@@ -70,12 +70,8 @@ int device_of(const void* p) {
   Runtime& r = rt();
   auto a = reinterpret_cast<uint64_t>(p);
   std::lock_guard lk(r.mu);
-  auto it = r.allocs.upper_bound(a);
-  if (it == r.allocs.begin()) return -1;
-  --it;
-  if (a - it->first >= std::max<uint64_t>(it->second, 1)) return -1;
-  auto d = r.alloc_dev.find(it->first);
-  return d == r.alloc_dev.end() ? -1 : d->second;
+  auto it = alloc_at_locked(a);
+  return it == r.allocs.end() ? -1 : it->second.device;
 }
 
 }  // namespace wh::guest
@@ -208,19 +204,8 @@ cudaError_t cudaDeviceReset(void) {
   }
   for (auto& [h, k] : r.kernels) k->handle.store(0);
   for (auto& [h, v] : r.vars) v->dptr = 0;
-  if (Connection::devices() > 1) {
-    // Only this device's allocations went with its context.
-    for (auto it = r.alloc_dev.begin(); it != r.alloc_dev.end();) {
-      if (it->second != t_current_device) {
-        ++it;
-        continue;
-      }
-      r.allocs.erase(it->first);
-      it = r.alloc_dev.erase(it);
-    }
-  } else {
-    r.allocs.clear();
-  }
+  // Only this device's allocations went with its context (with one device: all).
+  std::erase_if(r.allocs, [](const auto& a) { return a.second.device == t_current_device; });
   r.sticky = cudaSuccess;
   t_last_error = cudaSuccess;
   return e;

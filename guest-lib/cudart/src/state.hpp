@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -96,8 +97,11 @@ struct Runtime {
   std::vector<Fatbin*> fatbins;
   std::unordered_map<const void*, KernelRec*> kernels;  // host stub -> kernel
   std::unordered_map<const void*, VarRec*> vars;        // host shadow -> variable
-  std::map<uint64_t, uint64_t> allocs;                  // device allocations: dptr -> bytes
-  std::map<uint64_t, int> alloc_dev;                    // several servers: dptr -> its device
+  struct Alloc {
+    uint64_t bytes;
+    int device;  // its owner (several servers); 0 otherwise
+  };
+  std::map<uint64_t, Alloc> allocs;                     // device allocations by dptr
   std::map<uintptr_t, size_t> host_registered;          // cudaHostRegister'ed ranges
   // Pinned heap inside the data area: free blocks offset -> size, and live ones.
   std::map<uint64_t, uint64_t> heap_free, heap_used;
@@ -122,6 +126,15 @@ void flush_device_output(Connection* c);
 inline const proto::DeviceDescription& device_desc(int d) {
   Runtime& r = rt();
   return d > 0 && size_t(d) < r.devs.size() ? r.devs[d] : r.dev;
+}
+// The allocation holding device address a (a zero-byte one holds its base
+// address), or allocs.end(); rt().mu held.
+inline std::map<uint64_t, Runtime::Alloc>::iterator alloc_at_locked(uint64_t a) {
+  auto& m = rt().allocs;
+  auto it = m.upper_bound(a);
+  if (it == m.begin()) return m.end();
+  --it;
+  return a - it->first < std::max<uint64_t>(it->second.bytes, 1) ? it : m.end();
 }
 // Several servers: the device owning device address p (an allocation of
 // this process), or -1 (unknown, or a single device).
