@@ -10,9 +10,12 @@
 // NOTE: written without a GPU (none lent to the task that wrote it); it
 // compiles against the CUDA 13 / cuDNN 9 headers but has NOT been run. See
 // docs/hardware.md.
+#include <cuda.h>
 #include <cudnn.h>
 #include <dlfcn.h>
 
+#include <cstring>
+#include <map>
 #include <mutex>
 
 #include "vendor_lib.hpp"
@@ -71,9 +74,27 @@ using namespace wh::proto;
   X(cudnnSetLRNDescriptor)                \
   X(cudnnDestroyLRNDescriptor)            \
   X(cudnnLRNCrossChannelForward)          \
-  X(cudnnLRNCrossChannelBackward)
+  X(cudnnLRNCrossChannelBackward)         \
+  X(cudnnCreateDropoutDescriptor)         \
+  X(cudnnDestroyDropoutDescriptor)        \
+  X(cudnnDropoutGetStatesSize)            \
+  X(cudnnDropoutGetReserveSpaceSize)      \
+  X(cudnnSetDropoutDescriptor)            \
+  X(cudnnRestoreDropoutDescriptor)        \
+  X(cudnnDropoutForward)                  \
+  X(cudnnDropoutBackward)                 \
+  X(cudnnCreateReduceTensorDescriptor)    \
+  X(cudnnSetReduceTensorDescriptor)       \
+  X(cudnnDestroyReduceTensorDescriptor)   \
+  X(cudnnGetReductionWorkspaceSize)       \
+  X(cudnnReduceTensor)
 
 WH_VENDOR_LIBRARY(Lib, lib, "libcudnn.so.9", WH_CUDNN_FUNCS)
+
+// Device memory of the backend's own (dropout states and masks, reduction
+// work areas) from the driver the cuda backend loaded.
+#define WH_CUDNN_CU_FUNCS(X) X(cuMemAlloc_v2) X(cuMemFree_v2)
+WH_VENDOR_LIBRARY(Cu, cu, "libcuda.so.1", WH_CUDNN_CU_FUNCS)
 
 Err map(cudnnStatus_t r) {
   if (r == CUDNN_STATUS_SUCCESS) return cudaSuccess;
@@ -147,10 +168,110 @@ class CudaDnn final : public Dnn {
  public:
   CudaDnn(std::function<void()> mc) : make_current_(std::move(mc)) {}
   ~CudaDnn() override {
-    if (h_) {
-      make_current_();
-      lib().cudnnDestroy(h_);
+    make_current_();
+    for (auto& [k, st] : drop_) {
+      if (st.d) lib().cudnnDestroyDropoutDescriptor(st.d);
+      release(st.states);
     }
+    for (auto& [k, m] : masks_) release(m.buf);
+    for (auto& [k, w] : work_) release(w);
+    if (h_) lib().cudnnDestroy(h_);
+  }
+
+  // Dropout and ReduceTensor. The guest sizes their buffers for the sim
+  // device (a 64-byte generator state, one mask byte per element, no
+  // reduction work area); NVIDIA's cuDNN asks for its own sizes. A state or
+  // mask that does not fit the guest's buffer lives here instead, named by
+  // that buffer's address (which is how the program names it), and each
+  // stream gets a reduction work area.
+  Err dropout_init(Stream* s, const DnnDropoutInitReq& rq) override {
+    return call(s, [&](Descs&, const float*, const float*) {
+      size_t need = 0;
+      if (cudnnStatus_t r = lib().cudnnDropoutGetStatesSize(h_, &need)) return r;
+      auto it = drop_.find(rq.statesp);
+      if (it == drop_.end()) {
+        if (drop_.size() >= kMaxSide) return CUDNN_STATUS_ALLOC_FAILED;
+        it = drop_.emplace(rq.statesp, DropState{}).first;
+      }
+      DropState& st = it->second;
+      if (!st.d)
+        if (cudnnStatus_t r = lib().cudnnCreateDropoutDescriptor(&st.d)) return r;
+      st.p = rq.states_size >= need ? rq.statesp : 0;
+      if (!st.p && !reserve(st.states, need)) return CUDNN_STATUS_ALLOC_FAILED;
+      if (!st.p) st.p = st.states.p;
+      st.size = need;
+      st.seed = rq.seed;
+      return lib().cudnnSetDropoutDescriptor(st.d, h_, 0.0f, P(st.p), need, rq.seed);
+    }, 0.0, 0.0);
+  }
+  Err dropout_fwd(Stream* s, const DnnDropoutFwdReq& rq) override {
+    return call(s, [&](Descs& d, const float*, const float*) {
+      auto it = drop_.find(rq.statesp);
+      if (it == drop_.end()) return CUDNN_STATUS_BAD_PARAM;  // states never seeded by cudnnSetDropoutDescriptor
+      DropState& st = it->second;
+      auto x = d.tensor(rq.x);
+      auto y = d.tensor(rq.y);
+      if (d.st) return d.st;
+      if (cudnnStatus_t r = lib().cudnnRestoreDropoutDescriptor(st.d, h_, float(rq.p), P(st.p), st.size, st.seed))
+        return r;
+      size_t rn = 0;
+      if (cudnnStatus_t r = lib().cudnnDropoutGetReserveSpaceSize(x, &rn)) return r;
+      uint64_t mask = rq.reservep;
+      auto m = masks_.find(rq.reservep);
+      if (rn > rq.reserve_size) {
+        if (m == masks_.end()) {
+          if (masks_.size() >= kMaxSide) return CUDNN_STATUS_ALLOC_FAILED;
+          m = masks_.emplace(rq.reservep, Mask{}).first;
+        }
+        if (!reserve(m->second.buf, rn)) return CUDNN_STATUS_ALLOC_FAILED;
+        mask = m->second.buf.p;
+      } else if (m == masks_.end()) {
+        if (masks_.size() >= kMaxSide) return CUDNN_STATUS_ALLOC_FAILED;
+        m = masks_.emplace(rq.reservep, Mask{}).first;
+      }
+      m->second.states = rq.statesp;
+      m->second.bytes = rn;
+      return lib().cudnnDropoutForward(h_, st.d, x, P(rq.xp), y, P(rq.yp), P(mask), rn);
+    }, 0.0, 0.0);
+  }
+  Err dropout_bwd(Stream* s, const DnnDropoutBwdReq& rq) override {
+    return call(s, [&](Descs& d, const float*, const float*) {
+      auto m = masks_.find(rq.reservep);
+      if (m == masks_.end()) return CUDNN_STATUS_BAD_PARAM;  // no forward wrote this mask
+      auto it = drop_.find(m->second.states);
+      if (it == drop_.end()) return CUDNN_STATUS_BAD_PARAM;
+      DropState& st = it->second;
+      auto dy = d.tensor(rq.dy);
+      auto dx = d.tensor(rq.dx);
+      if (d.st) return d.st;
+      if (cudnnStatus_t r = lib().cudnnRestoreDropoutDescriptor(st.d, h_, float(rq.p), P(st.p), st.size, st.seed))
+        return r;
+      uint64_t mask = m->second.buf.p ? m->second.buf.p : rq.reservep;
+      return lib().cudnnDropoutBackward(h_, st.d, dy, P(rq.dyp), dx, P(rq.dxp), P(mask), m->second.bytes);
+    }, 0.0, 0.0);
+  }
+  Err reduce(Stream* s, const DnnReduceTensorReq& rq) override {
+    return call(s, [&](Descs& d, const float* a, const float* b) {
+      auto at = d.tensor(rq.a);
+      auto ct = d.tensor(rq.c);
+      if (d.st) return d.st;
+      cudnnReduceTensorDescriptor_t rd = nullptr;
+      cudnnStatus_t r = lib().cudnnCreateReduceTensorDescriptor(&rd);
+      if (!r)
+        r = lib().cudnnSetReduceTensorDescriptor(rd, cudnnReduceTensorOp_t(rq.red.op), cudnnDataType_t(rq.red.comp),
+                                                 cudnnNanPropagation_t(rq.red.nan_opt),
+                                                 cudnnReduceTensorIndices_t(rq.red.indices),
+                                                 cudnnIndicesType_t(rq.red.idx_type));
+      size_t ws = 0;
+      if (!r) r = lib().cudnnGetReductionWorkspaceSize(h_, rd, at, ct, &ws);
+      DevBuf& w = work_[s ? s->native() : nullptr];
+      if (!r && !reserve(w, ws)) r = CUDNN_STATUS_ALLOC_FAILED;
+      if (!r)
+        r = lib().cudnnReduceTensor(h_, rd, P(rq.indicesp), rq.indices_size, P(w.p), ws, a, at, P(rq.ap), b, ct,
+                                    P(rq.cp));
+      if (rd) lib().cudnnDestroyReduceTensorDescriptor(rd);
+      return r;
+    }, rq.alpha, rq.beta);
   }
 
   Err conv_fwd(Stream* s, const DnnConvFwdReq& rq) override {
@@ -289,12 +410,42 @@ class CudaDnn final : public Dnn {
       return r;
     }, 1.0, rq.beta);
   }
+  // cudnnSetTensor takes its value in the tensor's own type (scaling
+  // factors elsewhere are float for half and bfloat16 data).
   Err set_tensor(Stream* s, const DnnSetTensorReq& rq) override {
-    return call(s, [&](Descs& d, const float* v, const float*) {
+    alignas(8) unsigned char v[8] = {};
+    const float f = float(rq.value);
+    switch (rq.y.dtype) {
+      case CUDNN_DATA_DOUBLE: std::memcpy(v, &rq.value, 8); break;
+      case CUDNN_DATA_HALF: {
+        _Float16 h = _Float16(f);
+        std::memcpy(v, &h, 2);
+        break;
+      }
+      case CUDNN_DATA_BFLOAT16: {  // round to nearest even on the upper half of the float
+        uint32_t b;
+        std::memcpy(&b, &f, 4);
+        uint16_t r = f != f ? uint16_t(0x7fc0) : uint16_t((b + 0x7fff + ((b >> 16) & 1)) >> 16);
+        std::memcpy(v, &r, 2);
+        break;
+      }
+      case CUDNN_DATA_INT32: {
+        int32_t i = int32_t(rq.value);
+        std::memcpy(v, &i, 4);
+        break;
+      }
+      case CUDNN_DATA_INT8: {
+        int8_t i = int8_t(rq.value);
+        std::memcpy(v, &i, 1);
+        break;
+      }
+      default: std::memcpy(v, &f, 4);
+    }
+    return call(s, [&](Descs& d, const float*, const float*) {
       auto y = d.tensor(rq.y);
       if (d.st) return d.st;
       return lib().cudnnSetTensor(h_, y, P(rq.yp), v);
-    }, rq.value, 0.0);
+    }, 0.0, 0.0);
   }
   Err scale_tensor(Stream* s, const DnnScaleTensorReq& rq) override {
     return call(s, [&](Descs& d, const float* a, const float*) {
@@ -304,10 +455,7 @@ class CudaDnn final : public Dnn {
     }, rq.alpha, 0.0);
   }
 
-  // Batch normalization and LRN map one to one. Dropout and ReduceTensor
-  // are not forwarded to a GPU (the defaults: cudaErrorNotSupported): the
-  // guest sizes their states, reserve and indices for the sim device's
-  // generator and layout, which NVIDIA's cuDNN does not share.
+  // Batch normalization and LRN map one to one.
   Err bn_fwd_train(Stream* s, const DnnBnFwdTrainReq& rq) override {
     return call(s, [&](Descs& d, const float* a, const float* b) {
       auto x = d.tensor(rq.x);
@@ -395,8 +543,43 @@ class CudaDnn final : public Dnn {
     return map(f(d, &a, &b));
   }
 
+  // Device memory the backend holds for a session (grown, never shrunk).
+  struct DevBuf {
+    uint64_t p = 0;
+    size_t n = 0;
+  };
+  static bool reserve(DevBuf& b, size_t n) {
+    if (n <= b.n) return true;
+    if (!cu().ok) return false;
+    release(b);
+    CUdeviceptr p = 0;
+    if (cu().cuMemAlloc_v2(&p, n) != CUDA_SUCCESS) return false;
+    b.p = p, b.n = n;
+    return true;
+  }
+  static void release(DevBuf& b) {
+    if (b.p && cu().ok) cu().cuMemFree_v2(CUdeviceptr(b.p));
+    b = {};
+  }
+  struct DropState {  // the generator behind one guest states buffer
+    cudnnDropoutDescriptor_t d = nullptr;
+    uint64_t p = 0;  // the states: the guest's buffer, or `states`
+    size_t size = 0;
+    unsigned long long seed = 0;
+    DevBuf states;
+  };
+  struct Mask {       // the mask behind one guest reserve buffer
+    uint64_t states = 0;  // the generator that drew it
+    size_t bytes = 0;
+    DevBuf buf;           // empty: the guest's buffer holds it
+  };
+  static constexpr size_t kMaxSide = 4096;  // distinct buffers per session
+
   std::function<void()> make_current_;
   cudnnHandle_t h_ = nullptr;
+  std::map<uint64_t, DropState> drop_;
+  std::map<uint64_t, Mask> masks_;
+  std::map<void*, DevBuf> work_;  // per stream
 };
 
 }  // namespace
