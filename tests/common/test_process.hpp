@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -142,25 +144,50 @@ class Process {
 // A wormhole-server on a private socket, stopped (SIGTERM) at destruction.
 class Server {
  public:
+  // With WH_TEST_STACKED=1 in the environment (ctest label `stacked`) the
+  // server a test talks to runs the cuda backend over Wormhole's own drop-ins
+  // (--allow-dropin-driver), which forward to a second, sim server: the sim
+  // device's options go to that one, the rest to the first.
+  static bool stacked() {
+    const char* e = std::getenv("WH_TEST_STACKED");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }
   bool start(const std::vector<std::string>& extra) {
     socket_ = "/tmp/wh-test-" + std::to_string(getpid()) + "-" + std::to_string(counter()++) + ".sock";
     // A server killed by an earlier test run may have left this name (pids
     // repeat): waiting for the path must not find that stale file.
     unlink(socket_.c_str());
-    std::vector<std::string> argv{WH_SERVER_BIN, "--backend", "sim", "--socket", socket_, "--sim-threads", "2"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    proc_ = Process::spawn(argv, {});
-    for (int i = 0; i < 200; i++) {
-      struct stat st;
-      if (stat(socket_.c_str(), &st) == 0) return true;
-      proc_.pump(20);
-      if (!proc_.alive()) return false;
+    if (!stacked()) {
+      std::vector<std::string> argv{WH_SERVER_BIN, "--backend", "sim", "--socket", socket_, "--sim-threads", "2"};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      proc_ = Process::spawn(argv, {});
+      return wait_socket(socket_, proc_);
     }
-    return false;
+    static const char* const kSimOptions[] = {"--sim-memory-mb", "--sim-threads", "--kernel-timeout-ms",
+                                              "--device-va-base"};
+    std::vector<std::string> top{WH_SERVER_BIN, "--backend", "cuda", "--allow-dropin-driver", "--socket", socket_};
+    std::vector<std::string> sim{WH_SERVER_BIN, "--backend", "sim", "--socket", sim_socket(), "--sim-threads", "2",
+                                 "--log-level", "warn"};
+    for (size_t i = 0; i < extra.size(); i++) {
+      bool to_sim = std::find(std::begin(kSimOptions), std::end(kSimOptions), extra[i]) != std::end(kSimOptions);
+      auto& into = to_sim ? sim : top;
+      into.push_back(extra[i]);
+      if (i + 1 < extra.size() && extra[i + 1].rfind("--", 0) != 0) into.push_back(extra[++i]);
+    }
+    unlink(sim_socket().c_str());
+    sim_ = Process::spawn(sim, {});
+    if (!wait_socket(sim_socket(), sim_)) return false;
+    proc_ = Process::spawn(top, {"WORMHOLE_SOCKET=" + sim_socket(), std::string("LD_LIBRARY_PATH=") + WH_GUEST_LIB_DIR});
+    return wait_socket(socket_, proc_);
   }
   ~Server() {
     proc_.kill(SIGTERM);
     proc_.wait(std::chrono::seconds(10));
+    if (stacked()) {
+      sim_.kill(SIGTERM);
+      sim_.wait(std::chrono::seconds(10));
+      unlink(sim_socket().c_str());
+    }
   }
   std::vector<std::string> client_env() const {
     std::vector<std::string> env{"WORMHOLE_SOCKET=" + socket_, std::string("LD_LIBRARY_PATH=") + WH_GUEST_LIB_DIR};
@@ -173,7 +200,11 @@ class Server {
     return env;
   }
   const std::string& socket() const { return socket_; }
-  std::string log() { return proc_.output(); }
+  // The server's output (stacked: then the sim server's under it).
+  std::string log() {
+    if (!stacked()) return proc_.output();
+    return proc_.output() + "\n--- the sim server under it:\n" + sim_.output();
+  }
   bool alive() { return proc_.alive(); }
   // Stops the server; returns its exit status.
   int stop() {
@@ -182,12 +213,23 @@ class Server {
   }
 
  private:
+  std::string sim_socket() const { return socket_.substr(0, socket_.size() - 5) + "-sim.sock"; }
+  static bool wait_socket(const std::string& path, Process& p) {
+    for (int i = 0; i < 200; i++) {
+      struct stat st;
+      if (stat(path.c_str(), &st) == 0) return true;
+      p.pump(20);
+      if (!p.alive()) return false;
+    }
+    return false;
+  }
   static int& counter() {
     static int c = 0;
     return c;
   }
   std::string socket_;
   Process proc_;
+  Process sim_;  // stacked: the sim server under proc_
 };
 
 }  // namespace wh::test

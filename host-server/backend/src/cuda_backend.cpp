@@ -6,6 +6,7 @@
 // for what has and has not run on real hardware.
 #include <cuda.h>
 #include <dlfcn.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
@@ -91,6 +92,8 @@ struct Driver {
   WH_CU_FUNCS(WH_CU_PTR)
 #undef WH_CU_PTR
   void* lib = nullptr;
+  std::string path;     // the file the driver came from
+  bool dropin = false;  // Wormhole's own libcuda.so.1 (--allow-dropin-driver)
   bool load(std::string* err) {
     // Never Wormhole's own guest libcuda.so.1 (on the server's library
     // path it would forward the server's calls back to a server).
@@ -108,6 +111,8 @@ struct Driver {
   }
     WH_CU_FUNCS(WH_CU_LOAD)
 #undef WH_CU_LOAD
+    path = library_path_of(reinterpret_cast<void*>(cuInit));
+    dropin = dlsym(lib, "wh_guest_connection") != nullptr;
     return true;
   }
 };
@@ -597,6 +602,9 @@ class CudaBackend final : public Backend {
       if (err) *err = "no CUDA device";
       return false;
     }
+    spdlog::info("cuda backend: driver {} ({}), version {}, {} device(s)", d_.path,
+                 d_.dropin ? "Wormhole's drop-in, forwarding to another server: testing only" : "NVIDIA's",
+                 version_, count_);
     return true;
   }
   const char* name() const override { return "cuda"; }
@@ -649,6 +657,8 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+void allow_dropin_driver() { dropin_driver_allowed() = true; }
 
 std::unique_ptr<Backend> make_cuda_backend(std::string* err) {
   auto b = std::make_unique<CudaBackend>();

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstring>
 #include <initializer_list>
 #include <mutex>
@@ -12,17 +13,31 @@
 
 namespace wh::server {
 
+// Testing only (wormhole-server --allow-dropin-driver): Wormhole's own
+// drop-ins may stand in for NVIDIA's libraries, so that the cuda backend runs
+// against the sim device of the server they forward to (docs/hardware.md).
+inline std::atomic<bool>& dropin_driver_allowed() {
+  static std::atomic<bool> allowed{false};
+  return allowed;
+}
+
+// Where a loaded library's symbol came from, for the server log.
+inline std::string library_path_of(void* sym) {
+  Dl_info info{};
+  return sym && dladdr(sym, &info) && info.dli_fname ? info.dli_fname : "?";
+}
+
 // nullptr and *error when it cannot be loaded, or when the library found is
 // Wormhole's own guest drop-in (on the server's library path it would send
 // the server's calls back to itself; its connection symbol is searched in
-// its dependencies too).
+// its dependencies too) and the drop-ins were not allowed as the driver.
 inline void* open_vendor_library(const char* soname, std::string* error) {
   void* h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     *error = std::string("cannot load ") + soname + ": " + dlerror();
     return nullptr;
   }
-  if (dlsym(h, "wh_guest_connection")) {
+  if (dlsym(h, "wh_guest_connection") && !dropin_driver_allowed()) {
     *error = std::string(soname) + " on the server's library path is Wormhole's guest drop-in, not NVIDIA's";
     dlclose(h);
     return nullptr;

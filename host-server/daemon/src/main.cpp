@@ -257,6 +257,11 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace (every call) | debug (failed calls) | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   app.add_flag("!--no-stats", stats_on_exit, "do not print forwarding statistics at exit");
+  bool allow_dropin_driver = false;
+  app.add_flag("--allow-dropin-driver", allow_dropin_driver,
+               "testing: the cuda backend may load Wormhole's own libcuda.so.1 and library drop-ins as its "
+               "driver; they forward to the server named by WORMHOLE_SOCKET/WORMHOLE_SERVER (a sim server: "
+               "the cuda backend then runs without a GPU; docs/hardware.md)");
   CLI11_PARSE(app, argc, argv);
 
   if (!config_path.empty())
@@ -324,6 +329,24 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+  }
+
+  if (allow_dropin_driver) {
+    // The drop-ins must reach another server: through this one's own socket
+    // every call would wait on itself.
+    const char* remote = std::getenv("WORMHOLE_SERVER");
+    const char* sock = std::getenv("WORMHOLE_SOCKET");
+    std::string target = sock && *sock ? sock : wh::server::default_socket_path();
+    struct stat a{}, b{};
+    bool same = target == cfg.socket_path ||
+                (stat(target.c_str(), &a) == 0 && stat(cfg.socket_path.c_str(), &b) == 0 && a.st_ino == b.st_ino &&
+                 a.st_dev == b.st_dev);
+    if (!(remote && *remote) && same) {
+      std::fprintf(stderr, "wormhole-server: --allow-dropin-driver: the drop-ins would forward to this server's own "
+                   "socket %s; set WORMHOLE_SOCKET (or WORMHOLE_SERVER) to another server\n", cfg.socket_path.c_str());
+      return 2;
+    }
+    wh::server::allow_dropin_driver();
   }
 
   std::unique_ptr<wh::server::Backend> backend;

@@ -270,5 +270,10 @@ constexpr uint64_t kSimVaBaseMin = uint64_t(0x100) << 40, kSimVaBaseEnd = uint64
 // The real GPU through libcuda.so.1 (dlopen). nullptr (and *err) when no
 // driver or no device is present.
 std::unique_ptr<Backend> make_cuda_backend(std::string* err);
+// Testing only: lets make_cuda_backend (and the cuda bodies of the libraries)
+// load Wormhole's own drop-ins as NVIDIA's libraries, which forward to another
+// server: the cuda backend then runs over that server's device (the stacked
+// tests, docs/hardware.md). Without it a drop-in found is refused.
+void allow_dropin_driver();
 
 }  // namespace wh::server
