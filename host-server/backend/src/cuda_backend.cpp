@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -82,6 +83,11 @@ namespace {
   X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute") \
   X(cuTexObjectCreate, "cuTexObjectCreate")              \
   X(cuTexObjectDestroy, "cuTexObjectDestroy")          \
+  X(cuSurfObjectCreate, "cuSurfObjectCreate")            \
+  X(cuSurfObjectDestroy, "cuSurfObjectDestroy")          \
+  X(cuArray3DCreate, "cuArray3DCreate_v2")               \
+  X(cuArrayDestroy, "cuArrayDestroy")                    \
+  X(cuMemcpy3DAsync, "cuMemcpy3DAsync_v2")               \
   X(cuLinkCreate, "cuLinkCreate_v2")                     \
   X(cuLinkAddData, "cuLinkAddData_v2")                   \
   X(cuLinkComplete, "cuLinkComplete")                    \
@@ -155,6 +161,14 @@ class CudaContext final : public Context {
     for (uint64_t p : pooled_) d_.cuMemFreeAsync(p, nullptr);
     d_.cuCtxSynchronize();
     for (auto& p : pools_) d_.cuMemPoolDestroy(p->p);
+    // The context's end frees the rest on a GPU; freed here by name too, so
+    // that a driver whose contexts share one address space (Wormhole's own,
+    // in the stacked tests) gets every byte back as well.
+    for (auto& [obj, dptr] : mirror_obj_)
+      obj.second ? d_.cuSurfObjectDestroy(obj.first) : d_.cuTexObjectDestroy(obj.first);
+    for (auto& [p, m] : mirrors_) d_.cuArrayDestroy(m.arr);
+    for (auto& [p, n] : sizes_)
+      if (!pooled_.count(p)) d_.cuMemFree(p);
     d_.cuCtxDestroy(ctx_);  // frees every allocation, module, stream, event
   }
   void cur() { d_.cuCtxSetCurrent(ctx_); }
@@ -178,6 +192,7 @@ class CudaContext final : public Context {
     cur();
     auto it = sizes_.find(dptr);
     if (it == sizes_.end()) return cudaErrorInvalidValue;
+    if (auto m = mirrors_.find(dptr); m != mirrors_.end()) m->second.live = false;
     used_ -= it->second;
     if (shared_) shared_->give(it->second);
     sizes_.erase(it);
@@ -189,26 +204,81 @@ class CudaContext final : public Context {
   }
   // Textures over the session's linear memory (CUDA arrays are row-major
   // device memory on every backend, see session_texture.cpp): 1D as linear,
-  // 2D as pitch2D resources. Layered and 3D textures need a CUarray, which
-  // would not see later writes to that memory, and surfaces need one too:
-  // both are refused here (docs/hardware.md).
+  // 2D as pitch2D resources. Surfaces and layered or 3D textures need a
+  // CUarray: the array's linear memory gets one as its mirror, filled from
+  // it before each launch and, for surfaces, copied back after it, in the
+  // launch's stream (device-to-device copies: the simple mechanism that
+  // keeps one copy of the truth, the linear memory, for every other call).
+  // A mipmapped array's texture samples level 0, as on the sim device.
+  static bool array_format(const TexSpec& t, CUarray_format* f) {
+    switch (t.ckind * 8 + t.cbytes) {
+      case 0 * 8 + 1: *f = CU_AD_FORMAT_SIGNED_INT8; return true;
+      case 0 * 8 + 2: *f = CU_AD_FORMAT_SIGNED_INT16; return true;
+      case 0 * 8 + 4: *f = CU_AD_FORMAT_SIGNED_INT32; return true;
+      case 1 * 8 + 1: *f = CU_AD_FORMAT_UNSIGNED_INT8; return true;
+      case 1 * 8 + 2: *f = CU_AD_FORMAT_UNSIGNED_INT16; return true;
+      case 1 * 8 + 4: *f = CU_AD_FORMAT_UNSIGNED_INT32; return true;
+      case 2 * 8 + 2: *f = CU_AD_FORMAT_HALF; return true;
+      case 2 * 8 + 4: *f = CU_AD_FORMAT_FLOAT; return true;
+      default: return false;
+    }
+  }
+  struct Mirror {
+    CUarray arr = nullptr;
+    TexSpec spec;
+    int objects = 0;   // texture and surface objects over it
+    int surfaces = 0;  // of which surfaces: copied back after launches
+    bool live = true;  // false once its linear memory was freed
+  };
+  Err mirror_of(const TexSpec& t, CUarray* out) {
+    auto it = mirrors_.find(t.dptr);
+    if (it == mirrors_.end()) {
+      CUarray_format f;
+      if (!array_format(t, &f)) return cudaErrorInvalidChannelDescriptor;
+      CUDA_ARRAY3D_DESCRIPTOR ad{};
+      ad.Width = t.w;
+      ad.Height = t.dims >= 2 ? t.h : 0;
+      ad.Depth = t.dims == 3 || t.layered ? t.d : 0;
+      ad.Format = f;
+      ad.NumChannels = t.nch;
+      ad.Flags = CUDA_ARRAY3D_SURFACE_LDST | (t.layered ? CUDA_ARRAY3D_LAYERED : 0);
+      Mirror m;
+      m.spec = t;
+      if (CUresult r = d_.cuArray3DCreate(&m.arr, &ad); r != CUDA_SUCCESS) return map(r);
+      it = mirrors_.emplace(t.dptr, m).first;
+    }
+    *out = it->second.arr;
+    return cudaSuccess;
+  }
+  // Linear memory <-> its mirror, in stream s.
+  CUresult mirror_copy(const Mirror& m, bool to_array, CUstream s) {
+    CUDA_MEMCPY3D c{};
+    const TexSpec& t = m.spec;
+    c.WidthInBytes = size_t(t.w) * t.nch * t.cbytes;
+    c.Height = t.h;
+    c.Depth = t.d;
+    if (to_array) {
+      c.srcMemoryType = CU_MEMORYTYPE_DEVICE, c.srcDevice = t.dptr, c.srcPitch = t.pitch, c.srcHeight = t.h;
+      c.dstMemoryType = CU_MEMORYTYPE_ARRAY, c.dstArray = m.arr;
+    } else {
+      c.srcMemoryType = CU_MEMORYTYPE_ARRAY, c.srcArray = m.arr;
+      c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = t.dptr, c.dstPitch = t.pitch, c.dstHeight = t.h;
+    }
+    return d_.cuMemcpy3DAsync(&c, s);
+  }
   Err texture_create(const TexSpec& t, bool surface, uint64_t* obj) override {
-    if (surface || t.layered || t.dims == 3) return cudaErrorNotSupported;
     cur();
     CUarray_format f;
-    switch (t.ckind * 8 + t.cbytes) {
-      case 0 * 8 + 1: f = CU_AD_FORMAT_SIGNED_INT8; break;
-      case 0 * 8 + 2: f = CU_AD_FORMAT_SIGNED_INT16; break;
-      case 0 * 8 + 4: f = CU_AD_FORMAT_SIGNED_INT32; break;
-      case 1 * 8 + 1: f = CU_AD_FORMAT_UNSIGNED_INT8; break;
-      case 1 * 8 + 2: f = CU_AD_FORMAT_UNSIGNED_INT16; break;
-      case 1 * 8 + 4: f = CU_AD_FORMAT_UNSIGNED_INT32; break;
-      case 2 * 8 + 2: f = CU_AD_FORMAT_HALF; break;
-      case 2 * 8 + 4: f = CU_AD_FORMAT_FLOAT; break;
-      default: return cudaErrorInvalidChannelDescriptor;
-    }
+    if (!array_format(t, &f)) return cudaErrorInvalidChannelDescriptor;
     CUDA_RESOURCE_DESC rd{};
-    if (t.dims == 1 && t.h == 1) {
+    const bool mirrored = surface || t.layered || t.dims == 3;
+    if (mirrored) {
+      if (t.linear_mem) return cudaErrorInvalidValue;  // the session gives arrays only
+      CUarray arr = nullptr;
+      if (Err e = mirror_of(t, &arr); e != cudaSuccess) return e;
+      rd.resType = CU_RESOURCE_TYPE_ARRAY;
+      rd.res.array.hArray = arr;
+    } else if (t.dims == 1 && t.h == 1) {
       rd.resType = CU_RESOURCE_TYPE_LINEAR;
       rd.res.linear.devPtr = t.dptr;
       rd.res.linear.format = f;
@@ -223,22 +293,64 @@ class CudaContext final : public Context {
       rd.res.pitch2D.height = t.h;
       rd.res.pitch2D.pitchInBytes = t.pitch;
     }
-    CUDA_TEXTURE_DESC td{};
-    for (int k = 0; k < 3; ++k) td.addressMode[k] = CUaddress_mode(t.addr[k]);
-    td.filterMode = t.filter_linear ? CU_TR_FILTER_MODE_LINEAR : CU_TR_FILTER_MODE_POINT;
-    if (!t.read_normalized && t.ckind != cudaChannelFormatKindFloat) td.flags |= CU_TRSF_READ_AS_INTEGER;
-    if (t.norm_coords) td.flags |= CU_TRSF_NORMALIZED_COORDINATES;
-    if (t.srgb) td.flags |= CU_TRSF_SRGB;
-    for (int k = 0; k < 4; ++k) td.borderColor[k] = t.border[k];
-    CUtexObject o = 0;
-    if (CUresult r = d_.cuTexObjectCreate(&o, &rd, &td, nullptr); r != CUDA_SUCCESS) return map(r);
+    CUresult r;
+    uint64_t o = 0;
+    if (surface) {
+      CUsurfObject so = 0;
+      r = d_.cuSurfObjectCreate(&so, &rd);
+      o = so;
+    } else {
+      CUDA_TEXTURE_DESC td{};
+      for (int k = 0; k < 3; ++k) td.addressMode[k] = CUaddress_mode(t.addr[k]);
+      td.filterMode = t.filter_linear ? CU_TR_FILTER_MODE_LINEAR : CU_TR_FILTER_MODE_POINT;
+      if (!t.read_normalized && t.ckind != cudaChannelFormatKindFloat) td.flags |= CU_TRSF_READ_AS_INTEGER;
+      if (t.norm_coords) td.flags |= CU_TRSF_NORMALIZED_COORDINATES;
+      if (t.srgb) td.flags |= CU_TRSF_SRGB;
+      for (int k = 0; k < 4; ++k) td.borderColor[k] = t.border[k];
+      CUtexObject to = 0;
+      r = d_.cuTexObjectCreate(&to, &rd, &td, nullptr);
+      o = to;
+    }
+    if (r != CUDA_SUCCESS) {
+      if (mirrored) drop_mirror_if_unused(t.dptr);
+      return map(r);
+    }
+    if (mirrored) {
+      Mirror& m = mirrors_.at(t.dptr);
+      m.objects++;
+      m.surfaces += surface;
+      mirror_obj_[{o, surface}] = t.dptr;
+    }
     *obj = o;
     return cudaSuccess;
   }
   Err texture_destroy(uint64_t obj, bool surface) override {
-    if (surface) return cudaErrorInvalidValue;
     cur();
-    return map(d_.cuTexObjectDestroy(CUtexObject(obj)));
+    CUresult r = surface ? d_.cuSurfObjectDestroy(CUsurfObject(obj)) : d_.cuTexObjectDestroy(CUtexObject(obj));
+    if (auto it = mirror_obj_.find({obj, surface}); it != mirror_obj_.end()) {
+      Mirror& m = mirrors_.at(it->second);
+      m.objects--;
+      m.surfaces -= surface;
+      uint64_t dptr = it->second;
+      mirror_obj_.erase(it);
+      drop_mirror_if_unused(dptr);
+    }
+    return map(r);
+  }
+  void drop_mirror_if_unused(uint64_t dptr) {
+    auto it = mirrors_.find(dptr);
+    if (it == mirrors_.end() || it->second.objects > 0) return;
+    d_.cuCtxSynchronize();  // a launch may still read it
+    d_.cuArrayDestroy(it->second.arr);
+    mirrors_.erase(it);
+  }
+  // Before (to_array) and after a launch in stream s.
+  Err sync_mirrors(bool to_array, CUstream s) {
+    for (auto& [dptr, m] : mirrors_) {
+      if (!m.live || (!to_array && m.surfaces == 0)) continue;
+      if (CUresult r = mirror_copy(m, to_array, s); r != CUDA_SUCCESS) return map(r);
+    }
+    return cudaSuccess;
   }
   // __managed__ variables of a GPU module live in the driver's managed
   // memory, which the guest cannot reach: not supported on this backend.
@@ -481,8 +593,15 @@ class CudaContext final : public Context {
   // Device printf and assert messages go to the server's stdout/stderr
   // (the driver writes them there); `output` stays empty (docs/hardware.md).
   Err launch(Kernel& kb, Dim3 g, Dim3 b, uint32_t shared, bool cooperative, Stream* s,
-             std::span<const uint8_t> params, std::string* log, KernelOutput*) override {
+             std::span<const uint8_t> params, std::string* log, KernelOutput* out) override {
     cur();
+    if (mirrors_.empty()) return launch_kernel(kb, g, b, shared, cooperative, s, params, log, out);
+    if (Err e = sync_mirrors(true, st(s)); e != cudaSuccess) return e;
+    if (Err e = launch_kernel(kb, g, b, shared, cooperative, s, params, log, out); e != cudaSuccess) return e;
+    return sync_mirrors(false, st(s));
+  }
+  Err launch_kernel(Kernel& kb, Dim3 g, Dim3 b, uint32_t shared, bool cooperative, Stream* s,
+                    std::span<const uint8_t> params, std::string*, KernelOutput*) {
     auto& k = static_cast<CuKernel&>(kb);
     size_t size = params.size();
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<uint8_t*>(params.data()),
@@ -581,6 +700,8 @@ class CudaContext final : public Context {
   std::unordered_set<uint64_t> pooled_;  // allocations from pools (cuMemFreeAsync frees them)
   std::vector<std::unique_ptr<CuPool>> pools_;
   void* mapped_ = nullptr;
+  std::map<uint64_t, Mirror> mirrors_;                          // by the array's linear memory
+  std::map<std::pair<uint64_t, bool>, uint64_t> mirror_obj_;  // (object, surface) -> its mirror
   std::unique_ptr<Blas> blas_;  // libcublas.so.13 (cuda_blas.cpp), on first use
   std::unique_ptr<Fft> fft_;    // libcufft.so.12 (cuda_fft.cpp), on first use
   std::unique_ptr<Dnn> dnn_;    // libcudnn.so.9 (cuda_dnn.cpp), on first use
