@@ -6,7 +6,7 @@ GEN     := -G Ninja
 CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 CTEST_ARGS ?=
 
-.PHONY: all deps build test test-unit test-asan test-tsan test-gpu demo clean compat \
+.PHONY: all deps build test test-stacked test-unit test-asan test-tsan test-gpu demo clean compat \
         soak bench-report bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-remote bench-train bench-vm kmod qemu test-exitless fuzz
 
 all: build
@@ -27,18 +27,24 @@ test: build
 	@scripts/deps.sh $(TEST_DEPS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
+# Every forwarded suite through the cuda backend, stacked over Wormhole's own
+# driver onto the sim device (docs/hardware.md); part of `make test` too.
+test-stacked: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L stacked $(CTEST_ARGS)
+
 test-unit: build
 	@scripts/deps.sh server-test
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'vm|exitless|slow' $(CTEST_ARGS)
 
-# The same suites under sanitizers (VM and emulator beds are not instrumented).
+# The same suites under sanitizers (VM and emulator beds are not instrumented;
+# the stacked pair would load the instrumented drop-ins into the server).
 test-asan:
 	$(MAKE) build BUILD=build-asan CMAKE_ARGS="-DCMAKE_BUILD_TYPE=Debug -DWH_SANITIZE=address,undefined"
-	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE 'vm|exitless|bench' $(CTEST_ARGS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE 'vm|exitless|bench|stacked' $(CTEST_ARGS)
 
 test-tsan:
 	$(MAKE) build BUILD=build-tsan CMAKE_ARGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DWH_SANITIZE=thread"
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -LE 'vm|exitless|bench' $(CTEST_ARGS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -LE 'vm|exitless|bench|stacked' $(CTEST_ARGS)
 
 # Clients killed at random under a verifying client, then the server killed
 # under blocked clients (tests/server/soak.sh; 20 s of it runs in make test).

@@ -232,4 +232,26 @@ class Server {
   Process sim_;  // stacked: the sim server under proc_
 };
 
+// What the stacked runs leave out (docs/hardware.md lists each): the first
+// three are the nature of Wormhole's own driver standing in for NVIDIA's, the
+// last is what the cuda backend does on a GPU too.
+namespace stacked_why {
+inline constexpr const char* kHostMemory =
+    "host memory of the cuda-backend server's process is not device memory of the sim server it forwards to "
+    "(mapped, registered and managed memory)";
+inline constexpr const char* kOneSession =
+    "the drop-in driver's contexts share its process's one session: a fault, a runaway kernel or an address in "
+    "one of the cuda-backend server's sessions reaches the others";
+inline constexpr const char* kSassOnly = "a SASS-only image (-rdc=true's device-linked one): only a GPU runs it";
+inline constexpr const char* kDeviceOutput =
+    "cuda backend: kernel printf/assert text and fault details go to the server's own output, where the driver "
+    "writes them";
+}  // namespace stacked_why
+
 }  // namespace wh::test
+
+// In a stacked run (WH_TEST_STACKED=1): skips the rest of the test, saying why.
+#define WH_EXCLUDE_WHEN_STACKED(why)                                                          \
+  do {                                                                                      \
+    if (::wh::test::Server::stacked()) GTEST_SKIP() << "excluded when stacked: " << (why); \
+  } while (0)

@@ -24,6 +24,7 @@
 using namespace std::chrono_literals;
 using wh::test::Process;
 using wh::test::Server;
+namespace stacked_why = wh::test::stacked_why;
 
 namespace {
 
@@ -48,20 +49,32 @@ TEST_F(Forward, MatrixMultiply) { expect_pass(run({prog("matmul")}), "matmul"); 
 TEST_F(Forward, StreamsAndEvents) { expect_pass(run({prog("streams_events")}), "streams_events"); }
 TEST_F(Forward, MemsetAndMemcpy2D) { expect_pass(run({prog("memset_2d")}), "memset_2d"); }
 TEST_F(Forward, Symbols) { expect_pass(run({prog("symbols")}), "symbols"); }
-TEST_F(Forward, MappedAndRegisteredHostMemory) { expect_pass(run({prog("mapped_pinned")}), "mapped_pinned"); }
+TEST_F(Forward, MappedAndRegisteredHostMemory) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);
+  expect_pass(run({prog("mapped_pinned")}), "mapped_pinned");
+}
 TEST_F(Forward, ManyThreadsOneClient) { expect_pass(run({prog("multithread")}), "multithread"); }
 TEST_F(Forward, DeviceQueriesAndUnsupported) { expect_pass(run({prog("device_info")}), "device_info"); }
 TEST_F(Forward, DeviceIdentityAsStartupHelpersAskIt) { expect_pass(run({prog("device_query")}), "device_query"); }
-TEST_F(Forward, ManagedMemoryListsAndVariables) { expect_pass(run({prog("managed")}), "managed"); }
+TEST_F(Forward, ManagedMemoryListsAndVariables) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);
+  expect_pass(run({prog("managed")}), "managed");
+}
 TEST_F(Forward, CooperativeGridSyncAndWarpHandoff) { expect_pass(run({prog("cooperative")}), "cooperative"); }
 TEST_F(Forward, KernelParametersUpToTheLimit) { expect_pass(run({prog("big_params")}), "big_params"); }
 TEST_F(Forward, ThrustAndCub) { expect_pass(run({prog("thrust_algos")}), "thrust_algos"); }
 TEST_F(Forward, SeveralFatbins) { expect_pass(run({prog("multi_fatbin")}), "multi_fatbin"); }
 // Built with -rdc=true: the sim device links the units' PTX.
-TEST_F(Forward, RelocatableDeviceCode) { expect_pass(run({prog("rdc")}), "rdc"); }
+TEST_F(Forward, RelocatableDeviceCode) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kSassOnly);
+  expect_pass(run({prog("rdc")}), "rdc");
+}
 // More than a session's 1 TiB address window of cudaMalloc/cudaFree, live
 // allocations apart from each other and from mapped memory.
-TEST_F(Forward, MallocFreeBeyondTheWindow) { expect_pass(run({prog("malloc_free"), "2000"}), "malloc_free"); }
+TEST_F(Forward, MallocFreeBeyondTheWindow) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);
+  expect_pass(run({prog("malloc_free"), "2000"}), "malloc_free");
+}
 TEST_F(Forward, StreamOrderedAllocation) { expect_pass(run({prog("mempool")}), "mempool"); }
 TEST_F(Forward, GraphStreamCapture) { expect_pass(run({prog("graph_capture")}), "graph_capture"); }
 TEST_F(Forward, GraphExplicitApi) { expect_pass(run({prog("graph_explicit")}), "graph_explicit"); }
@@ -89,6 +102,7 @@ TEST_F(Forward, ForkChildren) { expect_pass(run({prog("fork_child")}), "fork_chi
 TEST_F(Forward, AsyncErrors) {
   expect_pass(run({prog("async_errors"), "config"}), "config");
   expect_pass(run({prog("async_errors"), "oob"}), "oob");
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kOneSession);  // the fault stays with every later session
   expect_pass(run({prog("async_errors"), "assert"}), "assert");
   // A faulting client does not disturb the next one.
   expect_pass(run({prog("vector_add")}), "vector_add after faults");
@@ -119,6 +133,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 }
 
 TEST_F(Forward, KernelPrintfReachesTheClient) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kDeviceOutput);
   Split s = run_split(server, "printf");
   expect_pass(s.r, "device_output printf");
   EXPECT_EQ(s.err, "") << "stdout:\n" << s.r.output;
@@ -157,6 +172,7 @@ TEST_F(Forward, KernelPrintfReachesTheClient) {
 }
 
 TEST_F(Forward, DeviceAssertOnClientStderr) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kDeviceOutput);
   Split s = run_split(server, "assert");
   expect_pass(s.r, "device_output assert");
   // As a GPU prints it: file:line: function: block, thread, the condition.
@@ -168,6 +184,7 @@ TEST_F(Forward, DeviceAssertOnClientStderr) {
 }
 
 TEST_F(Forward, CopyAfterFaultReturnsTheStickyError) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kDeviceOutput);
   // A staged device-to-host copy after a kernel fault returns the fault in
   // bounded time (it used to wait forever for the copy to be done).
   auto t0 = std::chrono::steady_clock::now();
@@ -253,6 +270,7 @@ TEST_F(Forward, ClientKilledMidStream) {
 // A kernel that never ends: its client's death frees the session (the
 // server cancels the kernel), and a stop is not held up by it.
 TEST_F(Forward, RunawayKernelOfADeadClientIsCancelled) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kOneSession);
   const uint64_t baseline = free_bytes(server);
   Process r = Process::spawn({prog("runaway"), "wait"}, server.client_env());
   ASSERT_TRUE(r.wait_for_output("READY", 60s)) << r.output();
@@ -272,6 +290,7 @@ TEST_F(Forward, RunawayKernelOfADeadClientIsCancelled) {
 // for ever, taking at most a few times as long as alone (the spinning
 // session holds half the CPU: about 2x).
 TEST_F(Forward, ARunawayKernelDoesNotStarveOtherSessions) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kOneSession);
   auto timed = [&](const char* what) {
     auto t0 = std::chrono::steady_clock::now();
     expect_pass(run({prog("matmul"), "150"}), what);
@@ -288,6 +307,7 @@ TEST_F(Forward, ARunawayKernelDoesNotStarveOtherSessions) {
 }
 
 TEST(ForwardWatchdog, KernelTimeoutAndStopDuringAKernel) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kOneSession);
   Server server;
   ASSERT_TRUE(server.start({"--kernel-timeout-ms", "500"})) << server.log();
   expect_pass(Process::run({prog("runaway"), "timeout"}, server.client_env(), 60s), "runaway timeout");
@@ -303,6 +323,7 @@ TEST(ForwardWatchdog, KernelTimeoutAndStopDuringAKernel) {
 }
 
 TEST_F(Forward, AnotherClientsMemoryIsOutOfReach) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kOneSession);
   std::string flag = "/tmp/wh-probe-" + std::to_string(getpid());
   unlink(flag.c_str());
   Process own = Process::spawn({prog("handle_probe"), "own", flag}, server.client_env());

@@ -245,7 +245,7 @@ class Hostile : public ::testing::Test {
   void TearDown() override {
     stop_ = true;
     if (neighbour_.joinable()) neighbour_.join();
-    EXPECT_GE(runs_.load(), 1);
+    EXPECT_GE(runs_.load(), IsSkipped() ? 0 : 1);  // a test left out at its start may end first
     EXPECT_EQ(failures_.load(), 0) << "the well-behaved neighbour failed:\n" << last_failure_;
     EXPECT_TRUE(server.alive()) << "server died:\n" << server.log();
   }
@@ -474,6 +474,7 @@ TEST_F(Hostile, KernelLaunchChecks) {
   for (int i = 0; i < 1024; i++) ASSERT_EQ(w[i], 7u) << i;
   // A kernel that strays out of its own allocation faults (sticky), and
   // cudaDeviceReset gives the session a clean context again.
+  WH_EXCLUDE_WHEN_STACKED(wh::test::stacked_why::kOneSession);
   FillParams over{d, 1, 2048};
   ASSERT_EQ(c->post<Op::Launch>(launch_req(fill, 8, 256), param_bytes(over)), ring::Status::Ok);
   EXPECT_EQ(c->call<Op::DeviceSynchronize>({}), cudaErrorIllegalAddress);
@@ -905,6 +906,7 @@ TEST_F(Hostile, ForgedAndStaleHandlesOfEveryKind) {
 // Managed memory: where the data area may be mapped, and where a module's
 // __managed__ variable may be moved.
 TEST_F(Hostile, ManagedPlacementChecks) {
+  WH_EXCLUDE_WHEN_STACKED(wh::test::stacked_why::kHostMemory);
   auto image = read_file(WH_HOSTILE_FATBIN);
   const uint64_t P = kPinnedHeapOffset;
   auto a = client();
@@ -1044,6 +1046,7 @@ TEST_F(Hostile, ArrayAndTextureChecks) {
 // ---------------------------------------------------------------- isolation
 
 TEST_F(Hostile, AnotherSessionsMemoryIsNeverReadOrWritten) {
+  WH_EXCLUDE_WHEN_STACKED(wh::test::stacked_why::kOneSession);
   auto image = read_file(WH_HOSTILE_FATBIN);
   constexpr uint32_t kWords = 16384;  // 64 KiB
   const uint64_t P = kPinnedHeapOffset;

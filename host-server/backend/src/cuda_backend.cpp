@@ -6,6 +6,7 @@
 // for what has and has not run on real hardware.
 #include <cuda.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "wormhole/server/fft.hpp"
 #include "wormhole/server/dnn.hpp"
 #include "vendor_lib.hpp"
+#include "wormhole/ptx/fatbin.hpp"  // magic numbers
 #include "wormhole/server/rand.hpp"
 
 namespace wh::server {
@@ -125,6 +127,75 @@ struct Driver {
 
 // Driver and runtime error codes share values for everything we return.
 Err map(CUresult r) { return Err(r); }
+
+// The driver takes an image by pointer alone and trusts the sizes its
+// headers declare: a guest's image must hold all it declares before the
+// driver reads it. Fatbins (several in a row: -rdc=true's) are parsed
+// whole; a cubin's headers, sections and segments must lie inside it.
+bool image_in_bounds(std::span<const uint8_t> img, std::string* why) {
+  uint32_t magic = 0;
+  if (img.size() >= 4) std::memcpy(&magic, img.data(), 4);
+  auto rd = [&](size_t off, auto v) {
+    std::memcpy(&v, img.data() + off, sizeof v);
+    return v;
+  };
+  if (magic == fatbin::kFatbinMagic) {  // headers only: the payloads are the driver's (any compression)
+    for (size_t off = 0; off < img.size();) {
+      const size_t left = img.size() - off;
+      if (left < 16 || rd(off, uint32_t()) != fatbin::kFatbinMagic) {
+        *why = "bytes after a fatbin that are not a fatbin";
+        return false;
+      }
+      const uint64_t hsize = rd(off + 6, uint16_t()), psize = rd(off + 8, uint64_t());
+      if (hsize < 16 || psize > left || hsize > left - psize) {
+        *why = "a fatbin larger than the image";
+        return false;
+      }
+      for (uint64_t e = off + hsize, end = off + hsize + psize; e < end;) {
+        const uint64_t ehs = end - e >= 16 ? rd(e + 4, uint32_t()) : 0, esize = end - e >= 16 ? rd(e + 8, uint64_t()) : 0;
+        if (end - e < 64 || ehs < 64 || ehs > end - e || esize > end - e - ehs) {
+          *why = "a fatbin entry outside its fatbin";
+          return false;
+        }
+        e += ehs + esize;
+      }
+      off += hsize + psize;
+    }
+    return true;
+  }
+  if (img.size() < 4 || std::memcmp(img.data(), ELFMAG, SELFMAG) != 0) return true;  // PTX text: checked as text
+  auto within = [&](uint64_t off, uint64_t n) { return off <= img.size() && n <= img.size() - off; };
+  Elf64_Ehdr eh;
+  if (img.size() < sizeof eh || img[EI_CLASS] != ELFCLASS64) {
+    *why = "a truncated or 32-bit ELF image";
+    return false;
+  }
+  std::memcpy(&eh, img.data(), sizeof eh);
+  if ((eh.e_shnum && (eh.e_shentsize != sizeof(Elf64_Shdr) ||
+                      !within(eh.e_shoff, uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr)))) ||
+      (eh.e_phnum && (eh.e_phentsize != sizeof(Elf64_Phdr) ||
+                      !within(eh.e_phoff, uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr))))) {
+    *why = "ELF header tables outside the image";
+    return false;
+  }
+  for (unsigned i = 0; i < eh.e_shnum; i++) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, img.data() + eh.e_shoff + i * sizeof sh, sizeof sh);
+    if (sh.sh_type != SHT_NOBITS && !within(sh.sh_offset, sh.sh_size)) {
+      *why = "an ELF section outside the image";
+      return false;
+    }
+  }
+  for (unsigned i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, img.data() + eh.e_phoff + i * sizeof ph, sizeof ph);
+    if (!within(ph.p_offset, ph.p_filesz)) {
+      *why = "an ELF segment outside the image";
+      return false;
+    }
+  }
+  return true;
+}
 
 struct CuStream : Stream {
   CUstream s = nullptr;
@@ -505,6 +576,10 @@ class CudaContext final : public Context {
     uint32_t magic = 0;
     if (fatbin.size() >= 4) std::memcpy(&magic, fatbin.data(), 4);
     const bool elf = fatbin.size() >= 4 && std::memcmp(fatbin.data(), "\x7f" "ELF", 4) == 0;
+    if (std::string why; !image_in_bounds(fatbin, &why)) {
+      if (log) *log = "malformed image: " + why;
+      return cudaErrorInvalidKernelImage;
+    }
     if (magic != 0xba55ed50u && !elf) {
       if (fatbin.empty() || fatbin.back() != 0) {
         if (log) *log = "PTX image without its terminating NUL";
@@ -553,7 +628,10 @@ class CudaContext final : public Context {
     cur();
     auto& m = static_cast<CuModule&>(mb);
     CUkernel k = nullptr;
-    if (CUresult r = d_.cuLibraryGetKernel(&k, m.lib, name.c_str()); r != CUDA_SUCCESS) return map(r);
+    // A name the driver would cut at a NUL, or does not know, is no kernel.
+    if (name.empty() || name.find('\0') != std::string::npos) return cudaErrorInvalidDeviceFunction;
+    if (CUresult r = d_.cuLibraryGetKernel(&k, m.lib, name.c_str()); r != CUDA_SUCCESS)
+      return r == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : map(r);
     auto kk = std::make_unique<CuKernel>();
     if (CUresult r = d_.cuKernelGetFunction(&kk->fn, k); r != CUDA_SUCCESS) return map(r);
     auto attr = [&](CUfunction_attribute at) {
@@ -584,6 +662,7 @@ class CudaContext final : public Context {
     auto& m = static_cast<CuModule&>(mb);
     CUdeviceptr p = 0;
     size_t n = 0;
+    if (name.empty() || name.find('\0') != std::string::npos) return cudaErrorInvalidSymbol;
     if (CUresult r = d_.cuLibraryGetGlobal(&p, &n, m.lib, name.c_str()); r != CUDA_SUCCESS)
       return r == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidSymbol : map(r);
     *dptr = p;
