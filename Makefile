@@ -6,7 +6,7 @@ GEN     := -G Ninja
 CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 CTEST_ARGS ?=
 
-.PHONY: all deps build test test-stacked test-unit test-asan test-tsan test-gpu demo clean compat \
+.PHONY: all deps build test test-stacked bench-stacked test-unit test-asan test-tsan test-gpu demo clean compat \
         soak bench-report bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-remote bench-train bench-vm kmod qemu test-exitless fuzz
 
 all: build
@@ -31,6 +31,10 @@ test: build
 # driver onto the sim device (docs/hardware.md); part of `make test` too.
 test-stacked: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L stacked $(CTEST_ARGS)
+
+# The stacked pair's cost per call: the null call through it vs the sim server alone.
+bench-stacked: build
+	tests/forward/bench/stacked_overhead.sh $(BUILD) 5
 
 test-unit: build
 	@scripts/deps.sh server-test
