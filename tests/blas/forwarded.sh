@@ -45,10 +45,12 @@ wait_socket() {  # socket pid log
 if [ "$backend" = stacked ]; then
   bsock="${sock%.sock}-b.sock"
   blog="$(mktemp /tmp/wh-server-b-XXXXXX.log)"
-  "$build/bin/wormhole-server" --backend sim --socket "$bsock" --log-level warn >"$blog" 2>&1 &
+  # Both servers sleep as soon as they wait (WORMHOLE_SPIN=0): three spinning
+  # parties on two cores starve the one with work (docs/hardware.md).
+  WORMHOLE_SPIN=0 "$build/bin/wormhole-server" --backend sim --socket "$bsock" --log-level warn >"$blog" 2>&1 &
   bpid=$!
   wait_socket "$bsock" "$bpid" "$blog"
-  WORMHOLE_SOCKET="$bsock" LD_LIBRARY_PATH="$build/guest-lib" \
+  WORMHOLE_SPIN=0 WORMHOLE_SOCKET="$bsock" LD_LIBRARY_PATH="$build/guest-lib" \
     "$build/bin/wormhole-server" --backend cuda --allow-dropin-driver --socket "$sock" --log-level warn >"$log" 2>&1 &
 else
   "$build/bin/wormhole-server" --backend "$backend" --socket "$sock" --log-level warn >"$log" 2>&1 &

@@ -175,9 +175,12 @@ class Server {
       if (i + 1 < extra.size() && extra[i + 1].rfind("--", 0) != 0) into.push_back(extra[++i]);
     }
     unlink(sim_socket().c_str());
-    sim_ = Process::spawn(sim, {});
+    // Both servers sleep as soon as they wait: three spinning parties (client,
+    // two servers) on a two-core machine starve the one with work.
+    sim_ = Process::spawn(sim, {"WORMHOLE_SPIN=0"});
     if (!wait_socket(sim_socket(), sim_)) return false;
-    proc_ = Process::spawn(top, {"WORMHOLE_SOCKET=" + sim_socket(), std::string("LD_LIBRARY_PATH=") + WH_GUEST_LIB_DIR});
+    proc_ = Process::spawn(top, {"WORMHOLE_SOCKET=" + sim_socket(), std::string("LD_LIBRARY_PATH=") + WH_GUEST_LIB_DIR,
+                                 "WORMHOLE_SPIN=0"});
     return wait_socket(socket_, proc_);
   }
   ~Server() {

@@ -25,10 +25,10 @@ pids=()
 trap 'for p in "${pids[@]}"; do kill $p 2>/dev/null; wait $p 2>/dev/null; done; rm -f $sock ${sock%.sock}-sim.sock' EXIT
 wait_sock() { for _ in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done; echo "test-gpu: no server at $1" >&2; cat "$log" >&2; exit 3; }
 if [ $stacked = 1 ]; then
-  "$build/bin/wormhole-server" --backend sim --socket "${sock%.sock}-sim.sock" >"$log.sim" 2>&1 &
+  WORMHOLE_SPIN=0 "$build/bin/wormhole-server" --backend sim --socket "${sock%.sock}-sim.sock" >"$log.sim" 2>&1 &
   pids+=($!)
   wait_sock "${sock%.sock}-sim.sock"
-  WORMHOLE_SOCKET="${sock%.sock}-sim.sock" LD_LIBRARY_PATH="$build/guest-lib" \
+  WORMHOLE_SPIN=0 WORMHOLE_SOCKET="${sock%.sock}-sim.sock" LD_LIBRARY_PATH="$build/guest-lib" \
     "$build/bin/wormhole-server" --backend cuda --allow-dropin-driver --socket "$sock" >"$log" 2>&1 &
 else
   "$build/bin/wormhole-server" --backend cuda --socket "$sock" >"$log" 2>&1 &
