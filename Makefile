@@ -22,10 +22,14 @@ build: deps $(BUILD)/build.ninja
 
 # The whole suite: unit tests, forwarded programs, fuzzers (bounded), VMs, exitless bed.
 # (gdb: ring.critpath_budget single-steps the ring's round trip.)
+# Then the skipped tests with their reasons; a skip of a test named in
+# tests/must-not-skip.txt fails (scripts/skipped-tests.py).
 TEST_DEPS += debug server-test
 test: build
 	@scripts/deps.sh $(TEST_DEPS)
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+	@rm -f $(BUILD)/junit.xml
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --output-junit junit.xml $(CTEST_ARGS); rc=$$?; \
+	  cd $(CURDIR) && scripts/skipped-tests.py $(BUILD)/junit.xml tests/must-not-skip.txt || rc=1; exit $$rc
 
 # Every forwarded suite through the cuda backend, stacked over Wormhole's own
 # driver onto the sim device (docs/hardware.md); part of `make test` too.

@@ -32,3 +32,11 @@ function(wh_stacked_gtests target prefix)
   gtest_discover_tests(${target} TEST_PREFIX "stacked.${prefix}." DISCOVERY_TIMEOUT 60
                        PROPERTIES LABELS stacked TIMEOUT 300 ENVIRONMENT WH_TEST_STACKED=1)
 endfunction()
+
+# wh_skipped_test(NAME REASON [LABELS...]): a test whose dependency was
+# missing at configure time stays in the test list and is reported skipped
+# (exit 77) with REASON printed, instead of vanishing.
+function(wh_skipped_test name reason)
+  add_test(NAME ${name} COMMAND sh -c "echo \"SKIP: $1\"; exit 77" sh "${reason}")
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS "${ARGN}")
+endfunction()

@@ -230,6 +230,32 @@ uint64_t fake_gate_count(const std::string& out, const char* what) {
   return std::regex_search(out, m, re) ? std::stoull(m[1]) : 0;
 }
 
+// The client's own account at exit (WORMHOLE_VERBOSE): "wormhole: vmfunc:
+// N synchronous calls, G through the gate, R on the ring (V with a
+// variable-length answer; fallbacks: L larger than a slot, B while the slot
+// was busy)".
+struct ClientGateUse {
+  bool found = false;
+  uint64_t calls = 0, gate = 0, ring = 0, variable = 0, too_large = 0, busy = 0;
+  uint64_t fallbacks() const { return too_large + busy; }
+};
+ClientGateUse client_gate_use(const std::string& out) {
+  std::smatch m;
+  std::regex re("wormhole: vmfunc: ([0-9]+) synchronous calls, ([0-9]+) through the gate, ([0-9]+) on the ring "
+                "\\(([0-9]+) with a variable-length answer; fallbacks: ([0-9]+) larger than a slot, ([0-9]+) while "
+                "the slot was busy\\)");
+  ClientGateUse u;
+  if (!std::regex_search(out, m, re)) return u;
+  u.found = true;
+  u.calls = std::stoull(m[1]);
+  u.gate = std::stoull(m[2]);
+  u.ring = std::stoull(m[3]);
+  u.variable = std::stoull(m[4]);
+  u.too_large = std::stoull(m[5]);
+  u.busy = std::stoull(m[6]);
+  return u;
+}
+
 struct Vm {
   std::string name, region_path;
   GateMem gate;
@@ -337,6 +363,17 @@ TEST_F(GateDaemon, CallsAreServedThroughTheGateInProgramOrder) {
   GateFigures f = gate_figures(log);
   ASSERT_TRUE(f.found) << log;
   EXPECT_GE(f.calls, 20u) << log;
+  // The server served through the gate exactly the calls the client sent
+  // there; the only synchronous call on the ring is the kernel lookup (an
+  // answer of variable length): no fallback.
+  ClientGateUse u = client_gate_use(r.output);
+  ASSERT_TRUE(u.found) << r.output;
+  EXPECT_EQ(u.fallbacks(), 0u) << r.output;
+  EXPECT_EQ(u.variable, 1u) << r.output;
+  EXPECT_EQ(u.gate + u.ring, u.calls) << r.output;
+  EXPECT_EQ(f.calls, u.gate) << "server served " << f.calls << " calls through the gate, client sent " << u.gate
+                             << "\n" << r.output << "\n" << log;
+  EXPECT_EQ(op_calls(log, "ModuleGetKernel"), u.variable) << log;
   EXPECT_EQ(f.binds, 1u) << log;
   EXPECT_EQ(f.violations, 0u) << log;
   EXPECT_EQ(f.refused, 0u) << log;
@@ -355,14 +392,22 @@ TEST_F(GateDaemon, ForwardedProgramsPassOverTheGate) {
       {prog("async_errors"), "config"}, {prog("async_errors"), "oob"}, {prog("async_errors"), "assert"},
       {prog("multithread")},          {prog("memset_2d")},        {prog("mapped_pinned")},
       {prog("symbols")}};
+  uint64_t through_gate = 0;
   for (auto& p : progs) {
     std::string what = p[0] + (p.size() > 1 ? " " + p[1] : "");
-    expect_gate_pass(run(p), what);
+    auto r = run(p);
+    expect_gate_pass(r, what);
+    ClientGateUse u = client_gate_use(r.output);
+    EXPECT_TRUE(u.found) << what << ":\n" << r.output;
+    EXPECT_EQ(u.gate + u.ring, u.calls) << what << ":\n" << r.output;
+    through_gate += u.gate;
   }
   std::string log = stop_server();
   GateFigures f = gate_figures(log);
   ASSERT_TRUE(f.found) << log;
   EXPECT_GE(f.calls, progs.size()) << log;
+  // What the clients sent through the gate is what the server served there.
+  EXPECT_EQ(f.calls, through_gate) << log;
   EXPECT_EQ(f.binds, progs.size()) << log;
   EXPECT_EQ(f.violations, 0u) << log;
 }

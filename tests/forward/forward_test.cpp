@@ -12,7 +12,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <climits>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -35,12 +38,90 @@ void expect_pass(const Process::Result& r, const std::string& what) {
   EXPECT_NE(r.output.find("PASS"), std::string::npos) << what << " output:\n" << r.output;
 }
 
+#ifdef WH_STATIC_RUNTIME
+// The same programs built the default way (static CUDA runtime) prove that
+// Wormhole served them, not some other driver: the program does not ask
+// for libcudart, the one libcuda.so.1 the dynamic loader initialised in the
+// process is Wormhole's (glibc's LD_DEBUG=files record, written per pid),
+// and this test's server logged a session for that pid. A host with
+// NVIDIA's driver installed cannot pass them on that driver by accident.
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream b;
+  b << f.rdbuf();
+  return b.str();
+}
+
+std::string command_output(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    pclose(p);
+  }
+  return out;
+}
+
+std::string real_path(const std::string& p) {
+  char buf[PATH_MAX];
+  return realpath(p.c_str(), buf) ? std::string(buf) : p;
+}
+
+// Paths of the objects named libcuda.so.1 whose initialisers ran.
+std::vector<std::string> libcuda_inits(const std::string& ld_log) {
+  std::vector<std::string> v;
+  std::istringstream in(ld_log);
+  const std::string key = "calling init: ";
+  for (std::string l; std::getline(in, l);) {
+    size_t k = l.find(key);
+    if (k == std::string::npos) continue;
+    std::string path = l.substr(k + key.size());
+    if (path.size() >= 13 && path.compare(path.size() - 13, 13, "/libcuda.so.1") == 0) v.push_back(path);
+  }
+  return v;
+}
+#endif
+
 class Forward : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(server.start({})) << server.log(); }
+#ifndef WH_STATIC_RUNTIME
   Process::Result run(const std::vector<std::string>& argv, std::chrono::seconds timeout = 120s) {
     return Process::run(argv, server.client_env(), timeout);
   }
+#else
+  Process::Result run(const std::vector<std::string>& argv, std::chrono::seconds timeout = 120s) {
+    const std::string needed = command_output("readelf -d '" + argv[0] + "' 2>&1");
+    EXPECT_NE(needed.find("Dynamic section"), std::string::npos) << argv[0] << ": readelf -d:\n" << needed;
+    EXPECT_EQ(needed.find("libcudart"), std::string::npos) << argv[0] << " needs libcudart:\n" << needed;
+    char dir[] = "/tmp/wh-fwd-static.XXXXXX";
+    EXPECT_NE(mkdtemp(dir), nullptr);
+    std::vector<std::string> env = server.client_env();
+    env.push_back("LD_DEBUG=files");
+    env.push_back(std::string("LD_DEBUG_OUTPUT=") + dir + "/ld");
+    Process p = Process::spawn(argv, env);
+    const pid_t pid = p.pid();
+    Process::Result r;
+    r.status = p.wait(timeout);
+    r.output = p.output();
+    const std::string ld_log = slurp(std::string(dir) + "/ld." + std::to_string(pid));
+    std::filesystem::remove_all(dir);
+    const std::vector<std::string> inits = libcuda_inits(ld_log);
+    const std::string ours = real_path(std::string(WH_GUEST_LIB_DIR) + "/libcuda.so.1");
+    EXPECT_EQ(inits.size(), 1u) << argv[0] << ": libcuda.so.1 initialised " << inits.size() << " times:\n" << ld_log;
+    for (auto& i : inits) EXPECT_EQ(real_path(i), ours) << argv[0] << " loaded another libcuda.so.1";
+    std::string log;
+    {
+      std::lock_guard lk(log_mu_);
+      log = server.log();
+    }
+    const std::string session = "client pid " + std::to_string(pid) + " uid ";
+    EXPECT_NE(log.find(session), std::string::npos) << argv[0] << " (pid " << pid
+                                                    << "): no session on this test's server:\n" << log;
+    return r;
+  }
+  std::mutex log_mu_;
+#endif
   Server server;
 };
 

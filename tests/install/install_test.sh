@@ -243,13 +243,21 @@ run_prog vector_add_pc 'PASS vector_add' env WORMHOLE_SOCKET="$sock" $t/vector_a
 out=$(as_alice env LD_TRACE_LOADED_OBJECTS=1 $t/vector_add_pc)
 printf '%s\n' "$out" | grep -q "libcudart.so.13 => $libdir/wormhole/libcudart.so.13" ||
   { echo "$out" >&2; fail "vector_add_pc did not bind $libdir/wormhole/libcudart.so.13"; }
-# Not a member of the group: refused at the socket.
+# Not a member of the group: refused at the socket (0660, group wormhole),
+# and for that reason: connect() fails with EACCES, which the library
+# reports naming the socket. Any other failure (no server, a wrong path, a
+# crash) is not the refusal this checks.
 in_root useradd --create-home bob
 buid=$(in_root id -u bob)
 if out=$(chroot --userspec="$buid:$buid" "$root" /usr/bin/env -i PATH=/usr/bin:/bin \
          /usr/bin/wormhole-run $t/vector_add 2>&1); then
   fail "a user outside the group wormhole reached the server"
 fi
+if ! printf '%s\n' "$out" | grep -qF "wormhole: cannot reach wormhole-server at $sock: Permission denied"; then
+  printf '%s\n' "$out" | tail -20 >&2
+  fail "a user outside the group wormhole failed, but not with the socket's permission refusal (EACCES on $sock)"
+fi
+echo "install_test: outside the group: $(printf '%s\n' "$out" | grep -F 'cannot reach wormhole-server' | head -1)"
 t_progs=$(secs "$t0" "$(now)")
 
 # 6. SIGTERM stops it cleanly (statistics printed, socket removed).

@@ -62,6 +62,27 @@ TEST(PtxParse, UnsupportedInstructionFailsOnlyThatKernelsLaunch) {
   EXPECT_NE(e.message.find("helper"), std::string::npos) << e.message;
 }
 
+// cvt to .tf32 (in one of NVIDIA's libcublas PTX modules): the module
+// loads, its other kernels run, and the kernel that uses it fails to launch
+// naming the instruction.
+TEST(PtxParse, CvtToTf32LoadsAndFailsOnlyItsKernel) {
+  std::string text = ".version 8.0\n.target sm_80\n.address_size 64\n"
+                     ".visible .entry good(.param .u64 p)\n{\n ret;\n}\n"
+                     ".visible .entry bad(.param .u64 p)\n{\n .reg .b32 %r<3>;\n mov.b32 %r1, 0;\n"
+                     " cvt.rn.tf32.f32 %r2, %r1;\n ret;\n}\n";
+  std::string err;
+  auto m = Module::from_ptx(text, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(1);
+  uint64_t p = 0;
+  auto e = eng.launch(*m, "good", cfg({1}, {32}), &p, 8, mem);
+  EXPECT_EQ(e.kind, LaunchError::None) << e.message;
+  e = eng.launch(*m, "bad", cfg({1}, {32}), &p, 8, mem);
+  EXPECT_EQ(e.kind, LaunchError::Unsupported);
+  EXPECT_NE(e.message.find("cvt.rn.tf32.f32"), std::string::npos) << e.message;
+}
+
 TEST(PtxParse, SharedLocalAndParamBoundsChecked) {
   std::string text = wrap(
       "  .reg .b32 %r<4>;\n  .reg .b64 %rd<4>;\n  .shared .align 4 .b8 s[64];\n  .local .align 4 .b8 l[16];\n"

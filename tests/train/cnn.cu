@@ -457,7 +457,8 @@ int main(int argc, char** argv) {
   FILE* lf = o.loss_out.empty() && o.plot.empty() ? nullptr
                                                   : std::fopen((o.loss_out.empty() ? o.plot + ".dat" : o.loss_out).c_str(), "w");
   const bool tty = o.progress && isatty(2);
-  double total_s = 0, acc = 0;
+  double total_s = 0, acc = 0, host_acc = 0;
+  bool host_agrees = true;
   long total_images = 0;
   long global_step = 0;
   for (int e = 1; e <= o.epochs; e++) {
@@ -487,18 +488,36 @@ int main(int argc, char** argv) {
     total_images += long(steps) * o.batch;
     if (tty) std::fputc('\n', stderr);
     // Test accuracy (whole batches, then the remainder in a last partial one is skipped).
+    // The score kernel counts on the device; the same count is made here
+    // from the logits copied back and the labels read from the file (the
+    // test set is in file order), so a miscounting kernel shows.
     CK(cudaMemset(n.correct, 0, 4));
     const int tsteps = test.n / o.batch;
+    long host_correct = 0;
+    std::vector<float> logits(size_t(o.batch) * 10);
     for (int s = 0; s < tsteps; s++) {
       LAUNCH(gather, blocks(long(o.batch) * 784), 256, d_timg, d_tlab, d_tidx + long(s) * o.batch, o.batch, n.X, n.y);
       forward(n);
       LAUNCH(score, blocks(o.batch), 256, n.Z2, n.y, o.batch, n.correct);
+      CK(cudaMemcpy(logits.data(), n.Z2, logits.size() * sizeof(float), cudaMemcpyDeviceToHost));
+      for (int j = 0; j < o.batch; j++) {
+        const float* z = &logits[size_t(j) * 10];
+        int best = 0;
+        for (int c = 1; c < 10; c++)
+          if (z[c] > z[best]) best = c;
+        if (best == test.labels[size_t(s) * o.batch + size_t(j)]) host_correct++;
+      }
     }
     int correct;
     CK(cudaMemcpy(&correct, n.correct, 4, cudaMemcpyDeviceToHost));
     acc = 100.0 * correct / double(std::max(1, tsteps * o.batch));
+    host_acc = 100.0 * double(host_correct) / double(std::max(1, tsteps * o.batch));
+    host_agrees = host_correct == correct;
     std::printf("epoch %d/%d  loss %.6f  test_acc %.2f%%  %.0f img/s  (%.1f s)\n", e, o.epochs, sum / steps, acc,
                 steps * o.batch / el, el);
+    if (!host_agrees)
+      std::printf("epoch %d/%d  the device counted %d correct test images, the host %ld\n", e, o.epochs, correct,
+                  host_correct);
     std::fflush(stdout);
   }
   if (lf) std::fclose(lf);
@@ -514,6 +533,7 @@ int main(int argc, char** argv) {
       std::printf("wh-cnn: gnuplot not available: no loss plot (data in %s)\n", dat.c_str());
   }
   std::printf("final test_acc=%.2f%% images_per_s=%.0f train_s=%.1f\n", acc, total_images / total_s, total_s);
+  std::printf("host-counted test_acc=%.2f%% (%s the device's count)\n", host_acc, host_agrees ? "equals" : "differs from");
   CD(cudnnDestroy(n.dnn));
   CB(cublasDestroy(n.blas));
   return 0;

@@ -5,7 +5,8 @@
 # listens on the bridge's address there, QEMU (vm/run-vms.sh) runs in the same
 # namespace with the guest's virtio-net NIC on the tap, and the guest job
 # (tests/vm/jobs/remote.sh) runs vector_add and the 64 MiB round trip (and,
-# with WH_REMOTE_TRAIN=1, a short wh-train run) over UCX (UCX_TLS=tcp).
+# with WH_REMOTE_TRAIN=1, the default, a short wh-train run that must reach
+# 65% test accuracy) over UCX (UCX_TLS=tcp).
 # The server's log must show each program's session came from the guest's
 # address over the network (one per program: at least three).
 # Usage: remote_guest.sh <server> <image-dir> <workdir>
@@ -60,7 +61,7 @@ ip netns exec "$ns" "$vmsrc/run-vms.sh" --image "$image" --workdir "$work" --tim
   --env "WH_REMOTE_TRAIN=${WH_REMOTE_TRAIN:-1}" --file "$key:/root/wh.key" \
   --qemu-arg -netdev --qemu-arg "tap,id=n0,ifname=$tap,script=no,downscript=no" \
   --qemu-arg -device --qemu-arg "virtio-net-pci,netdev=n0" \
-  --expect link,transport,vector_add,roundtrip_64mib,device_printf$([ "${WH_REMOTE_TRAIN:-1}" = 1 ] && echo ,train)
+  --expect link,transport,vector_add,roundtrip_64mib,device_printf$([ "${WH_REMOTE_TRAIN:-1}" = 1 ] && echo ,train,train_accuracy)
 rc=$?
 echo "--- server log (network sessions):"
 grep -E 'network client|ended|listening' "$log" || true

@@ -105,10 +105,22 @@ ring::Status Connection::transmit(uint16_t op, std::span<const std::span<const u
     if (gate_->dead()) return ring::Status::Closed;
     size_t len = 0;
     for (auto p : parts) len += p.size();
+    sync_calls_.fetch_add(1, std::memory_order_relaxed);
     if (vmfunc::Link::fits(len, resp_max)) {
       uint64_t barrier = __atomic_load_n(&region_->channel(chan_->index())->req_tail, __ATOMIC_ACQUIRE);
       ring::Status s = gate_->call(op, 0, version_, parts, barrier, m);
-      if (s != ring::Status::Full) return s;  // Full: another thread holds the slot
+      if (s != ring::Status::Full) {
+        gate_calls_.fetch_add(1, std::memory_order_relaxed);
+        return s;
+      }
+      // Full: another thread of this process holds the slot.
+      ring_busy_.fetch_add(1, std::memory_order_relaxed);
+      log_once("vmfunc: a synchronous call took the ring: the gate slot was busy with another thread's call");
+    } else if (resp_max == SIZE_MAX) {
+      ring_variable_.fetch_add(1, std::memory_order_relaxed);  // an answer of any length: the ring by design
+    } else {
+      ring_too_large_.fetch_add(1, std::memory_order_relaxed);
+      log_once("vmfunc: a synchronous call took the ring: its request or answer is larger than a gate slot");
     }
   }
   return chan_->call(op, 0, parts, m, version_);
@@ -169,7 +181,20 @@ void Connection::reset_status_page() {
   __atomic_store_n(&st->copy_error, int32_t(0), __ATOMIC_RELEASE);
 }
 
+// What the vmfunc transport did with this process's synchronous calls
+// (WORMHOLE_VERBOSE): each counted once, as the gate or the ring took it.
+// Calls whose answer has a variable length take the ring by design; the
+// other two reasons are fallbacks (each logged once when it first happens).
+void Connection::report_gate_use() const {
+  const auto n = [](const std::atomic<uint64_t>& a) { return (unsigned long long)a.load(std::memory_order_relaxed); };
+  log("vmfunc: %llu synchronous calls, %llu through the gate, %llu on the ring (%llu with a variable-length "
+      "answer; fallbacks: %llu larger than a slot, %llu while the slot was busy)",
+      n(sync_calls_), n(gate_calls_), n(ring_variable_) + n(ring_too_large_) + n(ring_busy_), n(ring_variable_),
+      n(ring_too_large_), n(ring_busy_));
+}
+
 Connection::~Connection() {
+  if (gate_ && std::getenv("WORMHOLE_VERBOSE")) report_gate_use();
   gate_.reset();  // closes the gate slot
   chan_.reset();  // says goodbye to the server
   remote_.reset();  // sends what is batched, then closes

@@ -125,6 +125,7 @@ class Connection {
   bool local_idle();
   cudaError_t link_error(ring::Status s);
   void reset_status_page();
+  void report_gate_use() const;
   static ring::Message& reply_buffer();
 
   std::unique_ptr<ring::Region> region_;
@@ -136,6 +137,10 @@ class Connection {
   void* ivshmem_ = nullptr;  // keeps the BAR mapping alive
   std::unique_ptr<vmfunc::Link> gate_;  // vmfunc only
   std::atomic<uint64_t> issued_{0};     // requests sent (ring + gate), for vmfunc state freshness
+  // vmfunc: synchronous calls made, and where each went: the gate, or the
+  // ring (an answer of variable length, by design; or a fallback: larger
+  // than a slot, or the slot busy with another thread's call).
+  std::atomic<uint64_t> sync_calls_{0}, gate_calls_{0}, ring_variable_{0}, ring_too_large_{0}, ring_busy_{0};
   int index_ = 0;                       // device number (several servers)
   std::string url_;                     // ucx:// only
 };

@@ -1473,6 +1473,7 @@ void Parser::decode_cvt(const std::vector<std::string_view>& mods, std::vector<O
     else if (m == "sat") sat = true;
     else if (m == "ftz") ftz = true;
     else if (m == "relu" || m == "rna" || m == "satfinite" || m == "rs") { mark_unsupported(I.line, "cvt modifier ." + std::string(m)); return; }
+    else if (m == "tf32") { mark_unsupported(I.line, "cvt to .tf32"); return; }  // loads; traps if it runs
     else {
       Ty t = parse_ty(m);
       if (t == T_None) fail(I.line, "unknown cvt modifier ." + std::string(m));

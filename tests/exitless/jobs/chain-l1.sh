@@ -21,9 +21,10 @@ else echo "L1: no KVM tracepoints ($T)"; fi
 GATE=/dev/shm/wh-gate IVS=/dev/shm/wh-ivshmem
 truncate -s 128M $IVS
 snap() {  # snap NAME: one line of KVM's exit counters (all VMs)
-  case $1 in threat-*)
-    # The threat-model phases: the server's gate counters (SIGUSR1 logs its
-    # statistics) and KVM's traced VMFUNC exits / #UD injections so far.
+  case $1 in threat-*|gate-*)
+    # The threat-model phases and the counted gate_client run: the server's
+    # gate counters (SIGUSR1 logs its statistics) and KVM's traced VMFUNC
+    # exits / #UD injections so far.
     kill -USR1 "$(cat /tmp/server.pid 2>/dev/null)" 2>/dev/null; sleep 1
     echo "WH-GATESTATS $1 $(grep -a 'gate: .* violations' /tmp/server.log | tail -n1 | sed 's/^ *//')"
     echo "WH-TRACE $1 vmfunc_exits=$(grep -c 'kvm_exit:' $T/trace) ud_injected=$(grep -c 'kvm_inj_exception:' $T/trace)" ;;

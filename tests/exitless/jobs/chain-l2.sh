@@ -17,7 +17,12 @@ t=0
 until WORMHOLE_TRANSPORT=ivshmem gate_client time 1 >/tmp/.w 2>&1 || [ $t -ge 240 ]; do sleep 3; t=$((t + 3)); done
 echo "server answering after ${t} s: $(tail -n1 /tmp/.w)"
 export WORMHOLE_VERBOSE=1
+# The marks around this run log the server's gate counters: every call the
+# client says it sent through the gate must have been served there
+# (threat-check.py, gate_calls_counted).
+mark gate-run-begin
 WORMHOLE_TRANSPORT=vmfunc wh_expect gate_client 'PASS gate_client' gate_client run 5
+mark gate-run-end
 grep -q 'connected over vmfunc' /tmp/.wh_out && wh_result gate_client_transport PASS vmfunc || wh_result gate_client_transport FAIL
 # Threat model (docs/exitless.md), T1: a hostile process beside a
 # well-behaved one. The victim (gate_client) runs its checked rounds over

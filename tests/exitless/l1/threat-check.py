@@ -1,16 +1,26 @@
 #!/usr/bin/env python3
-"""Threat-model checks of the exitless chain bed, from its console log.
+"""Threat-model and gate-use checks of the exitless chain bed, from its console log.
 
-Reads what L1 logged at the threat-model marks (WH-GATESTATS: the server's
-gate counters; WH-TRACE: KVM's traced VMFUNC exits and #UD injections) and
-what the hostile process / module said they caused, prints one
+Reads what L1 logged at the marks (WH-GATESTATS: the server's gate counters;
+WH-TRACE: KVM's traced VMFUNC exits and #UD injections; WH-EXITS: KVM's exit
+counters), what the hostile process / module said they caused, and what
+gate_client said of its own calls at exit, prints one
 "WH-RESULT NAME PASS|FAIL detail" line per derived check, then requires a
-PASS line for every threat-model check (a check that did not run fails).
+PASS line for every required check (a check that did not run fails):
+  gate_calls_counted: over the counted gate_client run, the server's count
+    of calls served through the gate equals the client's count of calls it
+    sent there, and the client made no fallback to the ring;
+  gate_exits_per_call: KVM exits per call on the vmfunc path (the difference
+    of two run lengths, as exits-table.py) at most MAX_EXITS_PER_CALL.
 Exit status: 0 when all passed.
 Usage: threat-check.py console.log
 """
 import re
 import sys
+
+# About 0.2 measured (timer and interrupt exits that scale with run time);
+# one exit per call would mean the calls are not exitless.
+MAX_EXITS_PER_CALL = 0.5
 
 REQUIRED = [
     # T1: the hostile process (tests/exitless/l1/hostile.c)
@@ -30,6 +40,8 @@ REQUIRED = [
     "kernel_code_write", "kernel_eptp_list_scan", "hostile_kernel", "threat_l1_vmfunc_refused",
     # afterwards
     "threat_after", "threat_after_transport",
+    # the gate's use: counted calls, exits per call
+    "gate_calls_counted", "gate_exits_per_call",
     # last, ending the VM: the gate's store redirected onto a read-only view page
     "view_write_refused",
 ]
@@ -74,6 +86,48 @@ def main() -> int:
                f"while the hostile module ran; {b[0]} VMFUNC exits in the whole run")
     else:
         result("threat_l1_vmfunc_refused", False, f"missing trace counts (begin {a}, end {b}, expectation {bool(ev)})")
+
+    # gate_calls_counted: the server's calls served through the gate over the
+    # counted run (its gate line at both marks) against the client's report.
+    served = {}
+    for ln in lines:
+        m = re.search(r"WH-GATESTATS (\S+) gate: (\d+) calls served through the gate", ln)
+        if m:
+            served[m.group(1)] = int(m.group(2))
+    cl = re.search(r"\[gate_client\] wormhole: vmfunc: (\d+) synchronous calls, (\d+) through the gate, (\d+) on "
+                   r"the ring \((\d+) with a variable-length answer; fallbacks: (\d+) larger than a slot, (\d+) while "
+                   r"the slot was busy\)", text)
+    a, b = served.get("gate-run-begin"), served.get("gate-run-end")
+    if a is not None and b is not None and cl:
+        calls, gate, ring, variable, large, busy = (int(x) for x in cl.groups())
+        d = b - a
+        ok = d == gate and gate > 0 and gate + ring == calls and large + busy == 0
+        result("gate_calls_counted", ok,
+               f"server served {d} calls through the gate; gate_client made {calls} synchronous calls, {gate} "
+               f"through the gate, {ring} on the ring ({variable} with a variable-length answer, fallbacks: "
+               f"{large} larger than a slot, {busy} slot busy; want 0)")
+    else:
+        result("gate_calls_counted", False,
+               f"missing counts (server at begin {a}, at end {b}, client report {bool(cl)})")
+
+    # gate_exits_per_call: `gate_client time n` makes 2n calls; the difference
+    # of the N1 and N2 runs cancels set-up and the marks' own output.
+    snaps = {}
+    for ln in lines:
+        m = re.search(r"WH-EXITS (\S+) (.*)", ln)
+        if m:
+            snaps[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+    ns = sorted(int(m.group(1)) for k in snaps if (m := re.match(r"vmfunc-(\d+)-begin$", k))
+                and f"vmfunc-{m.group(1)}-end" in snaps)
+    if len(ns) >= 2:
+        n1, n2 = ns[0], ns[-1]
+        d = lambda n: snaps[f"vmfunc-{n}-end"]["exits"] - snaps[f"vmfunc-{n}-begin"]["exits"]
+        per = (d(n2) - d(n1)) / (2 * (n2 - n1))
+        result("gate_exits_per_call", per <= MAX_EXITS_PER_CALL,
+               f"{per:.3f} KVM exits per call on the vmfunc path ({2 * (n2 - n1)} calls compared; "
+               f"want <= {MAX_EXITS_PER_CALL})")
+    else:
+        result("gate_exits_per_call", False, f"missing vmfunc exit counts (runs {ns})")
 
     for o in out:
         print(o)

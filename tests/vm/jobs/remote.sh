@@ -25,5 +25,9 @@ grep -q 'remote kernel says 42' /tmp/.wh_out && wh_result device_printf PASS ||
 if [ "${WH_REMOTE_TRAIN:-0}" = 1 ]; then
   wh_expect train 'final test_acc=[0-9.]+%' \
     wh-train --epochs 1 --batch 100 --subset 2000 --test-subset 1000 --seed 42 --data /data/fashion-mnist --no-progress
+  # It must also learn: 72.2% with these arguments on the host's sim device.
+  acc=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' /tmp/.wh_out)
+  if [ -n "$acc" ] && awk -v a="$acc" 'BEGIN { exit !(a >= 65) }'; then wh_result train_accuracy PASS "${acc}% >= 65%"
+  else wh_result train_accuracy FAIL "test accuracy ${acc:-?}% < 65%"; fi
 fi
 wh_exit
