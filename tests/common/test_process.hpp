@@ -141,6 +141,17 @@ class Process {
   std::string out_;
 };
 
+// Waits (about 6 s) until `path` exists; false as soon as `proc` has died.
+inline bool wait_for_path(const std::string& path, Process& proc) {
+  for (int i = 0; i < 300; i++) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) return true;
+    proc.pump(20);
+    if (!proc.alive()) return false;
+  }
+  return false;
+}
+
 // A wormhole-server on a private socket, stopped (SIGTERM) at destruction.
 class Server {
  public:
@@ -161,7 +172,7 @@ class Server {
       std::vector<std::string> argv{WH_SERVER_BIN, "--backend", "sim", "--socket", socket_, "--sim-threads", "2"};
       argv.insert(argv.end(), extra.begin(), extra.end());
       proc_ = Process::spawn(argv, {});
-      return wait_socket(socket_, proc_);
+      return wait_for_path(socket_, proc_);
     }
     static const char* const kSimOptions[] = {"--sim-memory-mb", "--sim-threads", "--kernel-timeout-ms",
                                               "--device-va-base"};
@@ -178,10 +189,10 @@ class Server {
     // Both servers sleep as soon as they wait: three spinning parties (client,
     // two servers) on a two-core machine starve the one with work.
     sim_ = Process::spawn(sim, {"WORMHOLE_SPIN=0"});
-    if (!wait_socket(sim_socket(), sim_)) return false;
+    if (!wait_for_path(sim_socket(), sim_)) return false;
     proc_ = Process::spawn(top, {"WORMHOLE_SOCKET=" + sim_socket(), std::string("LD_LIBRARY_PATH=") + WH_GUEST_LIB_DIR,
                                  "WORMHOLE_SPIN=0"});
-    return wait_socket(socket_, proc_);
+    return wait_for_path(socket_, proc_);
   }
   ~Server() {
     proc_.kill(SIGTERM);
@@ -217,15 +228,6 @@ class Server {
 
  private:
   std::string sim_socket() const { return socket_.substr(0, socket_.size() - 5) + "-sim.sock"; }
-  static bool wait_socket(const std::string& path, Process& p) {
-    for (int i = 0; i < 200; i++) {
-      struct stat st;
-      if (stat(path.c_str(), &st) == 0) return true;
-      p.pump(20);
-      if (!p.alive()) return false;
-    }
-    return false;
-  }
   static int& counter() {
     static int c = 0;
     return c;

@@ -23,6 +23,7 @@
 using namespace std::chrono_literals;
 using nlohmann::json;
 using wh::test::Process;
+using wh::test::wait_for_path;
 
 namespace {
 
@@ -32,16 +33,6 @@ std::string tmp_name(const std::string& what) {
 }
 
 std::string admin_of(const std::string& sock) { return sock.substr(0, sock.size() - 5) + "-admin.sock"; }
-
-bool wait_for_path(const std::string& p, Process& proc) {
-  for (int i = 0; i < 300; i++) {
-    struct stat st;
-    if (stat(p.c_str(), &st) == 0) return true;
-    proc.pump(20);
-    if (!proc.alive()) return false;
-  }
-  return false;
-}
 
 Process start_server(const std::string& sock, std::vector<std::string> extra = {}) {
   std::vector<std::string> argv{WH_SERVER_BIN, "--backend", "sim", "--sim-threads", "1", "--socket", sock,

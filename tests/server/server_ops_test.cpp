@@ -20,6 +20,7 @@
 
 using namespace std::chrono_literals;
 using wh::test::Process;
+using wh::test::wait_for_path;
 
 namespace {
 
@@ -37,16 +38,6 @@ std::string write_config(const std::string& text) {
 Process::Result run_server(std::vector<std::string> args, std::chrono::seconds t = 20s) {
   args.insert(args.begin(), WH_SERVER_BIN);
   return Process::run(args, {}, t);
-}
-
-bool wait_for_path(const std::string& p, Process& proc) {
-  for (int i = 0; i < 300; i++) {
-    struct stat st;
-    if (stat(p.c_str(), &st) == 0) return true;
-    proc.pump(20);
-    if (!proc.alive()) return false;
-  }
-  return false;
 }
 
 Process start_server(const std::string& sock, std::vector<std::string> extra = {}) {

@@ -206,14 +206,11 @@ class CudaDnn final : public Dnn {
   }
   Err dropout_fwd(Stream* s, const DnnDropoutFwdReq& rq) override {
     return call(s, [&](Descs& d, const float*, const float*) {
-      auto it = drop_.find(rq.statesp);
-      if (it == drop_.end()) return CUDNN_STATUS_BAD_PARAM;  // states never seeded by cudnnSetDropoutDescriptor
-      DropState& st = it->second;
+      DropState* st = nullptr;
+      if (cudnnStatus_t r = restored(rq.statesp, rq.p, &st)) return r;
       auto x = d.tensor(rq.x);
       auto y = d.tensor(rq.y);
       if (d.st) return d.st;
-      if (cudnnStatus_t r = lib().cudnnRestoreDropoutDescriptor(st.d, h_, float(rq.p), P(st.p), st.size, st.seed))
-        return r;
       size_t rn = 0;
       if (cudnnStatus_t r = lib().cudnnDropoutGetReserveSpaceSize(x, &rn)) return r;
       uint64_t mask = rq.reservep;
@@ -231,23 +228,20 @@ class CudaDnn final : public Dnn {
       }
       m->second.states = rq.statesp;
       m->second.bytes = rn;
-      return lib().cudnnDropoutForward(h_, st.d, x, P(rq.xp), y, P(rq.yp), P(mask), rn);
+      return lib().cudnnDropoutForward(h_, st->d, x, P(rq.xp), y, P(rq.yp), P(mask), rn);
     }, 0.0, 0.0);
   }
   Err dropout_bwd(Stream* s, const DnnDropoutBwdReq& rq) override {
     return call(s, [&](Descs& d, const float*, const float*) {
       auto m = masks_.find(rq.reservep);
       if (m == masks_.end()) return CUDNN_STATUS_BAD_PARAM;  // no forward wrote this mask
-      auto it = drop_.find(m->second.states);
-      if (it == drop_.end()) return CUDNN_STATUS_BAD_PARAM;
-      DropState& st = it->second;
+      DropState* st = nullptr;
+      if (cudnnStatus_t r = restored(m->second.states, rq.p, &st)) return r;
       auto dy = d.tensor(rq.dy);
       auto dx = d.tensor(rq.dx);
       if (d.st) return d.st;
-      if (cudnnStatus_t r = lib().cudnnRestoreDropoutDescriptor(st.d, h_, float(rq.p), P(st.p), st.size, st.seed))
-        return r;
       uint64_t mask = m->second.buf.p ? m->second.buf.p : rq.reservep;
-      return lib().cudnnDropoutBackward(h_, st.d, dy, P(rq.dyp), dx, P(rq.dxp), P(mask), m->second.bytes);
+      return lib().cudnnDropoutBackward(h_, st->d, dy, P(rq.dyp), dx, P(rq.dxp), P(mask), m->second.bytes);
     }, 0.0, 0.0);
   }
   Err reduce(Stream* s, const DnnReduceTensorReq& rq) override {
@@ -574,6 +568,15 @@ class CudaDnn final : public Dnn {
     DevBuf buf;           // empty: the guest's buffer holds it
   };
   static constexpr size_t kMaxSide = 4096;  // distinct buffers per session
+  // The generator behind a guest states buffer, its drop rate set to p;
+  // BAD_PARAM when no cudnnSetDropoutDescriptor seeded those states.
+  cudnnStatus_t restored(uint64_t statesp, double p, DropState** out) {
+    auto it = drop_.find(statesp);
+    if (it == drop_.end()) return CUDNN_STATUS_BAD_PARAM;
+    DropState& st = it->second;
+    *out = &st;
+    return lib().cudnnRestoreDropoutDescriptor(st.d, h_, float(p), P(st.p), st.size, st.seed);
+  }
 
   std::function<void()> make_current_;
   cudnnHandle_t h_ = nullptr;
