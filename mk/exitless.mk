@@ -16,7 +16,7 @@ test-exitless: kmod
 # The whole chain under Bochs: L1 Linux with the patched KVM, the patched QEMU
 # and wormhole-server; L2 Linux with wormhole_gate.ko running unmodified nvcc
 # programs over the vmfunc transport, plus exit and instruction counts.
-# Long (see docs/exitless.md): not part of `make test`.
+# Long (about 4-8 minutes, docs/exitless.md); `make test` runs it too (exitless.chain_e2e).
 EXITLESS_E2E_TARGETS := wormhole-server cudart exitless_gate_client
 .PHONY: test-exitless-e2e
 test-exitless-e2e: kmod qemu deps $(BUILD)/build.ninja

@@ -146,7 +146,7 @@ for f in /usr/bin/wormhole-server /usr/bin/wormhole-run /etc/wormhole/server.tom
          /usr/include/wormhole/region.h; do
   [ -e "$root$f" ] || fail "$f not installed"
 done
-for l in libcudart.so.13 libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcufft.so.12 libcurand.so.10; do
+for l in libcudart.so.13 libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcufft.so.12 libcurand.so.10 libcudnn.so.9; do
   [ -f "$root$libdir/wormhole/$l" ] || fail "$libdir/wormhole/$l not installed"
   soname=$(readelf -d "$root$libdir/wormhole/$l" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
   [ "$soname" = "$l" ] || fail "$l has soname '$soname'"

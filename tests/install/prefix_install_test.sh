@@ -24,7 +24,7 @@ for f in bin/wormhole-server bin/wormhole-run include/wormhole/region.h etc/worm
          lib/systemd/system/wormhole-server.service "$libdir/pkgconfig/wormhole.pc"; do
   [ -e "$p/$f" ] || fail "$f not installed"
 done
-for l in libcudart.so.13 libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcufft.so.12 libcurand.so.10; do
+for l in libcudart.so.13 libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcufft.so.12 libcurand.so.10 libcudnn.so.9; do
   [ -f "$p/$guestlibdir/$l" ] || fail "$guestlibdir/$l not installed"
   link=${l%.so.*}.so
   [ "$(readlink "$p/$guestlibdir/$link")" = "$l" ] || fail "$guestlibdir/$link is not a link to $l"
