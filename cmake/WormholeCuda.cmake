@@ -2,6 +2,15 @@
 # (no GPU and no driver here; we only need nvcc as a compiler).
 set(WH_CUDA_HOME /usr/local/cuda CACHE PATH "CUDA toolkit")
 set(WH_NVCC ${WH_CUDA_HOME}/bin/nvcc)
+# The build compiles against NVIDIA's headers and builds its test programs
+# with nvcc: both must be there before anything else is tried.
+foreach(_need bin/nvcc include/cuda.h include/cublas_v2.h include/cufft.h include/curand.h include/cudnn.h)
+  if(NOT EXISTS ${WH_CUDA_HOME}/${_need})
+    message(FATAL_ERROR "Wormhole needs NVIDIA's CUDA 13.0 toolkit with cuDNN 9 (no GPU or driver): "
+                        "${WH_CUDA_HOME}/${_need} is missing. Install the toolkit at /usr/local/cuda "
+                        "(cuDNN's headers and libraries beside it), or pass -DWH_CUDA_HOME=DIR.")
+  endif()
+endforeach()
 set(WH_CUDA_ARCH_FLAGS "" CACHE STRING "Extra nvcc -gencode flags for test programs")
 
 # wh_nvcc_program(NAME SOURCES a.cu [b.cu] [LIBS -lcublas] [FLAGS ...] [OUTPUT path] [DEPENDS ...]
