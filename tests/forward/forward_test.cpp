@@ -134,6 +134,11 @@ TEST_F(Forward, MappedAndRegisteredHostMemory) {
   WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);
   expect_pass(run({prog("mapped_pinned")}), "mapped_pinned");
 }
+// Pinned memory used by kernels at its host address (zero-copy, polled flags).
+TEST_F(Forward, PinnedMemoryAtItsHostAddress) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);
+  expect_pass(run({prog("uva_pinned")}), "uva_pinned");
+}
 TEST_F(Forward, ManyThreadsOneClient) { expect_pass(run({prog("multithread")}), "multithread"); }
 TEST_F(Forward, DeviceQueriesAndUnsupported) { expect_pass(run({prog("device_info")}), "device_info"); }
 TEST_F(Forward, DeviceIdentityAsStartupHelpersAskIt) { expect_pass(run({prog("device_query")}), "device_query"); }

@@ -633,6 +633,15 @@ cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
   }
   *p = (Connection::devices() > 1 ? Connection::of(0) : c)->data().data() + off;
   if (c->remote()) for_each_pinning_link([&](RemoteLink* r) { r->pin(*p, size); });  // registered with UCX once
+  // Unified addressing: kernels may use pinned memory at its host address
+  // (zero-copy buffers, flags a kernel polls). The data area it lives in is
+  // mapped into the device once, at the guest's own address where the
+  // server can place it there; where it cannot, pinned memory is still
+  // pinned memory, and cudaHostGetDevicePointer says so.
+  if (!c->remote() && Connection::devices() == 1) {
+    uint64_t base = 0;
+    (void)ensure_mapped(c, &base);
+  }
   return cudaSuccess;
 }
 
@@ -813,6 +822,8 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   } else if (in_data_area(p, 1, &off)) {
     a->type = cudaMemoryTypeHost;
     a->hostPointer = const_cast<void*>(p);
+    std::lock_guard lk(rt().mu);  // its device address once the data area is mapped (cudaHostAlloc)
+    if (rt().mapped_dptr) a->devicePointer = reinterpret_cast<void*>(rt().mapped_dptr + off);
   } else {
     a->type = cudaMemoryTypeUnregistered;
     a->hostPointer = const_cast<void*>(p);
