@@ -18,6 +18,9 @@ import xml.etree.ElementTree as ET
 
 def reason(case):
     out = (case.findtext("system-out") or "").strip().splitlines()
+    for ln in reversed(out):  # a sentence that says why, before gtest's bare "[  SKIPPED ]" marker
+        if re.search(r"\bskip|\bexclude", ln, re.IGNORECASE) and not re.match(r"\s*\[\s*SKIPPED\s*\]", ln):
+            return ln.strip()
     for ln in reversed(out):
         if re.search(r"\bskip", ln, re.IGNORECASE):
             return ln.strip()

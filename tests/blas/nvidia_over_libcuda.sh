@@ -7,9 +7,10 @@
 # hears why, and nothing crashes.
 # The order in which the runtime loads its fatbins follows addresses (8 to
 # 71 loaded before the refusal, measured with CUDA 13.0's libcublas), so the
-# program runs RUNS times, and in every run: at least one module load
-# succeeded on the server and exactly one failed, and the refusal the
-# program printed names a SASS-only fatbin. A PTX module that fails to
+# program runs RUNS times: in every run exactly one module load fails on the
+# server and the refusal the program printed names a SASS-only fatbin, and
+# PTX modules loaded in at least one run (a run whose first fatbin is
+# SASS-only loads none: 1 run in 5 was seen so). A PTX module that fails to
 # load, or no PTX loading at all, fails the test.
 # Usage: nvidia_over_libcuda.sh <build-dir> <program> <cuda-lib-dir>
 set -u
@@ -18,7 +19,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 runs=${WH_NVIDIA_CUBLAS_RUNS:-5}
 dir=$(mktemp -d /tmp/wh-nvblas-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
-fail=0 total=0
+fail=0 total=0 with_ptx=0
 for i in $(seq "$runs"); do
   LD_PRELOAD="$cudalib/libcublasLt.so.13 $cudalib/libcublas.so.13" \
     "$here/forwarded.sh" "$build" --backend sim --server-log "$dir/server.log" -- "$prog" >"$dir/out.txt" 2>&1
@@ -33,7 +34,7 @@ for i in $(seq "$runs"); do
   loaded=$(( ${loads:-0} - failed ))
   total=$((total + loaded))
   echo "run $i: ${loads:-0} module loads on the server, $loaded loaded (PTX), $failed refused"
-  [ "$loaded" -ge 1 ] || { echo "FAIL: run $i: no fatbin of NVIDIA's cuBLAS loaded"; bad=1; }
+  [ "$loaded" -ge 1 ] && with_ptx=$((with_ptx + 1))
   [ "$failed" -eq 1 ] || { echo "FAIL: run $i: $failed module loads refused, want exactly 1 (the first SASS-only one)"; bad=1; }
   if ! grep -q 'wormhole: module load failed: fatbin carries no PTX (SASS only: ' "$dir/out.txt"; then
     echo "FAIL: run $i: the refusal the program heard does not name a SASS-only module:"
@@ -44,5 +45,6 @@ for i in $(seq "$runs"); do
     cat "$dir/out.txt"; echo "--- wormhole-server log:"; cat "$dir/server.log"
   fi
 done
-[ $fail -eq 0 ] && echo "PASS: NVIDIA's cuBLAS initialised over Wormhole's libcuda $runs times ($total PTX modules loaded in all), each refused at a SASS-only module"
+[ $with_ptx -ge 1 ] || { echo "FAIL: no fatbin of NVIDIA's cuBLAS loaded in $runs runs"; fail=1; }
+[ $fail -eq 0 ] && echo "PASS: NVIDIA's cuBLAS initialised over Wormhole's libcuda $runs times ($total PTX modules loaded in all, in $with_ptx runs), each refused at a SASS-only module"
 exit $fail
