@@ -139,6 +139,10 @@ TEST_F(Forward, PinnedMemoryAtItsHostAddress) {
   WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);
   expect_pass(run({prog("uva_pinned")}), "uva_pinned");
 }
+// The reduce0..7 series in int, float and double, lengths 2^20 and 2^20 + 3.
+TEST_F(Forward, ReductionSeries) { expect_pass(run({prog("reduce_series")}), "reduce_series"); }
+// exp, cos, sin, tan... in double, trigonometry of arguments up to 1e300, a Gabor filter bank.
+TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "double_math"); }
 TEST_F(Forward, ManyThreadsOneClient) { expect_pass(run({prog("multithread")}), "multithread"); }
 TEST_F(Forward, DeviceQueriesAndUnsupported) { expect_pass(run({prog("device_info")}), "device_info"); }
 TEST_F(Forward, DeviceIdentityAsStartupHelpersAskIt) { expect_pass(run({prog("device_query")}), "device_query"); }

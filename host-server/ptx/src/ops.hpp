@@ -306,6 +306,47 @@ void h_madhi(Ctx& c, const Inst& I, uint32_t m) {
   const uint64_t* C = c.src(I.s[2]);
   for_lanes(m, [&](int l) { D[l] = put<V>(V(U<V>(OMulHi::f<V>(get<V>(A, l), get<V>(B, l))) + U<V>(get<V>(C, l)))); });
 }
+// Extended-precision arithmetic (add.cc, addc, sub.cc, subc, mad.lo/hi.cc,
+// madc): the carry flag CC.CF lives per lane in a hidden register of the
+// function (I.s[3] read, I.d[1] written, NOREG when the form does not).
+// a0: 0 add, 1 sub (the flag is the borrow), 2 mad.lo, 3 mad.hi.
+template <class V>
+void h_carry(Ctx& c, const Inst& I, uint32_t m) {
+  static_assert(std::is_unsigned_v<V>);
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = I.a0 >= 2 ? c.src(I.s[2]) : nullptr;
+  const uint64_t* Cin = I.s[3] != NOREG ? c.src(I.s[3]) : nullptr;
+  uint64_t* Cout = I.d[1] != NOREG ? c.dst(I.d[1]) : nullptr;
+  for_lanes(m, [&](int l) {
+    const V a = get<V>(A, l), b = get<V>(B, l);
+    const V cin = Cin ? V(Cin[l] & 1) : V(0);
+    V r;
+    bool out;
+    if (I.a0 == 1) {  // a - (b + borrow)
+      r = V(a - b - cin);
+      out = a < b || (a == b && cin);
+    } else {
+      V x = b;
+      if (I.a0 >= 2) {
+        using W = std::conditional_t<sizeof(V) == 4, uint64_t, unsigned __int128>;
+        W p = W(a) * W(b);
+        x = I.a0 == 2 ? V(p) : V(p >> (8 * sizeof(V)));
+      }
+      const V y = I.a0 >= 2 ? get<V>(C, l) : x;
+      const V first = I.a0 >= 2 ? x : a;
+      r = V(first + y);
+      out = r < first;
+      const V r2 = V(r + cin);
+      out = out || r2 < r;
+      r = r2;
+    }
+    D[l] = put<V>(r);
+    if (Cout) Cout[l] = out;
+  });
+}
+
 // mul.wide / mad.wide: V is the source type (16 or 32 bit), result twice as wide
 template <class V>
 using Wide = std::conditional_t<sizeof(V) == 4, std::conditional_t<std::is_signed_v<V>, int64_t, uint64_t>,

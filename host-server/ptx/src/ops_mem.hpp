@@ -218,7 +218,11 @@ void h_shfl(Ctx& c, const Inst& I, uint32_t m) {
       default: j = minLane | int(b & 0x1f & ~segmask); pv = j <= maxLane; break;
     }
     if (!pv || j < 0 || j > 31) j = lane;
-    D[lane] = uint32_t(src[j]);
+    // A source lane that does not take part (outside the branch, so outside
+    // membermask) gives an undefined value by the ISA; GPUs give 0, and
+    // programs count on it: the classic block reduction shuffles its last
+    // warp-sums among 8 lanes with 32-lane offsets.
+    D[lane] = (m >> j) & 1 ? uint32_t(src[j]) : 0u;
     if (P) P[lane] = pv;
   });
 }

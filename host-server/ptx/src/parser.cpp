@@ -276,6 +276,7 @@ class Parser {
   std::vector<uint32_t> temps;
   size_t temps_used = 0;
   uint32_t sink = NOREG;
+  uint32_t carry = NOREG;  // the function's CC.CF (extended-precision arithmetic)
   uint32_t frame_top = 0;
   std::string unsupported;
   uint32_t unsupported_line = 0;
@@ -599,6 +600,7 @@ class Parser {
     fixups.clear();
     temps.clear();
     sink = NOREG;
+    carry = NOREG;
     frame_top = 0;
     F->nregs = 0;
     F->frame_bytes = 0;
@@ -826,6 +828,10 @@ class Parser {
     o.name = t.s;
     return o;
   }
+  uint32_t carry_slot(uint32_t line) {
+    if (carry == NOREG) carry = new_slot(line);
+    return carry;
+  }
   uint32_t sink_slot(uint32_t line) {
     if (sink == NOREG) sink = new_slot(line);
     return sink;
@@ -996,7 +1002,7 @@ void Parser::parse_inst(const Tok& op, uint32_t guard, bool gneg) {
                           "isspacep", "bra", "brx", "ret", "exit", "trap", "bar", "barrier", "membar", "fence", "prefetch",
                           "prefetchu", "nanosleep", "pmevent", "brkpt", "griddepcontrol", "discard", "applypriority",
                           "createpolicy", "shfl", "vote", "match", "redux", "activemask", "add", "sub", "mul", "mad", "fma",
-                          "mul24", "mad24", "div", "rem", "min", "max", "and", "or", "xor", "not", "cnot", "neg", "abs",
+                          "mul24", "mad24", "addc", "subc", "madc", "div", "rem", "min", "max", "and", "or", "xor", "not", "cnot", "neg", "abs",
                           "copysign", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe", "bfi", "prmt", "lop3", "shf",
                           "sad", "rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh", "tex", "tld4", "txq",
                           "suld", "sust", "suq"})
@@ -1554,7 +1560,7 @@ Cmp parse_cmp(std::string_view m, bool& ok) {
 
 bool Parser::decode_arith(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I) {
   Ty ty = T_None;
-  bool ftz = false, sat = false, approx = false, hi = false, lo = false, wide = false, full = false;
+  bool ftz = false, sat = false, approx = false, hi = false, lo = false, wide = false, full = false, cc = false;
   int rnd = 0;
   for (auto m : mods) {
     if (m == "ftz") ftz = true;
@@ -1573,8 +1579,7 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
     } else if (m == "uni" || m == "sync" || m == "aligned" || m == "NaN" || m == "xorsign" || m == "abs") {
       if (m == "NaN" || m == "xorsign" || m == "abs") { mark_unsupported(I.line, "modifier ." + std::string(m)); return true; }
     } else if (m == "cc") {
-      mark_unsupported(I.line, "carry (.cc) arithmetic");
-      return true;
+      cc = true;
     } else {
       Ty t = parse_ty(m);
       if (t == T_None) fail(I.line, "unknown modifier ." + std::string(m) + " on " + std::string(base));
@@ -1587,6 +1592,28 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
   if (ty == T_None) fail(I.line, std::string(base) + " without a type");
   const bool isf = ty == T_F32 || ty == T_F64;
   const bool ishalf = ty == T_F16 || ty == T_F16X2 || ty == T_BF16 || ty == T_BF16X2;
+  // Extended precision: add.cc, addc[.cc], sub.cc, subc[.cc], mad.lo/hi.cc, madc.lo/hi[.cc].
+  const bool carry_in = base == "addc" || base == "subc" || base == "madc";
+  if (cc || carry_in) {
+    const bool is_mad = base == "mad" || base == "madc";
+    if (!(base == "add" || base == "sub" || base == "mad" || carry_in) || isf || ishalf || (is_mad && !lo && !hi) ||
+        wide || sat) {
+      mark_unsupported(I.line, "carry (.cc) form of " + std::string(base));
+      return true;
+    }
+    const bool b64 = ty == T_S64 || ty == T_U64 || ty == T_B64;
+    if (!b64 && ty != T_S32 && ty != T_U32 && ty != T_B32) fail(I.line, "carry arithmetic needs a 32- or 64-bit integer type");
+    need(ops, is_mad ? 4 : 3, I.line, base);
+    const Ty ut = b64 ? T_U64 : T_U32;
+    I.d[0] = dst(ops[0]);
+    for (size_t i = 1; i < ops.size(); i++) I.s[i - 1] = src(ops[i], ut);
+    I.a0 = base.starts_with("add") ? 0 : base.starts_with("sub") ? 1 : hi ? 3 : 2;
+    I.s[3] = carry_in ? carry_slot(I.line) : NOREG;
+    I.d[1] = cc ? carry_slot(I.line) : NOREG;
+    I.fn = b64 ? h_carry<uint64_t> : h_carry<uint32_t>;
+    emit(I);
+    return true;
+  }
   auto bin = [&](Handler h) {
     need(ops, 3, I.line, base);
     if (!h) { mark_unsupported(I.line, std::string(base) + "." + ty_name(ty)); return; }

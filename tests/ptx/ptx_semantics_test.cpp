@@ -1,0 +1,154 @@
+// Instruction semantics checked against the host, value by value: the
+// extended-precision (carry) arithmetic that libdevice's double-precision
+// trigonometry needs for large arguments, and shuffles whose source lane does
+// not take part (outside the branch), which GPUs answer with 0.
+#include <cstdint>
+#include <random>
+
+#include "ptx_test_util.hpp"
+
+using namespace whtest;
+using wh::ptx::Engine;
+using wh::ptx::LaunchError;
+using wh::ptx::Module;
+
+namespace {
+
+// Per thread, from a[4], b[4] (u32 limbs, least significant first):
+//   out[0..3]  = a + b        (add.cc / addc.cc / addc, 128 bits)
+//   out[4..7]  = a - b        (sub.cc / subc.cc / subc, 128 bits, modulo 2^128)
+//   out[8..10] = a0*b0 + a1 + (a2 << 32)  (mad.lo.cc / madc.hi.cc / addc, 96 bits)
+//   out[11]    = the carry out of a 64-bit add.cc.u64 of (a1:a0)+(b1:b0), through addc.u32 0, 0
+const char* kCarryPtx = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry carry(.param .u64 pa, .param .u64 pout, .param .u32 n)
+{
+  .reg .pred %p;
+  .reg .u32 %r<40>;
+  .reg .u64 %rd<12>;
+  ld.param.u64 %rd0, [pa];
+  ld.param.u64 %rd1, [pout];
+  ld.param.u32 %r0, [n];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mad.lo.u32 %r1, %r2, %r3, %r1;
+  setp.ge.u32 %p, %r1, %r0;
+  @%p bra DONE;
+  mul.wide.u32 %rd2, %r1, 32;
+  add.u64 %rd2, %rd0, %rd2;
+  ld.global.v4.u32 {%r4, %r5, %r6, %r7}, [%rd2];
+  ld.global.v4.u32 {%r8, %r9, %r10, %r11}, [%rd2+16];
+  add.cc.u32 %r12, %r4, %r8;
+  addc.cc.u32 %r13, %r5, %r9;
+  addc.cc.u32 %r14, %r6, %r10;
+  addc.u32 %r15, %r7, %r11;
+  sub.cc.u32 %r16, %r4, %r8;
+  subc.cc.u32 %r17, %r5, %r9;
+  subc.cc.u32 %r18, %r6, %r10;
+  subc.u32 %r19, %r7, %r11;
+  mad.lo.cc.u32 %r20, %r4, %r8, %r5;
+  madc.hi.cc.u32 %r21, %r4, %r8, %r6;
+  addc.u32 %r22, 0, 0;
+  mov.b64 %rd3, {%r4, %r5};
+  mov.b64 %rd4, {%r8, %r9};
+  add.cc.u64 %rd5, %rd3, %rd4;
+  addc.u32 %r23, 0, 0;
+  mul.wide.u32 %rd6, %r1, 48;
+  add.u64 %rd6, %rd1, %rd6;
+  st.global.v4.u32 [%rd6], {%r12, %r13, %r14, %r15};
+  st.global.v4.u32 [%rd6+16], {%r16, %r17, %r18, %r19};
+  st.global.v4.u32 [%rd6+32], {%r20, %r21, %r22, %r23};
+DONE:
+  ret;
+}
+)";
+
+TEST(PtxSemantics, CarryArithmeticAgainstTheHost) {
+  std::string err;
+  auto m = Module::from_ptx(kCarryPtx, &err);
+  ASSERT_TRUE(m) << err;
+  std::mt19937 rng(11);
+  std::vector<uint32_t> in;
+  const uint32_t edge[] = {0u, 1u, 0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu};
+  const int n = 2048;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < 8; k++) in.push_back(i < 512 ? edge[(i * 7 + k * 3 + i / 6) % 6] : uint32_t(rng()));
+  HostMem mem;
+  uint64_t din = mem.upload(in), dout = mem.alloc(size_t(n) * 48);
+  Engine eng(1);
+  Args a(m->kernel("carry"));
+  a(din)(dout)(uint32_t(n));
+  auto e = eng.launch(*m, "carry", cfg({(n + 127) / 128}, {128}), a.data(), a.size(), mem);
+  ASSERT_EQ(e.kind, LaunchError::None) << e.message;
+  auto o = mem.download<uint32_t>(dout, size_t(n) * 12);
+  auto u128 = [](const uint32_t* p) {
+    return (unsigned __int128)p[0] | (unsigned __int128)p[1] << 32 | (unsigned __int128)p[2] << 64 |
+           (unsigned __int128)p[3] << 96;
+  };
+  for (int i = 0; i < n; i++) {
+    const uint32_t* x = &in[size_t(i) * 8];
+    const uint32_t* g = &o[size_t(i) * 12];
+    unsigned __int128 A = u128(x), B = u128(x + 4);
+    EXPECT_TRUE(u128(g) == A + B) << "add, thread " << i;
+    EXPECT_TRUE(u128(g + 4) == A - B) << "sub, thread " << i;
+    unsigned __int128 mad = (unsigned __int128)uint64_t(x[0]) * x[4] + x[1] + ((unsigned __int128)x[2] << 32);
+    unsigned __int128 got = (unsigned __int128)g[8] | (unsigned __int128)g[9] << 32 | (unsigned __int128)g[10] << 64;
+    EXPECT_TRUE(got == mad) << "mad chain, thread " << i;
+    uint64_t a64 = uint64_t(x[0]) | uint64_t(x[1]) << 32, b64 = uint64_t(x[4]) | uint64_t(x[5]) << 32;
+    EXPECT_EQ(g[11], uint32_t(a64 + b64 < a64)) << "add.cc.u64 carry, thread " << i;
+  }
+}
+
+// Lanes 0..7 shuffle down by 16, 8, 4, 2, 1 inside `if (lane < 8)`: a source
+// lane outside the branch gives 0 (what GPUs give; the ISA leaves it
+// undefined); a source past the segment gives the lane's own value.
+const char* kShflPtx = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry partial(.param .u64 pout)
+{
+  .reg .pred %p<2>;
+  .reg .u32 %r<12>;
+  .reg .u64 %rd<4>;
+  ld.param.u64 %rd0, [pout];
+  mov.u32 %r0, %laneid;
+  add.u32 %r1, %r0, 100;
+  setp.ge.u32 %p0, %r0, 8;
+  @%p0 bra OUT;
+  shfl.sync.down.b32 %r2|%p1, %r1, 16, 31, 255;
+  shfl.sync.down.b32 %r3, %r1, 4, 31, 255;
+  shfl.sync.down.b32 %r4, %r1, 31, 31, 255;
+  mul.wide.u32 %rd1, %r0, 16;
+  add.u64 %rd1, %rd0, %rd1;
+  st.global.v2.u32 [%rd1], {%r2, %r3};
+  st.global.u32 [%rd1+8], %r4;
+OUT:
+  ret;
+}
+)";
+
+TEST(PtxSemantics, ShuffleFromALaneOutsideTheBranchGivesZero) {
+  std::string err;
+  auto m = Module::from_ptx(kShflPtx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  uint64_t dout = mem.alloc(8 * 16);
+  Engine eng(1);
+  Args a(m->kernel("partial"));
+  a(dout);
+  auto e = eng.launch(*m, "partial", cfg({1}, {32}), a.data(), a.size(), mem);
+  ASSERT_EQ(e.kind, LaunchError::None) << e.message;
+  auto o = mem.download<uint32_t>(dout, 8 * 4);
+  for (uint32_t l = 0; l < 8; l++) {
+    EXPECT_EQ(o[l * 4 + 0], 0u) << "lane " << l << " read lane " << l + 16 << ", outside the branch";
+    EXPECT_EQ(o[l * 4 + 1], l + 4 < 8 ? l + 4 + 100 : 0u) << "lane " << l << " by 4";
+    // by 31: lane 0 reads lane 31 (outside the branch: 0), the others are past the segment
+    EXPECT_EQ(o[l * 4 + 2], l == 0 ? 0u : l + 100) << "lane " << l << " by 31";
+  }
+}
+
+}  // namespace
