@@ -143,6 +143,8 @@ TEST_F(Forward, PinnedMemoryAtItsHostAddress) {
 TEST_F(Forward, ReductionSeries) { expect_pass(run({prog("reduce_series")}), "reduce_series"); }
 // exp, cos, sin, tan... in double, trigonometry of arguments up to 1e300, a Gabor filter bank.
 TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "double_math"); }
+// Programmatic dependent launch: CUB's merge sort, a producer/consumer pair, its events.
+TEST_F(Forward, ProgrammaticDependentLaunch) { expect_pass(run({prog("pdl")}), "pdl"); }
 TEST_F(Forward, ManyThreadsOneClient) { expect_pass(run({prog("multithread")}), "multithread"); }
 TEST_F(Forward, DeviceQueriesAndUnsupported) { expect_pass(run({prog("device_info")}), "device_info"); }
 TEST_F(Forward, DeviceIdentityAsStartupHelpersAskIt) { expect_pass(run({prog("device_query")}), "device_query"); }

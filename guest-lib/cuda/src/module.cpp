@@ -442,6 +442,7 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, 
   WH_INIT();
   if (!c || (c->numAttrs && !c->attrs)) return CUDA_ERROR_INVALID_VALUE;
   unsigned flags = 0;
+  std::vector<std::pair<CUevent, unsigned>> events;  // recorded after the kernel (see cudaLaunchKernelExC)
   for (unsigned i = 0; i < c->numAttrs; i++) {
     const CUlaunchAttribute& a = c->attrs[i];
     switch (a.id) {
@@ -449,6 +450,19 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, 
       case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
         if (a.value.cooperative) flags |= kCooperative;
         break;
+      // Programmatic dependent launch: stream order is an order it allows.
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: break;
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+        if (!a.value.programmaticEvent.event || (a.value.programmaticEvent.flags & CU_EVENT_RECORD_EXTERNAL))
+          return CUDA_ERROR_INVALID_VALUE;
+        events.emplace_back(a.value.programmaticEvent.event, unsigned(a.value.programmaticEvent.flags));
+        break;
+      case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+        if (!a.value.launchCompletionEvent.event || (a.value.launchCompletionEvent.flags & CU_EVENT_RECORD_EXTERNAL))
+          return CUDA_ERROR_INVALID_VALUE;
+        events.emplace_back(a.value.launchCompletionEvent.event, unsigned(a.value.launchCompletionEvent.flags));
+        break;
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: break;  // a hint
       // Scheduling and cache hints: results do not depend on them.
       case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
       case CU_LAUNCH_ATTRIBUTE_PRIORITY:
@@ -463,8 +477,11 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, 
         return CUDA_ERROR_NOT_SUPPORTED;
     }
   }
-  return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
-                c->sharedMemBytes, c->hStream, params, extra, flags);
+  CUresult r = launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                      c->sharedMemBytes, c->hStream, params, extra, flags);
+  for (auto& [ev, fl] : events)
+    if (r == CUDA_SUCCESS) r = cuEventRecordWithFlags(ev, c->hStream, fl);
+  return r;
 }
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
   return cuLaunchKernelEx(c, f, params, extra);

@@ -7,6 +7,7 @@
 // .nv.info (or the PTX when the fatbin has no cubin): launches carry no
 // sizes, so the guest packs `void** args` into one buffer with them.
 #include <cstring>
+#include <vector>
 
 #include "state.hpp"
 #include "wormhole/proto/occupancy.hpp"
@@ -331,6 +332,9 @@ cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void*
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* cfg, const void* func, void** args) {
   if (!cfg || (cfg->numAttrs && !cfg->attrs)) return set_error(cudaErrorInvalidValue);
   uint32_t flags = 0;
+  // Events the launch records once its blocks have all started or triggered:
+  // kernels of a stream run one after another here, so after the kernel.
+  std::vector<std::pair<cudaEvent_t, unsigned>> events;
   for (unsigned i = 0; i < cfg->numAttrs; i++) {
     const cudaLaunchAttribute& a = cfg->attrs[i];
     switch (a.id) {
@@ -338,6 +342,21 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* cfg, const void* func,
       case cudaLaunchAttributeCooperative:
         if (a.val.cooperative) flags |= kLaunchCooperative;
         break;
+      // Programmatic dependent launch: the next kernel may start before this
+      // one ends and wait in griddepcontrol.wait. Running them in stream
+      // order (full serialization) is one of the orders the attribute allows.
+      case cudaLaunchAttributeProgrammaticStreamSerialization: break;
+      case cudaLaunchAttributeProgrammaticEvent:
+        if (!a.val.programmaticEvent.event || (a.val.programmaticEvent.flags & cudaEventRecordExternal))
+          return set_error(cudaErrorInvalidValue);
+        events.emplace_back(a.val.programmaticEvent.event, unsigned(a.val.programmaticEvent.flags));
+        break;
+      case cudaLaunchAttributeLaunchCompletionEvent:
+        if (!a.val.launchCompletionEvent.event || (a.val.launchCompletionEvent.flags & cudaEventRecordExternal))
+          return set_error(cudaErrorInvalidValue);
+        events.emplace_back(a.val.launchCompletionEvent.event, unsigned(a.val.launchCompletionEvent.flags));
+        break;
+      case cudaLaunchAttributeClusterSchedulingPolicyPreference: break;  // a hint (the device has no clusters)
       // Scheduling and cache hints: a GPU may ignore them, and the result
       // does not depend on them.
       case cudaLaunchAttributeAccessPolicyWindow:
@@ -355,8 +374,10 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* cfg, const void* func,
         return set_error(cudaErrorNotSupported);
     }
   }
-  return set_error(
-      launch(kernel_of(func), cfg->gridDim, cfg->blockDim, args, cfg->dynamicSmemBytes, cfg->stream, flags));
+  cudaError_t e = launch(kernel_of(func), cfg->gridDim, cfg->blockDim, args, cfg->dynamicSmemBytes, cfg->stream, flags);
+  for (auto& [ev, f] : events)
+    if (e == cudaSuccess) e = cudaEventRecordWithFlags(ev, cfg->stream, f);
+  return set_error(e);
 }
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* cfg, const void* func, void** args) {
   return cudaLaunchKernelExC(cfg, func, args);
