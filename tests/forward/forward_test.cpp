@@ -145,6 +145,11 @@ TEST_F(Forward, ReductionSeries) { expect_pass(run({prog("reduce_series")}), "re
 TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "double_math"); }
 // Programmatic dependent launch: CUB's merge sort, a producer/consumer pair, its events.
 TEST_F(Forward, ProgrammaticDependentLaunch) { expect_pass(run({prog("pdl")}), "pdl"); }
+// Managed buffers attached to single streams (cudaStreamAttachMemAsync) and its refusals.
+TEST_F(Forward, ManagedMemoryAttachedToStreams) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);
+  expect_pass(run({prog("managed_attach")}), "managed_attach");
+}
 TEST_F(Forward, ManyThreadsOneClient) { expect_pass(run({prog("multithread")}), "multithread"); }
 TEST_F(Forward, DeviceQueriesAndUnsupported) { expect_pass(run({prog("device_info")}), "device_info"); }
 TEST_F(Forward, DeviceIdentityAsStartupHelpersAskIt) { expect_pass(run({prog("device_query")}), "device_query"); }

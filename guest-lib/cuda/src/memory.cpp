@@ -399,6 +399,13 @@ CUresult cuMemPrefetchAsync_v2(CUdeviceptr d, size_t n, CUmemLocation loc, unsig
 CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr d, size_t n, CUmemLocation loc, unsigned flags, CUstream s) {
   return cuMemPrefetchAsync_v2(d, n, loc, flags, s);
 }
+CUresult cuStreamAttachMemAsync(CUstream s, CUdeviceptr d, size_t length, unsigned flags) {
+  WH_INIT();
+  return rt(cudaStreamAttachMemAsync(S(s), P(d), length, flags));
+}
+CUresult cuStreamAttachMemAsync_ptsz(CUstream s, CUdeviceptr d, size_t length, unsigned flags) {
+  return cuStreamAttachMemAsync(s, d, length, flags);
+}
 CUresult cuMemAdvise_v2(CUdeviceptr d, size_t n, CUmem_advise advice, CUmemLocation loc) {
   WH_INIT();
   cudaMemLocation l{cudaMemLocationType(loc.type), loc.id};

@@ -29,6 +29,8 @@ struct Advice {
   cudaMemLocation preferred{cudaMemLocationTypeInvalid, 0};
   bool accessed_by_device = false;
   cudaMemLocation last_prefetch{cudaMemLocationTypeInvalid, 0};
+  cudaStream_t attached_to = nullptr;  // cudaStreamAttachMemAsync
+  unsigned attach = cudaMemAttachGlobal;
 };
 std::map<uint64_t, Advice> g_advice;  // under rt().mu, keyed like rt().managed
 
@@ -180,6 +182,32 @@ cudaError_t cudaMemPrefetchAsync(const void* p, size_t n, cudaMemLocation loc, u
   g_advice[base].last_prefetch = loc;
   (void)s;
   return cudaSuccess;
+}
+
+// Which streams may touch a managed allocation. Managed memory is coherent
+// on this device (concurrent managed access), so the attachment changes no
+// result: it is checked as CUDA checks it, kept, and ordered after the
+// stream's earlier work (a stream query proves the stream exists).
+cudaError_t cudaStreamAttachMemAsync(cudaStream_t s, void* p, size_t length, unsigned int flags) {
+  if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost && flags != cudaMemAttachSingle)
+    return set_error(cudaErrorInvalidValue);
+  if (flags == cudaMemAttachSingle && (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread))
+    return set_error(cudaErrorInvalidValue);  // not a specific stream
+  {
+    std::lock_guard lk(rt().mu);
+    uint64_t base;
+    if (!managed_range(p, 1, &base) || base != reinterpret_cast<uint64_t>(p)) return set_error(cudaErrorInvalidValue);
+    if (length != 0 && length != rt().managed[base]) return set_error(cudaErrorInvalidValue);
+  }
+  if (cudaError_t e = cudaStreamQuery(s); e != cudaSuccess && e != cudaErrorNotReady) return set_error(e);
+  std::lock_guard lk(rt().mu);
+  Advice& a = g_advice[reinterpret_cast<uint64_t>(p)];
+  a.attached_to = s;
+  a.attach = flags;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t s, void* p, size_t length, unsigned int flags) {
+  return cudaStreamAttachMemAsync(s, p, length, flags);
 }
 
 cudaError_t cudaMemAdvise(const void* p, size_t n, cudaMemoryAdvise advice, cudaMemLocation loc) {
