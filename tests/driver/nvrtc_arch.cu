@@ -12,15 +12,8 @@
 #include <vector>
 
 #include "check.hpp"
+#include "nvrtc_check.hpp"
 
-#define NVRTC_CHECK(x)                                                                      \
-  do {                                                                                      \
-    nvrtcResult r_ = (x);                                                                   \
-    if (r_ != NVRTC_SUCCESS) {                                                              \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, nvrtcGetErrorString(r_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 static const char* kSource = R"(
 template <typename T>

@@ -7,15 +7,8 @@
 #include <vector>
 
 #include "check.hpp"
+#include "nvrtc_check.hpp"
 
-#define NVRTC_CHECK(x)                                                                      \
-  do {                                                                                      \
-    nvrtcResult r_ = (x);                                                                   \
-    if (r_ != NVRTC_SUCCESS) {                                                              \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, nvrtcGetErrorString(r_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 static const char* kSource = R"(
 extern "C" __global__ void saxpy(float a, const float* x, const float* y, float* out, size_t n) {
