@@ -227,7 +227,7 @@ run_prog() {  # NAME EXPECTED-OUTPUT COMMAND...
   local name=$1 want=$2; shift 2
   local out rc=0
   out=$(cd "$root/opt/wormhole-test" && as_alice "$@" 2>&1) || rc=$?
-  if [ $rc -ne 0 ] || ! printf '%s\n' "$out" | grep -q "$want"; then
+  if [ $rc -ne 0 ] || ! grep -q "$want" <<<"$out"; then
     printf '%s\n' "$out" | tail -30 >&2
     echo "--- server log:" >&2; tail -30 "$work/server.log" >&2
     fail "$name (exit $rc; wanted '$want')"
@@ -241,7 +241,7 @@ run_prog blas_test '^OK: [1-9][0-9]* passed, 0 failed' /usr/bin/wormhole-run $t/
 run_prog fft_test 'all cuFFT checks passed' /usr/bin/wormhole-run $t/fft_test
 run_prog vector_add_pc 'PASS vector_add' env WORMHOLE_SOCKET="$sock" $t/vector_add_pc
 out=$(as_alice env LD_TRACE_LOADED_OBJECTS=1 $t/vector_add_pc)
-printf '%s\n' "$out" | grep -q "libcudart.so.13 => $libdir/wormhole/libcudart.so.13" ||
+grep -q "libcudart.so.13 => $libdir/wormhole/libcudart.so.13" <<<"$out" ||
   { echo "$out" >&2; fail "vector_add_pc did not bind $libdir/wormhole/libcudart.so.13"; }
 # Not a member of the group: refused at the socket (0660, group wormhole),
 # and for that reason: connect() fails with EACCES, which the library
@@ -253,7 +253,7 @@ if out=$(chroot --userspec="$buid:$buid" "$root" /usr/bin/env -i PATH=/usr/bin:/
          /usr/bin/wormhole-run $t/vector_add 2>&1); then
   fail "a user outside the group wormhole reached the server"
 fi
-if ! printf '%s\n' "$out" | grep -qF "wormhole: cannot reach wormhole-server at $sock: Permission denied"; then
+if ! grep -qF "wormhole: cannot reach wormhole-server at $sock: Permission denied" <<<"$out"; then
   printf '%s\n' "$out" | tail -20 >&2
   fail "a user outside the group wormhole failed, but not with the socket's permission refusal (EACCES on $sock)"
 fi

@@ -54,8 +54,8 @@ done
 for prog in "$shared" "$static"; do
   out=$(env -u LD_LIBRARY_PATH -u WORMHOLE_LIB_DIR "$p/bin/wormhole-run" --socket "$sock" --explain "$prog" 2>&1) ||
     { echo "$out" >&2; fail "$prog through $p/bin/wormhole-run"; }
-  printf '%s\n' "$out" | grep -q "LD_LIBRARY_PATH=$p/$guestlibdir " || { echo "$out" >&2; fail "wormhole-run chose another library directory"; }
-  printf '%s\n' "$out" | grep -q '^PASS vector_add' || { echo "$out" >&2; fail "$prog did not pass"; }
+  grep -q "LD_LIBRARY_PATH=$p/$guestlibdir " <<<"$out" || { echo "$out" >&2; fail "wormhole-run chose another library directory"; }
+  grep -q '^PASS vector_add' <<<"$out" || { echo "$out" >&2; fail "$prog did not pass"; }
 done
 kill -TERM "$spid"; wait "$spid"; spid=""
 echo "prefix_install_test: PASS ($p)"
