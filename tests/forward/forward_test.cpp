@@ -139,7 +139,8 @@ TEST_F(Forward, PinnedMemoryAtItsHostAddress) {
   WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);
   expect_pass(run({prog("uva_pinned")}), "uva_pinned");
 }
-// The reduce0..7 series in int, float and double, lengths 2^20 and 2^20 + 3.
+// The reduce0..7 series (and a cooperative-groups reduce7) in int, float and double, block sizes 64
+// to 512, lengths 2^20, 2^20 + 3, 1000 and 1.
 TEST_F(Forward, ReductionSeries) { expect_pass(run({prog("reduce_series")}), "reduce_series"); }
 // exp, cos, sin, tan... in double, trigonometry of arguments up to 1e300, a Gabor filter bank.
 TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "double_math"); }

@@ -20,10 +20,11 @@ inline double round_integral(double x, int mode) {
   }
 }
 inline double rni(double x) {  // round half to even without depending on fenv
-  double f = std::floor(x), d = x - f;
-  if (d > 0.5) return f + 1;
-  if (d < 0.5) return f;
-  return std::fmod(f, 2.0) == 0 ? f : f + 1;
+  double f = std::floor(x), d = x - f, r;
+  if (d > 0.5) r = f + 1;
+  else if (d < 0.5) r = f;
+  else r = std::fmod(f, 2.0) == 0 ? f : f + 1;
+  return std::copysign(r, x);  // -0.5 and negative denormals round to -0, as IEEE roundToIntegral
 }
 
 // Flush a denormal to signed zero. Integer select (no classification call): the lane loops

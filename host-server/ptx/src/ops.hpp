@@ -76,6 +76,9 @@ struct ORem {
     return V(a % b);
   }
 };
+// add.sat.s32 / sub.sat.s32: the exact result clamped to the s32 range
+struct OAddSat { template <class V> static V f(V a, V b) { int64_t r = int64_t(a) + int64_t(b); return V(r < INT32_MIN ? INT32_MIN : r > INT32_MAX ? INT32_MAX : r); } };
+struct OSubSat { template <class V> static V f(V a, V b) { int64_t r = int64_t(a) - int64_t(b); return V(r < INT32_MIN ? INT32_MIN : r > INT32_MAX ? INT32_MAX : r); } };
 struct OAnd { template <class V> static V f(V a, V b) { return V(a & b); } };
 struct OOr { template <class V> static V f(V a, V b) { return V(a | b); } };
 struct OXor { template <class V> static V f(V a, V b) { return V(a ^ b); } };
@@ -564,12 +567,20 @@ inline bool cmp(V a, V b) {
   return false;
 }
 // a1: bool op for the optional c operand: 0 none, 1 and, 2 or, 3 xor; flags bit0: c negated
+// setp/set .ftz.f32 (flags bit2): denormal operands compare as signed zeros.
+template <class V>
+inline V cmp_in(const uint64_t* r, int l, bool fz) {
+  V v = get<V>(r, l);
+  if constexpr (std::is_same_v<V, float>) if (fz) v = ftz32(v);
+  return v;
+}
 template <class V, Cmp C>
 void h_setp(Ctx& c, const Inst& I, uint32_t m) {
   uint64_t* P = c.dst(I.d[0]);
   const uint64_t* A = c.src(I.s[0]);
   const uint64_t* B = c.src(I.s[1]);
-  if (I.a1 == 0 && I.d[1] == NOREG) {
+  const bool fz = std::is_same_v<V, float> && (I.flags & 4);
+  if (I.a1 == 0 && I.d[1] == NOREG && !fz) {
     for_lanes(m, [&](int l) { P[l] = cmp<V, C>(get<V>(A, l), get<V>(B, l)); });
     return;
   }
@@ -577,7 +588,7 @@ void h_setp(Ctx& c, const Inst& I, uint32_t m) {
   const uint64_t* CC = I.a1 ? c.src(I.s[2]) : nullptr;
   bool cn = I.flags & 1;
   for_lanes(m, [&](int l) {
-    bool t = cmp<V, C>(get<V>(A, l), get<V>(B, l));
+    bool t = cmp<V, C>(cmp_in<V>(A, l, fz), cmp_in<V>(B, l, fz));
     bool cv = CC ? (bool(CC[l]) != cn) : false;
     auto comb = [&](bool x) {
       switch (I.a1) {
@@ -600,8 +611,9 @@ void h_set(Ctx& c, const Inst& I, uint32_t m) {
   const uint64_t* B = c.src(I.s[1]);
   const uint64_t* CC = I.a1 ? c.src(I.s[2]) : nullptr;
   bool cn = I.flags & 1, fdst = I.flags & 2;
+  const bool fz = std::is_same_v<V, float> && (I.flags & 4);
   for_lanes(m, [&](int l) {
-    bool t = cmp<V, C>(get<V>(A, l), get<V>(B, l));
+    bool t = cmp<V, C>(cmp_in<V>(A, l, fz), cmp_in<V>(B, l, fz));
     bool cv = CC ? (bool(CC[l]) != cn) : false;
     if (I.a1 == 1) t = t && cv;
     else if (I.a1 == 2) t = t || cv;
@@ -728,7 +740,17 @@ void h_half_t(Ctx& c, const Inst& I, uint32_t m) {
   auto one = [&](int l, int k) -> uint32_t {
     float a = half_in<BF>(A[l], k);
     if constexpr (OP == 3) {
-      double r = double(a * half_in<BF>(B[l], k)) + double(half_in<BF>(C[l], k));
+      // The product is exact in double (a bf16 product of denormals is not in f32: it
+      // underflowed to a zero of the wrong sign). The sum is rounded to odd in double,
+      // so its rounding to the narrow format is the single correct rounding even where
+      // the addend is far below the product (bf16's exponent range is f32's).
+      double p = double(a) * double(half_in<BF>(B[l], k)), q = double(half_in<BF>(C[l], k));
+      double r = p + q;
+      if constexpr (BF) {
+        double e = std::isfinite(r) ? (p - (r - (r - p))) + (q - (r - p)) : 0.0;  // two-sum: the rounding error
+        uint64_t rb = std::bit_cast<uint64_t>(r);
+        if (e != 0 && !(rb & 1)) r = std::nextafter(r, e > 0 ? INFINITY : -INFINITY);
+      }
       if (sat) r = std::isnan(r) ? 0.0 : std::fmin(std::fmax(r, 0.0), 1.0);
       return BF ? narrow_rn<8, 7>(r) : narrow_rn<5, 10>(r);
     } else {
@@ -738,8 +760,10 @@ void h_half_t(Ctx& c, const Inst& I, uint32_t m) {
       else if constexpr (OP == 2) r = a * half_in<BF>(B[l], k);
       else if constexpr (OP == 4) r = -a;
       else if constexpr (OP == 5) r = std::fabs(a);
-      else if constexpr (OP == 6) r = std::fmin(a, half_in<BF>(B[l], k));
-      else r = std::fmax(a, half_in<BF>(B[l], k));
+      // min/max: a NaN operand, signalling ones included, gives the other (std::fmin
+      // answers NaN for a signalling NaN)
+      else if constexpr (OP == 6) r = OMin::f<float>(a, half_in<BF>(B[l], k));
+      else r = OMax::f<float>(a, half_in<BF>(B[l], k));
       if (sat) r = std::isnan(r) ? 0.0f : std::fmin(std::fmax(r, 0.0f), 1.0f);
       if constexpr (BF) return bf16_rn(std::bit_cast<uint32_t>(r));
       else return narrow_rn<5, 10>(double(r));

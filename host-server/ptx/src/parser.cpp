@@ -1667,7 +1667,11 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
       }
       return true;
     }
-    if (sat) { mark_unsupported(I.line, "saturating integer add/sub"); return true; }
+    if (sat) {  // add.sat.s32 / sub.sat.s32 (the only saturating integer forms)
+      if (ty != T_S32 || base == "mul") fail(I.line, "saturating " + std::string(base) + " needs .s32");
+      bin(base == "add" ? h_bin<int32_t, OAddSat> : h_bin<int32_t, OSubSat>);
+      return true;
+    }
     if (base == "mul" && wide) {
       need(ops, 3, I.line, base);
       Handler h = ty == T_S32 ? h_mulwide<int32_t> : ty == T_U32 ? h_mulwide<uint32_t> : ty == T_S16 ? h_mulwide<int16_t> : ty == T_U16 ? h_mulwide<uint16_t> : nullptr;
@@ -1988,7 +1992,6 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
       if (t == T_None) fail(line, "unknown modifier ." + std::string(m) + " on " + std::string(base));
       tys.push_back(t);
     }
-    (void)ftz;
     if (!have || tys.empty()) fail(line, std::string(base) + " needs a comparison and a type");
     Ty ty = tys.back();
     if (ty == T_F16 || ty == T_F16X2 || ty == T_BF16 || ty == T_BF16X2) { mark_unsupported(line, "half-precision compare"); return; }
@@ -2004,6 +2007,7 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
       I.flags = ops[3].bang ? 1 : 0;
     }
     I.a1 = bop;
+    if (ftz && ty == T_F32) I.flags |= 4;  // denormal operands compare as zeros
     if (isset) {
       if (tys.size() != 2) fail(line, "set needs destination and source types");
       if (tys[0] == T_F32) I.flags |= 2;

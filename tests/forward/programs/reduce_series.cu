@@ -2,14 +2,18 @@
 // warp shuffles, as CUDA courses and samples teach them: each kernel sums an
 // array into one partial per block, the host adds the partials and compares
 // with its own sum. int, float and double; a power-of-two length and a
-// length that is not; several block sizes. The values are small integers,
+// length that is not (and short ones); block sizes 64 to 512. The values are small integers,
 // so every sum is exact in each type and the comparison is equality.
 // The last kernel finishes its block's warp sums with a shuffle among the
 // first few lanes only, shuffling with 32-lane offsets: lanes outside the
 // branch contribute what a GPU gives them (0), a shape real programs rely on.
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
 #include <cstdio>
+#include <functional>
 #include <vector>
 #include "check.cuh"
+namespace cg = cooperative_groups;
 
 template <class T>
 struct Shared {  // dynamic shared memory of type T
@@ -97,7 +101,32 @@ __global__ void r4(const T* in, T* out, unsigned n) {
   }
   if (tid == 0) out[blockIdx.x] = v;
 }
-// 5/6: several elements per thread (grid-stride), fully unrolled on the
+// 5: the block-size loop unrolled at compile time, the last warp unrolled too.
+template <class T, unsigned BS>
+__global__ void r5(const T* in, T* out, unsigned n) {
+  T* s = Shared<T>().get();
+  unsigned tid = threadIdx.x, i = blockIdx.x * BS * 2 + tid;
+  T v = i < n ? in[i] : T(0);
+  if (i + BS < n) v += in[i + BS];
+  s[tid] = v;
+  __syncthreads();
+  if (BS >= 512 && tid < 256) s[tid] = v = v + s[tid + 256];
+  if (BS >= 512) __syncthreads();
+  if (BS >= 256 && tid < 128) s[tid] = v = v + s[tid + 128];
+  if (BS >= 256) __syncthreads();
+  if (BS >= 128 && tid < 64) s[tid] = v = v + s[tid + 64];
+  if (BS >= 128) __syncthreads();
+  if (tid < 32) {
+    if (BS >= 64) { v += s[tid + 32]; __syncwarp(); s[tid] = v; __syncwarp(); }
+    if (BS >= 32) { v += s[tid + 16]; __syncwarp(); s[tid] = v; __syncwarp(); }
+    v += s[tid + 8]; __syncwarp(); s[tid] = v; __syncwarp();
+    v += s[tid + 4]; __syncwarp(); s[tid] = v; __syncwarp();
+    v += s[tid + 2]; __syncwarp(); s[tid] = v; __syncwarp();
+    v += s[tid + 1];
+  }
+  if (tid == 0) out[blockIdx.x] = v;
+}
+// 6: several elements per thread (grid-stride), fully unrolled on the
 // block size, the power-of-two case reading two per step.
 template <class T, unsigned BS, bool Pow2>
 __global__ void r6(const T* in, T* out, unsigned n) {
@@ -157,6 +186,51 @@ __global__ void r7(const T* in, T* out, unsigned n) {
   if (tid == 0) out[blockIdx.x] = v;
 }
 
+// 7, cooperative-groups form: 32-lane tiles reduce with cg::reduce, the tiles'
+// sums meet in shared memory, the first tile reduces them (lanes past the
+// number of tiles contribute 0).
+template <class T, unsigned BS, bool Pow2>
+__global__ void r7cg(const T* in, T* out, unsigned n) {
+  T* s = Shared<T>().get();
+  cg::thread_block block = cg::this_thread_block();
+  cg::thread_block_tile<32> tile = cg::tiled_partition<32>(block);
+  T v = 0;
+  if (Pow2) {
+    for (unsigned i = blockIdx.x * BS * 2 + threadIdx.x; i < n; i += BS * 2 * gridDim.x) {
+      v += in[i];
+      if (i + BS < n) v += in[i + BS];
+    }
+  } else {
+    for (unsigned i = blockIdx.x * BS + threadIdx.x; i < n; i += BS * gridDim.x) v += in[i];
+  }
+  v = cg::reduce(tile, v, cg::plus<T>());
+  if (tile.thread_rank() == 0) s[tile.meta_group_rank()] = v;
+  block.sync();
+  if (tile.meta_group_rank() == 0) {
+    v = tile.thread_rank() < tile.meta_group_size() ? s[tile.thread_rank()] : T(0);
+    v = cg::reduce(tile, v, cg::plus<T>());
+    if (tile.thread_rank() == 0) out[blockIdx.x] = v;
+  }
+}
+
+// The kernels templated on the block size, for one block size.
+template <class T, unsigned BS>
+void run_templated(const T* din, T* dout, unsigned n, bool pow2,
+                   const std::function<void(const char*, unsigned, unsigned)>& check) {
+  const size_t sh = BS * sizeof(T), sh7 = (BS / 32 + 1) * sizeof(T);
+  const unsigned b2 = (n + 2 * BS - 1) / (2 * BS), g = 64;  // 64 blocks, several elements per thread
+  r4<T, BS><<<b2, BS, sh>>>(din, dout, n); check("reduce4", BS, b2);
+  r5<T, BS><<<b2, BS, sh + 32 * sizeof(T)>>>(din, dout, n); check("reduce5", BS, b2);
+  if (pow2) r6<T, BS, true><<<g, BS, sh>>>(din, dout, n); else r6<T, BS, false><<<g, BS, sh>>>(din, dout, n);
+  check("reduce6", BS, g);
+  if (pow2) r7<T, BS, true><<<g, BS, sh7>>>(din, dout, n); else r7<T, BS, false><<<g, BS, sh7>>>(din, dout, n);
+  check("reduce7", BS, g);
+  if (pow2) r7cg<T, BS, true><<<g, BS, sh7>>>(din, dout, n); else r7cg<T, BS, false><<<g, BS, sh7>>>(din, dout, n);
+  check("reduce7-cg", BS, g);
+  // the non-power-of-two instantiation on a power-of-two length too (one element per step)
+  r7<T, BS, false><<<g, BS, sh7>>>(din, dout, n); check("reduce7-np2", BS, g);
+}
+
 template <class T>
 bool run_all(const char* type, unsigned n) {
   std::vector<T> h(n);
@@ -167,7 +241,7 @@ bool run_all(const char* type, unsigned n) {
   }
   T *din, *dout;
   CHECK(cudaMalloc(&din, n * sizeof(T)));
-  const unsigned max_blocks = (n + 63) / 64;
+  const unsigned max_blocks = (n + 63) / 64 > 64 ? (n + 63) / 64 : 64;
   CHECK(cudaMalloc(&dout, max_blocks * sizeof(T)));
   CHECK(cudaMemcpy(din, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
   const bool pow2 = (n & (n - 1)) == 0;
@@ -184,28 +258,18 @@ bool run_all(const char* type, unsigned n) {
       ok = false;
     }
   };
-  for (unsigned t : {64u, 256u}) {
+  for (unsigned t : {64u, 128u, 256u, 512u}) {
     const size_t sh = t * sizeof(T);
     unsigned b1 = (n + t - 1) / t, b2 = (n + 2 * t - 1) / (2 * t);
     r0<T><<<b1, t, sh>>>(din, dout, n); check("reduce0", t, b1);
     r1<T><<<b1, t, sh>>>(din, dout, n); check("reduce1", t, b1);
     r2<T><<<b1, t, sh>>>(din, dout, n); check("reduce2", t, b1);
     r3<T><<<b2, t, sh>>>(din, dout, n); check("reduce3", t, b2);
-    if (t == 64) { r4<T, 64><<<b2, t, sh>>>(din, dout, n); }
-    else { r4<T, 256><<<b2, t, sh>>>(din, dout, n); }
-    check("reduce4", t, b2);
-    const unsigned g = 64;  // 64 blocks, several elements per thread
-    const size_t sh7 = (t / 32 + 1) * sizeof(T);
-    if (t == 64) {
-      if (pow2) r6<T, 64, true><<<g, t, sh>>>(din, dout, n); else r6<T, 64, false><<<g, t, sh>>>(din, dout, n);
-      check("reduce6", t, g);
-      if (pow2) r7<T, 64, true><<<g, t, sh7>>>(din, dout, n); else r7<T, 64, false><<<g, t, sh7>>>(din, dout, n);
-      check("reduce7", t, g);
-    } else {
-      if (pow2) r6<T, 256, true><<<g, t, sh>>>(din, dout, n); else r6<T, 256, false><<<g, t, sh>>>(din, dout, n);
-      check("reduce6", t, g);
-      if (pow2) r7<T, 256, true><<<g, t, sh7>>>(din, dout, n); else r7<T, 256, false><<<g, t, sh7>>>(din, dout, n);
-      check("reduce7", t, g);
+    switch (t) {
+      case 64: run_templated<T, 64>(din, dout, n, pow2, check); break;
+      case 128: run_templated<T, 128>(din, dout, n, pow2, check); break;
+      case 256: run_templated<T, 256>(din, dout, n, pow2, check); break;
+      default: run_templated<T, 512>(din, dout, n, pow2, check); break;
     }
   }
   CHECK(cudaFree(din));
@@ -217,7 +281,7 @@ int main(int argc, char** argv) {
   unsigned n1 = argc > 1 ? unsigned(std::atoi(argv[1])) : (1u << 20);
   unsigned n2 = n1 + 3;  // not a power of two
   bool ok = true;
-  for (unsigned n : {n1, n2}) {
+  for (unsigned n : {n1, n2, 1000u, 1u}) {
     ok &= run_all<int>("int", n);
     ok &= run_all<float>("float", n);
     ok &= run_all<double>("double", n);
