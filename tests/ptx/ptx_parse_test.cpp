@@ -273,4 +273,34 @@ TEST(PtxParse, L2CacheHintOperandsAreAccepted) {
   EXPECT_NE(err.find("ld expects 2 operands, got 3"), std::string::npos) << err;
 }
 
+// griddepcontrol (cudaGridDependencySynchronize,
+// cudaTriggerProgrammaticLaunchCompletion): kernels start after the previous
+// kernel ended, so both forms pass through; other forms are errors.
+TEST(PtxParse, GridDependencyControl) {
+  std::string body =
+      "  .reg .b32 %r<3>;\n  .reg .b64 %rd<4>;\n"
+      "  griddepcontrol.launch_dependents;\n"
+      "  ld.param.u64 %rd1, [out];\n  mov.u32 %r1, %tid.x;\n  mul.wide.u32 %rd2, %r1, 4;\n"
+      "  add.s64 %rd3, %rd1, %rd2;\n"
+      "  griddepcontrol.wait;\n"
+      "  add.u32 %r2, %r1, 5;\n  st.global.u32 [%rd3], %r2;\n  ret;";
+  std::string err;
+  auto m = Module::from_ptx(".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 out)\n{\n" +
+                                body + "\n}\n",
+                            &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  uint64_t dout = mem.alloc(64 * 4);
+  Engine eng(1);
+  auto e = eng.launch(*m, "k", cfg({1}, {64}), &dout, sizeof dout, mem);
+  ASSERT_EQ(e.kind, LaunchError::None) << e.message;
+  auto o = mem.download<uint32_t>(dout, 64);
+  for (uint32_t i = 0; i < 64; ++i) EXPECT_EQ(o[i], i + 5) << i;
+  for (const char* bad : {"  griddepcontrol;", "  griddepcontrol.sync;", "  griddepcontrol.wait.launch_dependents;",
+                          "  .reg .b32 %r1;\n  griddepcontrol.wait %r1;"}) {
+    EXPECT_FALSE(Module::from_ptx(wrap(bad), &err)) << bad;
+    EXPECT_NE(err.find("griddepcontrol"), std::string::npos) << err;
+  }
+}
+
 }  // namespace

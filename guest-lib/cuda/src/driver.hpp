@@ -69,7 +69,9 @@ void log_once(const std::string& msg);
 size_t linked_image_size(const void* p);
 // Reads a whole file (cuModuleLoad, cuLibraryLoadFromFile, cuLinkAddFile).
 bool read_file(const char* path, std::string* out);
-// The launch flag of libcudart's Launch request (proto kLaunchCooperative).
+// The launch flags of libcudart's Launch request (proto kLaunchCooperative,
+// kLaunchProgrammatic).
 constexpr unsigned kCooperative = 1;
+constexpr unsigned kProgrammatic = 2;
 
 }  // namespace wh::driver

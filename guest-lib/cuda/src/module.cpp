@@ -450,8 +450,11 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, 
       case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
         if (a.value.cooperative) flags |= kCooperative;
         break;
-      // Programmatic dependent launch: stream order is an order it allows.
-      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: break;
+      // Programmatic dependent launch (see cudaLaunchKernelExC): the
+      // device may overlap it with the previous kernel or run it after.
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+        if (a.value.programmaticStreamSerializationAllowed) flags |= kProgrammatic;
+        break;
       case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
         if (!a.value.programmaticEvent.event || (a.value.programmaticEvent.flags & CU_EVENT_RECORD_EXTERNAL))
           return CUDA_ERROR_INVALID_VALUE;

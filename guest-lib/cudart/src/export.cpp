@@ -366,7 +366,7 @@ __attribute__((visibility("default"))) const char* wh_guest_function_name(void* 
 }
 
 // Launches with kernelParams (args) or with a packed buffer (cuLaunchKernel's
-// `extra`: params/bytes). flags: kLaunchCooperative.
+// `extra`: params/bytes). flags: kLaunchCooperative, kLaunchProgrammatic.
 __attribute__((visibility("default"))) int wh_guest_launch(void* fn, const unsigned grid[3], const unsigned block[3],
                                                            unsigned shared, void* stream, void** args,
                                                            const void* params, size_t bytes, int packed,

@@ -177,10 +177,12 @@ static cudaError_t send_launch(KernelRec* k, dim3 grid, dim3 block, const uint8_
                                cudaStream_t s, uint32_t flags) {
   // A capturing stream records the launch into its graph instead.
   if (capture_any() && stream_capturing(s)) {
-    if (flags) {
+    if (flags & kLaunchCooperative) {
       log_once("stream capture: cooperative launches are not captured");
       return cudaErrorNotSupported;
     }
+    // A programmatic launch becomes a node that runs after its
+    // dependencies: the full serialization its attribute allows.
     return capture_kernel(s, k, grid, block, uint32_t(shared), buf);
   }
   WH_CONN(c);
@@ -342,10 +344,14 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* cfg, const void* func,
       case cudaLaunchAttributeCooperative:
         if (a.val.cooperative) flags |= kLaunchCooperative;
         break;
-      // Programmatic dependent launch: the next kernel may start before this
-      // one ends and wait in griddepcontrol.wait. Running them in stream
-      // order (full serialization) is one of the orders the attribute allows.
-      case cudaLaunchAttributeProgrammaticStreamSerialization: break;
+      // Programmatic dependent launch: this kernel may start before the
+      // previous one of its stream ends and wait for it in
+      // griddepcontrol.wait. The device decides: the sim device runs them
+      // in stream order (full serialization, an order the attribute
+      // allows), a GPU behind the cuda backend may overlap them.
+      case cudaLaunchAttributeProgrammaticStreamSerialization:
+        if (a.val.programmaticStreamSerializationAllowed) flags |= kLaunchProgrammatic;
+        break;
       case cudaLaunchAttributeProgrammaticEvent:
         if (!a.val.programmaticEvent.event || (a.val.programmaticEvent.flags & cudaEventRecordExternal))
           return set_error(cudaErrorInvalidValue);

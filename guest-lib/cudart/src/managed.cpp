@@ -188,7 +188,11 @@ cudaError_t cudaMemPrefetchAsync(const void* p, size_t n, cudaMemLocation loc, u
 // concurrent managed access the attachment decides when the host may touch
 // the allocation while kernels run; here host and device share the bytes,
 // so any access is safe and the attachment changes no result. It is checked
-// as CUDA checks it (a stream query proves the stream exists) and kept.
+// as CUDA checks it (the start of a managed allocation, length 0 or the
+// whole allocation, exactly one flag, a single attachment only to a real
+// stream, a stream that exists) and kept. Nothing on this device acts on
+// it, so keeping it at the call cannot be told from its taking effect in
+// stream order.
 cudaError_t cudaStreamAttachMemAsync(cudaStream_t s, void* p, size_t length, unsigned int flags) {
   if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost && flags != cudaMemAttachSingle)
     return set_error(cudaErrorInvalidValue);

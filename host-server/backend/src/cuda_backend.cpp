@@ -671,31 +671,43 @@ class CudaContext final : public Context {
   }
   // Device printf and assert messages go to the server's stdout/stderr
   // (the driver writes them there); `output` stays empty (docs/hardware.md).
-  Err launch(Kernel& kb, Dim3 g, Dim3 b, uint32_t shared, bool cooperative, Stream* s,
+  // With mirrors, the copies around the kernel come between it and the
+  // previous kernel of its stream; a programmatic dependent launch then
+  // waits for them, as for any stream work that is not a kernel.
+  Err launch(Kernel& kb, Dim3 g, Dim3 b, uint32_t shared, uint32_t flags, Stream* s,
              std::span<const uint8_t> params, std::string* log, KernelOutput* out) override {
     cur();
-    if (mirrors_.empty()) return launch_kernel(kb, g, b, shared, cooperative, s, params, log, out);
+    if (mirrors_.empty()) return launch_kernel(kb, g, b, shared, flags, s, params, log, out);
     if (Err e = sync_mirrors(true, st(s)); e != cudaSuccess) return e;
-    if (Err e = launch_kernel(kb, g, b, shared, cooperative, s, params, log, out); e != cudaSuccess) return e;
+    if (Err e = launch_kernel(kb, g, b, shared, flags, s, params, log, out); e != cudaSuccess) return e;
     return sync_mirrors(false, st(s));
   }
-  Err launch_kernel(Kernel& kb, Dim3 g, Dim3 b, uint32_t shared, bool cooperative, Stream* s,
+  Err launch_kernel(Kernel& kb, Dim3 g, Dim3 b, uint32_t shared, uint32_t flags, Stream* s,
                     std::span<const uint8_t> params, std::string*, KernelOutput*) {
     auto& k = static_cast<CuKernel&>(kb);
     size_t size = params.size();
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<uint8_t*>(params.data()),
                      CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-    if (cooperative) {  // cuLaunchCooperativeKernel takes no packed buffer; the Ex form does
-      CUlaunchAttribute at{};
-      at.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-      at.value.cooperative = 1;
+    // Cooperative and programmatic launches go through cuLaunchKernelEx
+    // (cuLaunchCooperativeKernel takes no packed buffer; the Ex form does).
+    if (flags & (kCooperativeLaunch | kProgrammaticLaunch)) {
+      CUlaunchAttribute at[2]{};
+      unsigned n = 0;
+      if (flags & kCooperativeLaunch) {
+        at[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+        at[n++].value.cooperative = 1;
+      }
+      if (flags & kProgrammaticLaunch) {
+        at[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        at[n++].value.programmaticStreamSerializationAllowed = 1;
+      }
       CUlaunchConfig lc{};
       lc.gridDimX = g.x, lc.gridDimY = g.y, lc.gridDimZ = g.z;
       lc.blockDimX = b.x, lc.blockDimY = b.y, lc.blockDimZ = b.z;
       lc.sharedMemBytes = shared;
       lc.hStream = st(s);
-      lc.attrs = &at;
-      lc.numAttrs = 1;
+      lc.attrs = at;
+      lc.numAttrs = n;
       return map(d_.cuLaunchKernelEx(&lc, k.fn, nullptr, size ? extra : nullptr));
     }
     return map(d_.cuLaunchKernel(k.fn, g.x, g.y, g.z, b.x, b.y, b.z, shared, st(s), nullptr,

@@ -652,8 +652,12 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   }
   uint64_t thread_instructions() const override { return engine_.instructions_executed(); }
 
-  Err launch(Kernel& kb, Dim3 grid, Dim3 block, uint32_t shared_bytes, bool cooperative, Stream*,
+  // Kernels of a context run one at a time, in order: a programmatic
+  // dependent launch (kProgrammaticLaunch) starts after the previous
+  // kernel ended, so its griddepcontrol.wait finds that grid complete.
+  Err launch(Kernel& kb, Dim3 grid, Dim3 block, uint32_t shared_bytes, uint32_t flags, Stream*,
              std::span<const uint8_t> params, std::string* log, KernelOutput* output) override {
+    const bool cooperative = flags & kCooperativeLaunch;
     auto& k = static_cast<SimKernel&>(kb);
     // The device heap is made before the first launch that may use it, at
     // the size set then; from then on that size is fixed, as on a GPU.

@@ -2148,8 +2148,20 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     emit(I);
     return;
   }
+  if (base == "griddepcontrol") {
+    // Programmatic dependent launch (cudaGridDependencySynchronize,
+    // cudaTriggerProgrammaticLaunchCompletion). A kernel starts here only
+    // after the previous kernel of its stream has completed, so .wait finds
+    // the prerequisite grid done and .launch_dependents has no one to release.
+    if (mods.size() != 1 || (mods[0] != "wait" && mods[0] != "launch_dependents"))
+      fail(line, "griddepcontrol needs .wait or .launch_dependents");
+    if (!ops.empty()) fail(line, "griddepcontrol takes no operands");
+    I.fn = h_nop;
+    emit(I);
+    return;
+  }
   if (base == "membar" || base == "fence" || base == "prefetch" || base == "prefetchu" ||
-      base == "pmevent" || base == "brkpt" || base == "griddepcontrol" || base == "discard" || base == "applypriority" ||
+      base == "pmevent" || base == "brkpt" || base == "discard" || base == "applypriority" ||
       base == "createpolicy") {
     if (base == "createpolicy") {
       // The policy is an opaque 64-bit value only consumed by .L2::cache_hint accesses,

@@ -878,6 +878,8 @@ Err Session::check_kernel_node(uint64_t kernel, const uint32_t grid[3], const ui
   return cudaSuccess;
 }
 
+static_assert(kLaunchCooperative == kCooperativeLaunch && kLaunchProgrammatic == kProgrammaticLaunch);
+
 int32_t Session::on_Launch(const LaunchReq& rq, std::span<const uint8_t> tail, LaunchResp&, std::vector<uint8_t>&) {
   KernelEntry* k = kernels_.get(rq.kernel);
   if (!k || !modules_.get(k->module)) return cudaErrorInvalidResourceHandle;
@@ -885,20 +887,20 @@ int32_t Session::on_Launch(const LaunchReq& rq, std::span<const uint8_t> tail, L
   if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
   if (Err e = check_kernel_node(rq.kernel, rq.grid, rq.block, rq.shared_bytes, tail.size(), &k); e != cudaSuccess)
     return e;
-  if (rq.flags & ~kLaunchCooperative) return cudaErrorInvalidValue;
+  if (rq.flags & ~kLaunchFlags) return cudaErrorInvalidValue;
   return run_kernel(*k, {rq.grid[0], rq.grid[1], rq.grid[2]}, {rq.block[0], rq.block[1], rq.block[2]},
-                    rq.shared_bytes, s, tail, rq.flags & kLaunchCooperative);
+                    rq.shared_bytes, s, tail, rq.flags);
 }
 
 // A checked launch, from a Launch request or a graph's kernel node: the
 // kernel's output joins what the guest fetches, a fault is remembered.
 Err Session::run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
-                        std::span<const uint8_t> params, bool cooperative) {
+                        std::span<const uint8_t> params, uint32_t flags) {
   KernelOutput kout;
   kout.limit = printf_fifo_;
   const uint64_t i0 = ctx_->thread_instructions();
   const auto t0 = std::chrono::steady_clock::now();
-  Err e = ctx_->launch(*k.k, grid, block, shared_bytes, cooperative, s, params, &last_log_, &kout);
+  Err e = ctx_->launch(*k.k, grid, block, shared_bytes, flags, s, params, &last_log_, &kout);
   const uint64_t ns =
       uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   const uint64_t ti = ctx_->thread_instructions() - i0;

@@ -102,6 +102,11 @@ inline uint32_t request_tail_max(Op op, uint32_t max_msg) {
 
 // Launch flags (LaunchReq::flags).
 constexpr uint32_t kLaunchCooperative = 1;  // cudaLaunchCooperativeKernel: grid.sync() allowed
+// Programmatic dependent launch (launch attribute ProgrammaticStreamSerialization):
+// the kernel may start before the previous one in its stream ends, and waits for
+// it in griddepcontrol.wait. Running it after the previous kernel is also correct.
+constexpr uint32_t kLaunchProgrammatic = 2;
+constexpr uint32_t kLaunchFlags = kLaunchCooperative | kLaunchProgrammatic;
 
 // Per-kernel parameter layout, as ModuleGetKernel returns it in its tail.
 struct ParamInfo {

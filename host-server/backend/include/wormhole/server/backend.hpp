@@ -28,6 +28,11 @@
 
 namespace wh::server {
 
+// Backend::launch flags, the values of the Launch request's
+// (proto::kLaunchCooperative, proto::kLaunchProgrammatic).
+inline constexpr uint32_t kCooperativeLaunch = 1;
+inline constexpr uint32_t kProgrammaticLaunch = 2;
+
 using Err = int32_t;  // a cudaError_t value
 
 struct KernelAttrs {
@@ -144,9 +149,12 @@ class Context {
   // mapped host memory, with its current value; the session has checked
   // that the whole variable fits there.
   virtual Err module_rebind_global(Module& m, const std::string& name, uint64_t dptr) = 0;
-  // `cooperative`: the blocks run co-resident and may sync grid-wide; a
-  // grid larger than the device holds at once is refused.
-  virtual Err launch(Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, bool cooperative, Stream* s,
+  // `flags`: kCooperativeLaunch, the blocks run co-resident and may sync
+  // grid-wide (a grid larger than the device holds at once is refused);
+  // kProgrammaticLaunch, programmatic dependent launch (the kernel may
+  // overlap the previous kernel of its stream, which it waits for in
+  // griddepcontrol.wait; running after it is also correct).
+  virtual Err launch(Kernel& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, uint32_t flags, Stream* s,
                      std::span<const uint8_t> params, std::string* log, KernelOutput* output) = 0;
   // Thread-instructions executed by this context's kernels so far (the sim
   // device's PTX interpreter counts them per lane); 0 where nothing counts.

@@ -207,7 +207,7 @@ class Session {
     std::unique_ptr<LtHandle> h;
   };
   Err run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
-                 std::span<const uint8_t> params, bool cooperative = false);
+                 std::span<const uint8_t> params, uint32_t flags = 0);  // proto::kLaunchFlags
   // cuBLAS (session_blas.cpp): resolves a guest handle, its stream and
   // pointer mode into the backend's per-call settings.
   Err blas_begin(uint64_t handle, uint64_t stream, uint32_t flags, Blas** blas, BlasHandle** h, BlasCall* call);
