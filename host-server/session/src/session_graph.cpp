@@ -215,7 +215,14 @@ Err Session::run_graph_node(const GraphNode& n, Stream* s) {
     case GraphOp::Memset: {
       const GraphMemsetBody& m = n.memset;
       if (Err e = check_memset(m); e != cudaSuccess) return e;
-      const uint64_t row = m.width * m.elem_size;
+      // Nothing to set: return before the row loop (a zero width with a
+      // height of 2^64 would otherwise spin the session thread forever).
+      if (m.width == 0 || m.height == 0) return cudaSuccess;
+      // Rows that touch each other are one fill: as many backend calls as
+      // rows would let a 1-byte-wide, 4G-high memset cost 4G calls.
+      const bool packed = m.height == 1 || m.pitch == m.width * m.elem_size;
+      const uint64_t row = m.width * m.elem_size * (packed ? m.height : 1);
+      const uint64_t rows = packed ? 1 : m.height;
       const uint32_t v = m.value;
       const bool uniform = m.elem_size == 1 || (m.elem_size == 2 && uint8_t(v) == uint8_t(v >> 8)) ||
                            (m.elem_size == 4 && v == uint32_t(uint8_t(v)) * 0x01010101u);
@@ -227,7 +234,7 @@ Err Session::run_graph_node(const GraphNode& n, Stream* s) {
         fill_chunk_.resize(64 << 10);
         for (size_t i = 0; i < fill_chunk_.size(); i += m.elem_size) std::memcpy(&fill_chunk_[i], &v, m.elem_size);
       }
-      for (uint64_t r = 0; r < m.height; r++) {
+      for (uint64_t r = 0; r < rows; r++) {
         const uint64_t d = m.dst + r * m.pitch;
         if (uniform) {
           if (Err e = ctx_->memset8(d, uint8_t(v), row, s); e != cudaSuccess) return e;

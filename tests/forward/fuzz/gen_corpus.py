@@ -214,6 +214,13 @@ def seeds():
     s.write(50000, nodes)
     s.req("GraphInstantiate", q(ref(g), 50000, len(nodes)) + struct.pack("<II", 5, 2), resp_words=1)
     s.req("GraphExecDestroy", q(ref(g)))
+    # Degenerate memset nodes: a zero width with a 2^64-1 height, and a
+    # 1-byte-wide, 4096-high one whose rows touch (one fill, not 4096).
+    flat = node(3, q(ref(d), 0, 0, 2**64 - 1) + struct.pack("<II", 0, 1)) + \
+        node(3, q(ref(d), 1, 1, 4096) + struct.pack("<II", 0x5A, 1))
+    g = s.req("GraphInstantiate", q(0, 0, 0) + struct.pack("<II", 2, 1) + flat, resp_words=1)
+    s.req("GraphLaunch", q(ref(g), 0) + struct.pack("<II", 0, 0), posted=True)
+    s.req("GraphExecDestroy", q(ref(g)))
     out["graphs"] = s.b
     # cuRAND: generators, settings, every kind of generation, refusals
     # (a count that is no multiple of the dimensions, a range past the
