@@ -65,8 +65,6 @@ CUcontext primary();
 bool valid_context(CUcontext c);
 // Logs once per message to stderr (unsupported options and the like).
 void log_once(const std::string& msg);
-// The image cuLinkComplete made at `p`, if it is one: its size, else 0.
-size_t linked_image_size(const void* p);
 // Reads a whole file (cuModuleLoad, cuLibraryLoadFromFile, cuLinkAddFile).
 bool read_file(const char* path, std::string* out);
 // The launch flags of libcudart's Launch request (proto kLaunchCooperative,

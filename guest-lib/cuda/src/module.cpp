@@ -10,6 +10,7 @@
 #include "driver.hpp"
 #include "wormhole/proto/occupancy.hpp"
 #include "wormhole/ptx/fatbin.hpp"
+#include "wormhole/ptx/link.hpp"
 
 using namespace wh::driver;
 
@@ -43,7 +44,6 @@ void jit_options(unsigned n, CUjit_option* opts, void** vals) {
 CUresult load(const void* image, size_t size, void** out) {
   WH_INIT();
   if (!image || !out) return CUDA_ERROR_INVALID_VALUE;
-  if (!size) size = linked_image_size(image);
   return cu(cudaError_t(wh_guest_module_load(image, size, out)));
 }
 
@@ -192,15 +192,17 @@ CUresult potential_block(int* min_grid, int* block_out, CUfunction f, CUoccupanc
   return CUDA_SUCCESS;
 }
 
-// ---- the linker: PTX units collected in the guest; cuLinkComplete's image
-// is the units' text, NUL-separated, which the server links (on the sim
-// device with its PTX linker, on a GPU with the driver's).
+// ---- the linker: PTX units collected and linked in the guest (the PTX
+// linker the sim device uses, wormhole/ptx/link.hpp); cuLinkComplete's image
+// is one PTX module with its NUL, which every device loads and which stays
+// a valid image when the caller copies it (its size is its text's).
 struct LinkState {
   std::vector<std::string> units;
   std::string image;
+  char* error_log = nullptr;  // CU_JIT_ERROR_LOG_BUFFER given at cuLinkCreate
+  size_t error_log_size = 0;
 };
 std::mutex g_link_mu;
-std::map<const void*, size_t> g_linked;  // images cuLinkComplete handed out -> size
 std::vector<LinkState*> g_links;
 
 LinkState* link_state(CUlinkState s) {
@@ -244,14 +246,6 @@ CUresult link_add(CUlinkState s, CUjitInputType type, const void* data, size_t s
 }
 
 }  // namespace
-
-namespace wh::driver {
-size_t linked_image_size(const void* p) {
-  std::lock_guard lk(g_link_mu);
-  auto it = g_linked.find(p);
-  return it == g_linked.end() ? 0 : it->second;
-}
-}  // namespace wh::driver
 
 extern "C" {
 
@@ -524,8 +518,14 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, CUfunction f, in
 CUresult cuLinkCreate_v2(unsigned n, CUjit_option* opts, void** vals, CUlinkState* out) {
   WH_INIT();
   if (!out) return CUDA_ERROR_INVALID_VALUE;
-  jit_options(n, opts, vals);
   auto* l = new LinkState();
+  if (opts && vals)
+    for (unsigned i = 0; i < n; i++) {
+      if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) l->error_log = static_cast<char*>(vals[i]);
+      if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) l->error_log_size = reinterpret_cast<uintptr_t>(vals[i]);
+    }
+  if (!l->error_log) l->error_log_size = 0;
+  jit_options(n, opts, vals);
   std::lock_guard lk(g_link_mu);
   g_links.push_back(l);
   *out = reinterpret_cast<CUlinkState>(l);
@@ -562,14 +562,21 @@ CUresult cuLinkComplete(CUlinkState s, void** image, size_t* size) {
   if (!l) return CUDA_ERROR_INVALID_HANDLE;
   if (!image || !size) return CUDA_ERROR_INVALID_VALUE;
   if (l->units.empty()) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lk(g_link_mu);
-  if (!l->image.empty()) g_linked.erase(l->image.data());
-  l->image.clear();
-  for (auto& u : l->units) {
-    l->image += u;
-    l->image.push_back('\0');
+  std::vector<std::string_view> units(l->units.begin(), l->units.end());
+  std::string linked, err;
+  if (!wh::ptx::link_ptx_units(units, &linked, &err)) {
+    // The caller's error log gets the reason, as the driver's linker writes it.
+    if (l->error_log_size) {
+      size_t n = std::min(err.size(), l->error_log_size - 1);
+      std::memcpy(l->error_log, err.data(), n);
+      l->error_log[n] = 0;
+    }
+    log_once("cuLinkComplete: " + err);
+    return CUDA_ERROR_INVALID_PTX;
   }
-  g_linked[l->image.data()] = l->image.size();
+  std::lock_guard lk(g_link_mu);
+  l->image = std::move(linked);
+  l->image.push_back('\0');
   *image = l->image.data();
   *size = l->image.size();
   return CUDA_SUCCESS;
@@ -581,7 +588,6 @@ CUresult cuLinkDestroy(CUlinkState s) {
   auto it = std::find(g_links.begin(), g_links.end(), l);
   if (it == g_links.end()) return CUDA_ERROR_INVALID_HANDLE;
   g_links.erase(it);
-  if (!l->image.empty()) g_linked.erase(l->image.data());
   delete l;
   return CUDA_SUCCESS;
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "internal.hpp"
+#include "wormhole/ptx/link.hpp"
 
 namespace wh::ptx {
 
@@ -181,6 +182,13 @@ std::unique_ptr<Module> Module::from_ptx(std::string_view text, std::string* err
   M.gbound.assign(M.globals.size(), 0);
   detail::build_kernels(M, err);
   return m;
+}
+
+std::unique_ptr<Module> Module::from_ptx_units(const std::vector<std::string_view>& units, std::string* err) {
+  if (units.size() == 1) return from_ptx(units[0], err);
+  std::string linked;
+  if (!link_ptx_units(units, &linked, err)) return nullptr;
+  return from_ptx(linked, err);
 }
 
 namespace {

@@ -1,6 +1,7 @@
-// A small PTX linker for programs built with -rdc=true: their device-linked
-// image carries SASS only, so the sim device links the per-translation-unit
-// PTX itself into one module text and parses that.
+// A small PTX linker, on text alone: programs built with -rdc=true (their
+// device-linked image carries SASS only, so the sim device links the
+// per-translation-unit PTX itself), and the guest's linkers (cuLink*,
+// nvJitLink), whose output is one PTX module any device loads.
 //
 // Rules (as nvlink applies them):
 //  * module-scope functions and variables without .visible/.extern/.weak/
@@ -17,8 +18,10 @@
 #include <cctype>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
-#include "internal.hpp"
+#include "wormhole/ptx/link.hpp"
 
 namespace wh::ptx {
 namespace {
@@ -193,15 +196,18 @@ bool is_builtin(const std::string& n) { return n == "vprintf" || n == "__assertf
 
 }  // namespace
 
-std::unique_ptr<Module> Module::from_ptx_units(const std::vector<std::string_view>& units, std::string* err) {
+bool link_ptx_units(const std::vector<std::string_view>& units, std::string* linked, std::string* err) {
   if (units.empty()) {
     if (err) *err = "PTX link: no units";
-    return nullptr;
+    return false;
   }
-  if (units.size() == 1) return from_ptx(units[0], err);
+  if (units.size() == 1) {
+    *linked = std::string(units[0]);
+    return true;
+  }
   std::vector<std::vector<Item>> items(units.size());
   for (size_t u = 0; u < units.size(); ++u)
-    if (!split(units[u], items[u], err, u)) return nullptr;
+    if (!split(units[u], items[u], err, u)) return false;
   // Names at module scope, per unit; private definitions to rename where the
   // name appears in another unit too.
   std::map<std::string, std::set<size_t>> seen;
@@ -217,7 +223,7 @@ std::unique_ptr<Module> Module::from_ptx_units(const std::vector<std::string_vie
     if (ren.empty()) continue;
     std::string text = rename_ids(units[u], ren);
     items[u].clear();
-    if (!split(text, items[u], err, u)) return nullptr;
+    if (!split(text, items[u], err, u)) return false;
   }
   // Resolve: one definition per name.
   std::map<std::string, std::pair<size_t, const Item*>> def;
@@ -236,7 +242,7 @@ std::unique_ptr<Module> Module::from_ptx_units(const std::vector<std::string_vie
       if (err)
         *err = "PTX link: symbol '" + it.name + "' is defined in units " + std::to_string(d->second.first) + " and " +
                std::to_string(u);
-      return nullptr;
+      return false;
     }
   for (size_t u = 0; u < units.size(); ++u)
     for (auto& it : items[u])
@@ -245,10 +251,10 @@ std::unique_ptr<Module> Module::from_ptx_units(const std::vector<std::string_vie
         if (err)
           *err = "PTX link: undefined " + std::string(it.kind == Item::Func ? "function" : "variable") + " '" +
                  it.name + "' (declared .extern in unit " + std::to_string(u) + ", defined in no unit)";
-        return nullptr;
+        return false;
       }
   // Emit.
-  std::string out, vars, protos, bodies;
+  std::string vars, protos, bodies;
   std::string version = ".version 7.0", target;
   std::set<std::string> declared, dyn_shared;
   for (size_t u = 0; u < units.size(); ++u)
@@ -272,14 +278,14 @@ std::unique_ptr<Module> Module::from_ptx_units(const std::vector<std::string_vie
         auto tk = tokens(it.text);
         if (tk.size() != 2 || tk[1] != "64") {
           if (err) *err = "PTX unit " + std::to_string(u) + ": only .address_size 64 is supported";
-          return nullptr;
+          return false;
         }
       } else {
         bodies += it.text + "\n";  // .pragma, .section and the like, in place
       }
     }
-  out = version + "\n" + target + "\n.address_size 64\n\n" + vars + "\n" + protos + "\n" + bodies;
-  return from_ptx(out, err);
+  *linked = version + "\n" + target + "\n.address_size 64\n\n" + vars + "\n" + protos + "\n" + bodies;
+  return true;
 }
 
 }  // namespace wh::ptx
