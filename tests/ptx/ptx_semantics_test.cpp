@@ -1,7 +1,9 @@
 // Instruction semantics checked against the host, value by value: the
 // extended-precision (carry) arithmetic that libdevice's double-precision
 // trigonometry needs for large arguments, and shuffles whose source lane does
-// not take part (outside the branch), which GPUs answer with 0.
+// not take part (outside the branch), which GPUs answer with 0; barriers
+// reached by some lanes of a warp while the others still run elsewhere;
+// shared memory allocated in 128-byte units, as a GPU does.
 #include <cstdint>
 #include <random>
 
@@ -149,6 +151,149 @@ TEST(PtxSemantics, ShuffleFromALaneOutsideTheBranchGivesZero) {
     // by 31: lane 0 reads lane 31 (outside the branch: 0), the others are past the segment
     EXPECT_EQ(o[l * 4 + 2], l == 0 ? 0u : l + 100) << "lane " << l << " by 31";
   }
+}
+
+// A barrier counts threads (sm_70 and later): lanes of a warp that reach it
+// first wait there while the warp's other lanes run on (their work placed
+// after the ret, at a higher pc, as compilers do), and the warp arrives only
+// when they all have. `held` sums in lane 31 while lanes 0..30 wait (thread 0
+// reads the sums); `held_exit` has lane 0 wait while lanes 1..31 work and exit.
+const char* kHeldPtx = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry held(.param .u64 pout)
+{
+  .reg .pred %p<4>;
+  .reg .u32 %r<12>;
+  .reg .u64 %rd<4>;
+  .shared .align 4 .u32 s[2];
+  ld.param.u64 %rd0, [pout];
+  mov.u32 %r1, %tid.x;
+  and.b32 %r2, %r1, 31;
+  setp.ne.u32 %p0, %r2, 31;
+  @%p0 bra SYNC;
+  bra.uni WORK;
+SYNC:
+  bar.sync 0;
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra DONE;
+  ld.shared.u32 %r3, [s];
+  ld.shared.u32 %r4, [s+4];
+  st.global.u32 [%rd0], %r3;
+  st.global.u32 [%rd0+4], %r4;
+DONE:
+  ret;
+WORK:
+  shr.u32 %r5, %r1, 5;
+  mov.u32 %r6, 0;
+  mov.u32 %r7, 0;
+LOOP:
+  add.u32 %r6, %r6, %r7;
+  add.u32 %r7, %r7, 1;
+  setp.lt.u32 %p2, %r7, 1000;
+  @%p2 bra LOOP;
+  add.u32 %r6, %r6, %r5;
+  mov.u64 %rd1, s;
+  mul.wide.u32 %rd2, %r5, 4;
+  add.u64 %rd1, %rd1, %rd2;
+  st.shared.u32 [%rd1], %r6;
+  bra.uni SYNC;
+}
+.visible .entry held_exit(.param .u64 pout)
+{
+  .reg .pred %p<4>;
+  .reg .u32 %r<12>;
+  .reg .u64 %rd<4>;
+  .shared .align 4 .u32 c[2];
+  ld.param.u64 %rd0, [pout];
+  mov.u32 %r1, %tid.x;
+  and.b32 %r2, %r1, 31;
+  shr.u32 %r5, %r1, 5;
+  mov.u64 %rd1, c;
+  mul.wide.u32 %rd2, %r5, 4;
+  add.u64 %rd1, %rd1, %rd2;
+  setp.eq.u32 %p0, %r2, 0;
+  @%p0 bra SYNC;
+  bra.uni WORK;
+SYNC:
+  bar.sync 0;
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra DONE;
+  ld.shared.u32 %r3, [c];
+  ld.shared.u32 %r4, [c+4];
+  st.global.u32 [%rd0], %r3;
+  st.global.u32 [%rd0+4], %r4;
+DONE:
+  ret;
+WORK:
+  atom.shared.add.u32 %r6, [%rd1], %r2;
+  ret;
+}
+)";
+
+TEST(PtxSemantics, BarrierWaitsForTheWarpsLanesStillRunningElsewhere) {
+  std::string err;
+  auto m = Module::from_ptx(kHeldPtx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(1);
+  uint32_t sum = 0;
+  for (uint32_t i = 0; i < 1000; i++) sum += i;
+  for (const char* k : {"held", "held_exit"}) {
+    uint64_t dout = mem.alloc(8);
+    Args a(m->kernel(k));
+    a(dout);
+    auto e = eng.launch(*m, k, cfg({1}, {64}), a.data(), a.size(), mem);
+    ASSERT_EQ(e.kind, LaunchError::None) << k << ": " << e.message;
+    auto o = mem.download<uint32_t>(dout, 2);
+    // held: lane 31's sum (plus the warp's index); held_exit: lanes 1..31 of each warp add their lane number
+    const uint32_t want0 = std::string(k) == "held" ? sum : 496, want1 = std::string(k) == "held" ? sum + 1 : 496;
+    EXPECT_EQ(o[0], want0) << k << ": warp 0's work was not done before the barrier released";
+    EXPECT_EQ(o[1], want1) << k << ": warp 1's work was not done before the barrier released";
+  }
+}
+
+// 28 bytes of dynamic shared memory: a 16-byte load at +16 reads into the
+// allocation unit's slack (NVVM widens loads so), a load at +128 is past it.
+const char* kSlackPtx = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.extern .shared .align 16 .b8 dyn[];
+.visible .entry slack(.param .u64 pout, .param .u32 off)
+{
+  .reg .u32 %r<8>;
+  .reg .u64 %rd<4>;
+  ld.param.u64 %rd0, [pout];
+  ld.param.u32 %r0, [off];
+  mov.u64 %rd1, dyn;
+  cvt.u64.u32 %rd2, %r0;
+  add.u64 %rd1, %rd1, %rd2;
+  mov.u32 %r5, 7;
+  st.shared.u32 [dyn+24], %r5;
+  ld.shared.v4.u32 {%r1, %r2, %r3, %r4}, [%rd1];
+  st.global.v4.u32 [%rd0], {%r1, %r2, %r3, %r4};
+  ret;
+}
+)";
+
+TEST(PtxSemantics, SharedMemoryIsAllocatedIn128ByteUnits) {
+  std::string err;
+  auto m = Module::from_ptx(kSlackPtx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(1);
+  uint64_t dout = mem.alloc(16);
+  Args a(m->kernel("slack"));
+  a(dout)(uint32_t(16));
+  auto e = eng.launch(*m, "slack", cfg({1}, {1}, 28), a.data(), a.size(), mem);
+  ASSERT_EQ(e.kind, LaunchError::None) << e.message;
+  EXPECT_EQ(mem.download<uint32_t>(dout, 4)[2], 7u);
+  Args b(m->kernel("slack"));
+  b(dout)(uint32_t(128));
+  e = eng.launch(*m, "slack", cfg({1}, {1}, 28), b.data(), b.size(), mem);
+  EXPECT_EQ(e.kind, LaunchError::BadAccess) << "a load past the 128-byte unit must fault";
 }
 
 }  // namespace

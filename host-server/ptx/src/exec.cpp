@@ -287,6 +287,7 @@ constexpr auto kQuantum = std::chrono::milliseconds(5);
 // Resident blocks per worker (one modeled SM), as the sim device reports them.
 constexpr uint32_t kMaxBlocksPerWorker = 32, kMaxThreadsPerWorker = 2048;
 constexpr uint64_t kResidentBytesPerWorker = 256ull << 20;
+constexpr uint64_t kSharedUnit = 128;  // shared memory allocation unit (sm_80)
 
 struct Frame {
   uint32_t func, pc, active, waiting, min_wait, returned, regbase, localbase, callsite;
@@ -299,6 +300,11 @@ struct Warp {
   enum St { Ready, AtBar, Done } st = Ready;
   bool polled = false;  // its last slice ended in a spin-wait or nanosleep
   uint32_t bar_id = 0;
+  // Lanes that reached a barrier while others of the warp still ran elsewhere
+  // (divergence): held there, their resume pc in frames[bar_depth - 1].lane_pc,
+  // until the rest arrive too. A barrier counts threads (sm_70 and later), so
+  // the warp arrives only when every lane has.
+  uint32_t bar_lanes = 0, bar_depth = 0;
   uint32_t red_dst = NOREG, red_mask = 0;
   uint32_t index = 0;
   uint32_t tid[3][32];
@@ -385,6 +391,16 @@ inline void jump(Frame& f, uint32_t tgt, uint32_t& pc, uint32_t& active) {
       merge(f, pc, active);
     }
   }
+}
+
+// The warp has arrived at its barrier: lanes held there wait in their frame
+// again, to resume after the barrier with the others.
+inline void release_held(Warp& w) {
+  if (!w.bar_lanes) return;
+  Frame& f = w.frames[w.bar_depth - 1];
+  f.waiting |= w.bar_lanes;
+  recompute_min(f);
+  w.bar_lanes = 0;
 }
 
 // Resolve a generic address for the engine's own reads (printf, assert): no fault.
@@ -610,7 +626,12 @@ struct EngineImpl {
     c.ntid = cfg.block;
     c.nctaid = cfg.grid;
     c.nwarps = (nthr + 31) / 32;
-    c.shared_size = uint32_t(((uint64_t(kd.static_shared) + kd.dyn_align - 1) & ~uint64_t(kd.dyn_align - 1)) + cfg.dynamic_shared_bytes);
+    // A GPU allocates a block's shared memory in 128-byte units (sm_80), so
+    // an access past the requested bytes but inside the last unit does not
+    // fault there; compilers widen loads into that slack (NVVM's v4 loads).
+    const uint64_t requested =
+        ((uint64_t(kd.static_shared) + kd.dyn_align - 1) & ~uint64_t(kd.dyn_align - 1)) + cfg.dynamic_shared_bytes;
+    c.shared_size = uint32_t((requested + kSharedUnit - 1) & ~uint64_t(kSharedUnit - 1));
     c.dyn_shared = cfg.dynamic_shared_bytes;
     c.local_stride = kd.local_stack;
     c.kparam = J.params.data();
@@ -673,6 +694,7 @@ struct EngineImpl {
         }
       }
       wp.alive = alive;
+      wp.bar_lanes = 0;
       wp.frames.clear();
       wp.frames.reserve(8);
       Frame f{};
@@ -1041,8 +1063,19 @@ struct EngineImpl {
           }
           BarState& B = bars[id];
           if (count) B.count = count;
-          B.arrived += 32;
           ++pc;
+          const bool plain_wait = I.flags == 0;  // bar.sync / barrier.sync (not arrive, not red)
+          if (plain_wait && fr->waiting && m == active &&
+              (!w.bar_lanes || (w.bar_id == id && w.bar_depth == w.frames.size()))) {
+            // Other lanes of the warp have yet to arrive: hold these, run those.
+            for_lanes(m, [&](int l) { fr->lane_pc[l] = pc; });
+            w.bar_lanes |= m;
+            w.bar_id = id;
+            w.bar_depth = uint32_t(w.frames.size());
+            take_min(*fr, pc, active);
+            break;
+          }
+          B.arrived += 32;
           if (I.flags & 2) {  // bar.arrive: no wait
             if (pc == fr->min_wait) merge(*fr, pc, active);
             break;
@@ -1063,6 +1096,7 @@ struct EngineImpl {
           B.waiting++;
           w.st = Warp::AtBar;
           w.bar_id = id;
+          release_held(w);
           if (pc == fr->min_wait) merge(*fr, pc, active);
           save();
           return;
@@ -1077,6 +1111,17 @@ struct EngineImpl {
         if (fr->waiting) {
           take_min(*fr, pc, active);
           break;
+        }
+        if (w.bar_lanes && w.bar_depth == w.frames.size()) {
+          // Only lanes held at a barrier remain: the warp arrives there.
+          BarState& B = bars[w.bar_id];
+          B.arrived += 32;
+          B.waiting++;
+          w.st = Warp::AtBar;
+          release_held(w);
+          take_min(*fr, pc, active);
+          save();
+          return;
         }
         if (w.frames.size() == 1) {
           w.st = Warp::Done;
