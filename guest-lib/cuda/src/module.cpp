@@ -476,6 +476,10 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, 
   }
   CUresult r = launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
                       c->sharedMemBytes, c->hStream, params, extra, flags);
+  // A configuration the device refuses: cuLaunchKernel keeps the runtime's
+  // number for NVIDIA's static runtime (to_cu), but callers of this newer
+  // entry point (cuda-python, Numba) see the driver's CUDA_ERROR_INVALID_VALUE.
+  if (r == CUresult(cudaErrorInvalidConfiguration)) r = CUDA_ERROR_INVALID_VALUE;
   for (auto& [ev, fl] : events)
     if (r == CUDA_SUCCESS) r = cuEventRecordWithFlags(ev, c->hStream, fl);
   return r;

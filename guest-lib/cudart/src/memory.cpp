@@ -660,7 +660,18 @@ cudaError_t cudaHostGetDevicePointer(void** dptr, void* host, unsigned int flags
   if (!dptr || flags != 0) return set_error(cudaErrorInvalidValue);
   WH_CONN(c);
   uint64_t off;
-  if (!in_data_area(host, 1, &off)) return set_error(cudaErrorInvalidValue);
+  if (!in_data_area(host, 1, &off)) {
+    // Registered pageable memory stays in this process: the device reaches
+    // only the pinned heap, which lives in the region it shares.
+    std::lock_guard lk(rt().mu);
+    auto it = rt().host_registered.upper_bound(reinterpret_cast<uintptr_t>(host));
+    if (it != rt().host_registered.begin() && reinterpret_cast<uintptr_t>(host) - (--it)->first < it->second) {
+      log_once("cudaHostGetDevicePointer: registered pageable memory is not device-addressable "
+               "(allocate it with cudaHostAlloc / cuMemHostAlloc)");
+      return set_error(cudaErrorNotSupported);
+    }
+    return set_error(cudaErrorInvalidValue);
+  }
   uint64_t base = 0;
   if (cudaError_t e = ensure_mapped(c, &base); e != cudaSuccess) return set_error(e);
   *dptr = reinterpret_cast<void*>(base + off);

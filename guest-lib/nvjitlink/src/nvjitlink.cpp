@@ -190,6 +190,30 @@ nvJitLinkResult link_ltoir(Link* l, std::string* ptx) {
   return res;
 }
 
+// -maxrregcount=N reaches the device as PTX's .maxnreg N on every kernel
+// (ptxas would apply it to the SASS; a GPU's JIT and the sim device read it).
+std::string with_maxnreg(const std::string& ptx, unsigned n) {
+  std::string out;
+  size_t at = 0;
+  for (size_t e; (e = ptx.find(".entry", at)) != std::string::npos;) {
+    size_t open = ptx.find('(', e), body = ptx.find('{', e);
+    if (open == std::string::npos || body == std::string::npos || body < open) break;
+    int depth = 0;
+    size_t close = open;
+    for (; close < body; close++) {
+      if (ptx[close] == '(') depth++;
+      if (ptx[close] == ')' && --depth == 0) break;
+    }
+    if (close >= body) break;
+    out.append(ptx, at, close + 1 - at);
+    if (ptx.substr(close, body - close).find(".maxnreg") == std::string::npos)
+      out += "\n.maxnreg " + std::to_string(n);
+    at = close + 1;
+  }
+  out.append(ptx, at, std::string::npos);
+  return out;
+}
+
 nvJitLinkResult add(Link* l, nvJitLinkInputType type, const uint8_t* p, size_t n, const std::string& name) {
   if (l->complete) return fail(l, NVJITLINK_ERROR_INVALID_INPUT, "input added after nvJitLinkComplete");
   Kind kind;
@@ -315,6 +339,11 @@ nvJitLinkResult __nvJitLinkComplete_13_0(nvJitLinkHandle h) {
   if (units.empty()) return fail(l, NVJITLINK_ERROR_INVALID_INPUT, "nothing to link: no PTX or LTO-IR input");
   std::string err;
   if (!wh::ptx::link_ptx_units(units, &l->linked, &err)) return fail(l, NVJITLINK_ERROR_PTX_COMPILE, err);
+  for (auto& o : l->options)
+    if (o.rfind("-maxrregcount=", 0) == 0) {
+      const unsigned long n = std::strtoul(o.c_str() + 14, nullptr, 10);
+      if (n > 0 && n <= 255) l->linked = with_maxnreg(l->linked, unsigned(n));
+    }
   l->complete = true;
   return NVJITLINK_SUCCESS;
 }

@@ -617,6 +617,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     attrs->num_regs = ki->num_regs;
     attrs->shared_bytes = ki->static_shared_bytes;
     attrs->local_bytes = ki->local_bytes_per_thread;
+    attrs->const_bytes = ki->const_bytes;
     // The PTX the module was built from, and the binary a GPU of the modeled
     // architecture would make of it (as the driver's JIT does).
     attrs->ptx_version = m.mod->target_arch() ? m.mod->target_arch() : kMajor * 10 + kMinor;

@@ -160,7 +160,9 @@ void build_kernels(ModuleImpl& M, std::string* err) {
     ki.static_shared_bytes = kd.static_shared;
     ki.local_bytes_per_thread = kd.local_stack;
     ki.max_threads_per_block = f.maxntid ? f.maxntid : 1024;
-    ki.num_regs = int(std::min<uint32_t>(f.nregs, 255));
+    ki.num_regs = int(std::min<uint32_t>(f.nregs, f.maxnreg ? uint32_t(f.maxnreg) : 255u));
+    for (uint32_t g : kd.globals_used)
+      if (M.globals[g].is_const) ki.const_bytes += uint32_t(std::min<uint64_t>(M.globals[g].size, 1u << 30));
     for (uint32_t u : order) ki.uses_heap |= M.funcs[u].calls_heap;
     M.kernels.push_back(std::move(ki));
     M.kdata.push_back(std::move(kd));

@@ -101,6 +101,7 @@ struct Function {
   uint32_t nregs = 0;        // register slots
   uint32_t frame_bytes = 0;  // per-lane local frame: formal params, rets, .local vars, call-site params
   int maxntid = 0;
+  int maxnreg = 0;  // .maxnreg: the register count a GPU's compiler keeps to
   std::vector<uint32_t> callees, shared_used, globals_used;
   uint32_t decl_line = 0;
   std::string unsupported;  // first unsupported construct (reported at launch)

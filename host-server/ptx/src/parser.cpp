@@ -563,7 +563,7 @@ class Parser {
     if (n.k != Tok::Id) fail(n.line, "expected function name");
     if (L.peek().s == "(") parse_params(params, entry, pnames);
     uint32_t ix = declare_func(n.s, n.line, entry, ext);
-    int maxntid = 0;
+    int maxntid = 0, maxnreg = 0;
     for (;;) {  // performance directives
       const Tok& t = L.peek();
       if (t.k != Tok::Dir) break;
@@ -579,6 +579,7 @@ class Parser {
           while (L.accept(","));
         }
         if ((d.s == ".maxntid" || d.s == ".reqntid") && prod <= 1024) maxntid = int(prod);
+        if (d.s == ".maxnreg" && prod <= 255) maxnreg = int(prod);
         continue;
       }
       fail(d.line, "unknown function directive '" + std::string(d.s) + "'");
@@ -587,6 +588,7 @@ class Parser {
     f0.params = params;
     f0.rets = rets;
     if (maxntid) f0.maxntid = maxntid;
+    if (maxnreg) f0.maxnreg = maxnreg;
     if (L.accept(";")) return;  // declaration only
     if (L.peek().s != "{") fail(L.line(), "expected '{' or ';' after function header");
     if (f0.defined) fail(n.line, "function '" + std::string(n.s) + "' defined twice");

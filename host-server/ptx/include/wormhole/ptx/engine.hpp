@@ -88,7 +88,8 @@ struct KernelInfo {
   uint32_t static_shared_bytes;
   uint32_t local_bytes_per_thread;
   int max_threads_per_block;
-  int num_regs;  // estimate (registers declared by the entry, capped at 255)
+  int num_regs;  // estimate (registers declared by the entry, capped at 255 and by .maxnreg)
+  uint32_t const_bytes = 0;  // the .const variables its call graph uses
   bool uses_heap = false;  // its call graph calls malloc or free
 };
 
