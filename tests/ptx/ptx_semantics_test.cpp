@@ -3,7 +3,8 @@
 // trigonometry needs for large arguments, and shuffles whose source lane does
 // not take part (outside the branch), which GPUs answer with 0; barriers
 // reached by some lanes of a warp while the others still run elsewhere;
-// shared memory allocated in 128-byte units, as a GPU does.
+// shared memory allocated in 128-byte units, as a GPU does; .relu on half
+// precision fma / max.
 #include <cstdint>
 #include <random>
 
@@ -294,6 +295,59 @@ TEST(PtxSemantics, SharedMemoryIsAllocatedIn128ByteUnits) {
   b(dout)(uint32_t(128));
   e = eng.launch(*m, "slack", cfg({1}, {1}, 28), b.data(), b.size(), mem);
   EXPECT_EQ(e.kind, LaunchError::BadAccess) << "a load past the 128-byte unit must fault";
+}
+
+// .relu: a negative result becomes +0, a NaN the canonical NaN (0x7fff).
+const char* kReluPtx = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry relu(.param .u64 pin, .param .u64 pout)
+{
+  .reg .b16 %h<8>;
+  .reg .b32 %r<4>;
+  .reg .u64 %rd<6>;
+  ld.param.u64 %rd0, [pin];
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd2, %r0, 8;
+  add.u64 %rd3, %rd0, %rd2;
+  ld.global.v4.b16 {%h0, %h1, %h2, %h3}, [%rd3];
+  fma.rn.relu.bf16 %h4, %h0, %h1, %h2;
+  mov.b32 %r1, {%h0, %h2};
+  mov.b32 %r2, {%h1, %h3};
+  max.relu.f16x2 %r3, %r1, %r2;
+  mul.wide.u32 %rd2, %r0, 8;
+  add.u64 %rd4, %rd1, %rd2;
+  st.global.b16 [%rd4], %h4;
+  st.global.b32 [%rd4+4], %r3;
+  ret;
+}
+)";
+
+TEST(PtxSemantics, ReluOnHalfPrecision) {
+  std::string err;
+  auto m = Module::from_ptx(kReluPtx, &err);
+  ASSERT_TRUE(m) << err;
+  // Per thread {a, b, c, d} as bf16 for the fma (a*b+c), and as f16 pairs
+  // {a, c} and {b, d} for max.relu.f16x2.
+  const uint16_t bf2 = 0x4000, bf3 = 0x4040, bfm10 = 0xc120, bf1 = 0x3f80, bf7 = 0x40e0, bfnan = 0x7fc1;
+  const uint16_t hm2 = 0xc000, hm1 = 0xbc00, h3 = 0x4200;
+  std::vector<uint16_t> in = {bf2, bf3, bfm10, 0,  bf2, bf3, bf1, 0,  bfnan, bf3, bf1, 0,  hm2, hm1, h3, hm2};
+  HostMem mem;
+  Engine eng(1);
+  uint64_t din = mem.upload(in), dout = mem.alloc(4 * 8);
+  Args a(m->kernel("relu"));
+  a(din)(dout);
+  auto e = eng.launch(*m, "relu", cfg({1}, {4}), a.data(), a.size(), mem);
+  ASSERT_EQ(e.kind, LaunchError::None) << e.message;
+  auto o = mem.download<uint16_t>(dout, 16);
+  EXPECT_EQ(o[0], 0u) << "2*3-10 = -4: relu gives +0";
+  EXPECT_EQ(o[4], bf7) << "2*3+1 = 7";
+  EXPECT_EQ(o[8], 0x7fffu) << "NaN: the canonical NaN";
+  // thread 3: max(-2, -1) = -1 -> +0 (low half); max(3, -2) = 3 (high half)
+  EXPECT_EQ(o[14], 0u);
+  EXPECT_EQ(o[15], h3);
 }
 
 }  // namespace

@@ -425,7 +425,16 @@ __attribute__((visibility("default"))) int wh_guest_function_param(void* fn, siz
 __attribute__((visibility("default"))) int wh_guest_allocation_of(uint64_t p, uint64_t* base, uint64_t* bytes) {
   std::lock_guard lk(rt().mu);
   auto it = alloc_at_locked(p);
-  if (it == rt().allocs.end()) return cudaErrorInvalidValue;
+  if (it == rt().allocs.end()) {
+    // Pinned memory at its device address (the mapped data area): its heap block.
+    Runtime& r = rt();
+    if (!r.mapped_dptr || p < r.mapped_dptr) return cudaErrorInvalidValue;
+    auto b = r.heap_used.upper_bound(p - r.mapped_dptr);
+    if (b == r.heap_used.begin() || p - r.mapped_dptr - (--b)->first >= b->second) return cudaErrorInvalidValue;
+    if (base) *base = r.mapped_dptr + b->first;
+    if (bytes) *bytes = b->second;
+    return cudaSuccess;
+  }
   if (base) *base = it->first;
   if (bytes) *bytes = it->second.bytes;
   return cudaSuccess;

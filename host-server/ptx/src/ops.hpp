@@ -719,7 +719,8 @@ inline uint16_t bf16_rn(uint32_t u) {
   return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-// a0: op 0 add 1 sub 2 mul 3 fma 4 neg 5 abs 6 min 7 max; a1: 0 f16, 1 f16x2, 2 bf16, 3 bf16x2; flags bit1 sat.
+// a0: op 0 add 1 sub 2 mul 3 fma 4 neg 5 abs 6 min 7 max; a1: 0 f16, 1 f16x2, 2 bf16, 3 bf16x2; flags bit1 sat,
+// bit2 relu (a negative result is +0, a NaN the canonical NaN 0x7fff).
 // One instantiation per op and type: no per-lane dispatch.
 // Exactness: the operands have 8 (bf16) or 11 (f16) significant bits, so a product is exact
 // in f32 and a sum rounded first to f32 (24 >= 2*11+2 bits) then to the narrow format equals
@@ -736,8 +737,13 @@ void h_half_t(Ctx& c, const Inst& I, uint32_t m) {
   const uint64_t* A = c.src(I.s[0]);
   const uint64_t* B = I.ns > 1 ? c.src(I.s[1]) : A;
   const uint64_t* C = I.ns > 2 ? c.src(I.s[2]) : A;
-  const bool sat = I.flags & 2;
-  auto one = [&](int l, int k) -> uint32_t {
+  const bool sat = I.flags & 2, relu = I.flags & 4;
+  auto relu_of = [](uint32_t h) -> uint32_t {
+    const uint32_t inf = BF ? 0x7f80u : 0x7c00u;
+    if ((h & 0x7fffu) > inf) return 0x7fffu;
+    return h & 0x8000u ? 0u : h;
+  };
+  auto one_plain = [&](int l, int k) -> uint32_t {
     float a = half_in<BF>(A[l], k);
     if constexpr (OP == 3) {
       // The product is exact in double (a bf16 product of denormals is not in f32: it
@@ -769,6 +775,7 @@ void h_half_t(Ctx& c, const Inst& I, uint32_t m) {
       else return narrow_rn<5, 10>(double(r));
     }
   };
+  auto one = [&](int l, int k) -> uint32_t { return relu ? relu_of(one_plain(l, k)) : one_plain(l, k); };
   for_lanes(m, [&](int l) {
     if constexpr (X2) D[l] = one(l, 0) | one(l, 1) << 16;
     else D[l] = one(l, 0);

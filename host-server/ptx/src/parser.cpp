@@ -1563,9 +1563,11 @@ Cmp parse_cmp(std::string_view m, bool& ok) {
 bool Parser::decode_arith(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I) {
   Ty ty = T_None;
   bool ftz = false, sat = false, approx = false, hi = false, lo = false, wide = false, full = false, cc = false;
+  bool relu = false;
   int rnd = 0;
   for (auto m : mods) {
     if (m == "ftz") ftz = true;
+    else if (m == "relu") relu = true;
     else if (m == "sat") sat = true;
     else if (m == "approx") approx = true;
     else if (m == "full") full = true;
@@ -1594,6 +1596,9 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
   if (ty == T_None) fail(I.line, std::string(base) + " without a type");
   const bool isf = ty == T_F32 || ty == T_F64;
   const bool ishalf = ty == T_F16 || ty == T_F16X2 || ty == T_BF16 || ty == T_BF16X2;
+  // .relu: fma, min and max of f16/bf16 (and their x2 forms) only.
+  if (relu && !(ishalf && (base == "fma" || base == "min" || base == "max")))
+    fail(I.line, ".relu on " + std::string(base) + " needs an f16 or bf16 type");
   // Extended precision: add.cc, addc[.cc], sub.cc, subc[.cc], mad.lo/hi.cc, madc.lo/hi[.cc].
   const bool carry_in = base == "addc" || base == "subc" || base == "madc";
   if (cc || carry_in) {
@@ -1653,7 +1658,7 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
     I.ns = uint8_t(nsrc);
     I.a0 = op;
     I.a1 = ty == T_F16 ? 0 : ty == T_F16X2 ? 1 : ty == T_BF16 ? 2 : 3;
-    I.flags = sat ? 2 : 0;
+    I.flags = (sat ? 2 : 0) | (relu ? 4 : 0);
     I.fn = pick_half(op, I.a1);
     emit(I);
   };
