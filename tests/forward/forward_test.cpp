@@ -201,6 +201,7 @@ TEST_F(Forward, AsyncErrors) {
   expect_pass(run({prog("async_errors"), "config"}), "config");
   expect_pass(run({prog("async_errors"), "oob"}), "oob");
   WH_EXCLUDE_WHEN_STACKED(stacked_why::kOneSession);  // the fault stays with every later session
+  expect_pass(run({prog("async_errors"), "granule"}), "granule");
   expect_pass(run({prog("async_errors"), "assert"}), "assert");
   // A faulting client does not disturb the next one.
   expect_pass(run({prog("vector_add")}), "vector_add after faults");

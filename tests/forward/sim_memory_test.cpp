@@ -9,7 +9,9 @@
 //    quota's accounting is exact throughout;
 //  - a freed address is not handed out again at once;
 //  - stream-ordered pools: honest reserved/used numbers, the release
-//    threshold, trimming, a pool's own size limit, forged pool handles.
+//    threshold, trimming, a pool's own size limit, forged pool handles;
+//  - kernels reach the rest of an allocation's 256-byte granule (a GPU maps
+//    whole pages), not beyond it; copies reach only the allocation.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -315,6 +317,53 @@ TEST(SimMemory, PoolLimitsAndPressure) {
 
 // The session's pool bodies against forged and stale handles.
 struct SessionPools : wh::test::SessionFixture {};
+
+// ld at p + off, stored back at p.
+const char* kPeekPtx = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry peek(.param .u64 p, .param .u64 off)
+{
+  .reg .u32 %r<2>;
+  .reg .u64 %rd<4>;
+  ld.param.u64 %rd0, [p];
+  ld.param.u64 %rd1, [off];
+  add.u64 %rd2, %rd0, %rd1;
+  ld.global.u32 %r1, [%rd2];
+  st.global.u32 [%rd0], %r1;
+  ret;
+}
+)";
+
+TEST(SimMemory, KernelsReachTheAllocationsGranuleCopiesDoNot) {
+  Ctx c(GiB);
+  uint64_t a = 0;
+  ASSERT_EQ(c.ctx->mem_alloc(40, &a), cudaSuccess);  // alone: nothing else past its granule
+  std::string log;
+  std::unique_ptr<Module> m;
+  std::span<const uint8_t> img(reinterpret_cast<const uint8_t*>(kPeekPtx), std::strlen(kPeekPtx) + 1);
+  ASSERT_EQ(c.ctx->module_load(img, &m, &log), cudaSuccess) << log;
+  std::unique_ptr<Kernel> k;
+  KernelAttrs attrs;
+  ASSERT_EQ(c.ctx->module_kernel(*m, "peek", &k, &attrs), cudaSuccess);
+  auto peek = [&](uint64_t off) {
+    uint64_t params[2] = {a, off};
+    std::span<const uint8_t> p(reinterpret_cast<const uint8_t*>(params), sizeof params);
+    Err e = c.ctx->launch(*k, {1, 1, 1}, {1, 1, 1}, 0, 0, nullptr, p, &log, nullptr);
+    return e == cudaSuccess ? c.ctx->synchronize() : e;
+  };
+  EXPECT_EQ(peek(36), cudaSuccess);
+  EXPECT_EQ(peek(252), cudaSuccess) << "the granule's last word";
+  EXPECT_EQ(peek(256), cudaErrorIllegalAddress) << "past the granule";
+  // Copies stay within the 40 bytes.
+  std::vector<uint8_t> host(64);
+  Ctx d(GiB);
+  uint64_t b = 0;
+  ASSERT_EQ(d.ctx->mem_alloc(40, &b), cudaSuccess);
+  EXPECT_EQ(d.ctx->copy_dtoh(host.data(), b, 40, nullptr), cudaSuccess);
+  EXPECT_NE(d.ctx->copy_dtoh(host.data(), b, 44, nullptr), cudaSuccess);
+}
 
 TEST_F(SessionPools, HandlesAreChecked) {
   DeviceGetMemPoolResp def{}, cur{};

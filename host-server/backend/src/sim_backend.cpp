@@ -309,10 +309,14 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   // launch (calls execute in order).
   uint8_t* translate(uint64_t addr, uint64_t len, bool write) override {
     Region r;
-    if (!region(addr, r) || len > r.size - (addr - r.base)) return nullptr;
+    if (!find(addr, false, r) || len > r.size - (addr - r.base)) return nullptr;
     return r.host + (addr - r.base);
   }
-  bool region(uint64_t addr, Region& out) override {
+  // A kernel's view: an allocation with the rest of its 256-byte granule (a
+  // GPU maps whole pages, so a kernel that reads a little past the end of
+  // an array does not fault there; the granule holds no other allocation).
+  bool region(uint64_t addr, Region& out) override { return find(addr, true, out); }
+  bool find(uint64_t addr, bool granule, Region& out) {
     if (mapped_host_ && addr >= mapped_dptr_ && addr - mapped_dptr_ < mapped_bytes_) {
       out = {mapped_dptr_, mapped_bytes_, mapped_host_, true};
       return true;
@@ -320,8 +324,9 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     auto it = allocs_.upper_bound(addr);
     if (it == allocs_.begin()) return false;
     --it;
-    if (addr - it->first >= it->second.bytes) return false;
-    out = {it->first, it->second.bytes, it->second.host.p, true};
+    const uint64_t size = granule ? round_up(it->second.bytes, kAllocAlign) : it->second.bytes;
+    if (addr - it->first >= size) return false;
+    out = {it->first, size, it->second.host.p, true};
     return true;
   }
   uint64_t device_malloc(uint64_t bytes) override { return heap_ready_ ? dheap_.alloc(bytes) : 0; }

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "devrt.hpp"
 #include "internal.hpp"
 #include "wormhole/ptx/link.hpp"
 
@@ -177,6 +178,8 @@ Module::Module() : impl_(std::make_unique<detail::ModuleImpl>()) {}
 Module::~Module() = default;
 
 std::unique_ptr<Module> Module::from_ptx(std::string_view text, std::string* err) {
+  std::string linked;
+  if (detail::with_devrt(text, &linked)) text = linked;
   std::unique_ptr<Module> m(new Module());
   if (!detail::parse_module(text, *m->impl_, err)) return nullptr;
   auto& M = *m->impl_;

@@ -192,7 +192,12 @@ std::string rename_ids(std::string_view text, const std::map<std::string, std::s
   return out;
 }
 
-bool is_builtin(const std::string& n) { return n == "vprintf" || n == "__assertfail" || n == "malloc" || n == "free"; }
+// What the device provides: the engine's builtins, and the sim device's
+// device runtime (devrt.cpp), which stands in for libcudadevrt.
+bool is_builtin(const std::string& n) {
+  return n == "vprintf" || n == "__assertfail" || n == "malloc" || n == "free" || n == "cudaCGGetIntrinsicHandle" ||
+         n == "cudaCGSynchronize";
+}
 
 }  // namespace
 

@@ -914,6 +914,10 @@ Err Session::run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_b
   add_output(kOutputStderr, kout.err);
   if (e != cudaSuccess) spdlog::info("session {}: launch failed: {}", id_, last_log_);
   if (is_sticky(e)) fault_detail_ = last_log_;  // told to the application by note_async
+  // A kernel using what the device lacks (an instruction the sim device does
+  // not run): the application learns which, not only the error code.
+  if (e == cudaErrorNotSupported && !last_log_.empty())
+    add_output(kOutputStderr, "wormhole: kernel launch failed, cudaErrorNotSupported: " + last_log_ + "\n");
   return e;
 }
 

@@ -1,6 +1,8 @@
 // Errors: configuration errors at launch, async faults at the next
-// synchronisation (sticky), device-side assert as cudaErrorAssert.
-// Usage: async_errors oob|assert|config
+// synchronisation (sticky), device-side assert as cudaErrorAssert; a kernel
+// that reads a little past its array (inside the allocation's 256-byte
+// granule, which a GPU maps) does not fault.
+// Usage: async_errors oob|assert|config|granule
 #include <cassert>
 #include <cstring>
 #include "check.cuh"
@@ -8,6 +10,11 @@
 __global__ void oob(int* p, long off) { p[off] = 1; }
 __global__ void boom(int v) { assert(v == 42); }
 __global__ void nop() {}
+__global__ void sum_words(const int* p, int from, int to, int* out) {
+  int s = 0;
+  for (int i = from; i < to; i++) s += p[i];
+  *out = s;
+}
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "config";
@@ -18,6 +25,22 @@ int main(int argc, char** argv) {
     nop<<<1, 32>>>();
     CHECK(cudaDeviceSynchronize());
     std::printf("PASS async_errors config\n");
+    return 0;
+  }
+  if (!std::strcmp(mode, "granule")) {
+    int *a, *out;
+    CHECK(cudaMalloc(&a, 40));  // 10 ints; the granule holds 64
+    CHECK(cudaMalloc(&out, sizeof(int)));
+    int ones[10];
+    for (int& v : ones) v = 1;
+    CHECK(cudaMemcpy(a, ones, sizeof ones, cudaMemcpyHostToDevice));
+    sum_words<<<1, 1>>>(a, 0, 64, out);  // into the granule's slack: whatever it holds
+    CHECK(cudaDeviceSynchronize());
+    sum_words<<<1, 1>>>(a, 0, 10, out);
+    int s = 0;
+    CHECK(cudaMemcpy(&s, out, sizeof s, cudaMemcpyDeviceToHost));
+    EXPECT(s == 10, "sum of the array: %d", s);
+    std::printf("PASS async_errors granule\n");
     return 0;
   }
   int* d;
