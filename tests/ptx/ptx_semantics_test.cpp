@@ -4,8 +4,10 @@
 // not take part (outside the branch), which GPUs answer with 0; barriers
 // reached by some lanes of a warp while the others still run elsewhere;
 // shared memory allocated in 128-byte units, as a GPU does; .relu on half
-// precision fma / max.
+// precision fma / max; half-precision compares (setp and set).
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 
 #include "ptx_test_util.hpp"
@@ -348,6 +350,93 @@ TEST(PtxSemantics, ReluOnHalfPrecision) {
   // thread 3: max(-2, -1) = -1 -> +0 (low half); max(3, -2) = 3 (high half)
   EXPECT_EQ(o[14], 0u);
   EXPECT_EQ(o[15], h3);
+}
+
+// Per thread two f16 pairs a = {a0, a1}, b = {b0, b1} (and the same bits read
+// as bf16): out[0] setp.lt.f16 a0<b0, [1] setp.neu.f16, [2] setp.gt.bf16,
+// [3..4] setp.le.f16x2 p|q, [5] set.eq.f16.f16 (1.0 as f16), [6] set.lt.u32.f16x2.
+const char* kHalfCmpPtx = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry hcmp(.param .u64 pin, .param .u64 pout)
+{
+  .reg .pred %p<8>;
+  .reg .b16 %h<4>;
+  .reg .b32 %r<16>;
+  .reg .u64 %rd<6>;
+  ld.param.u64 %rd0, [pin];
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd2, %r0, 8;
+  add.u64 %rd3, %rd0, %rd2;
+  ld.global.b32 %r1, [%rd3];
+  ld.global.b32 %r2, [%rd3+4];
+  mov.b32 {%h0, %h1}, %r1;
+  mov.b32 {%h2, %h3}, %r2;
+  setp.lt.f16 %p0, %h0, %h2;
+  setp.neu.f16 %p1, %h0, %h2;
+  setp.gt.bf16 %p2, %h0, %h2;
+  setp.le.f16x2 %p3|%p4, %r1, %r2;
+  selp.u32 %r3, 1, 0, %p0;
+  selp.u32 %r4, 1, 0, %p1;
+  selp.u32 %r5, 1, 0, %p2;
+  selp.u32 %r6, 1, 0, %p3;
+  selp.u32 %r7, 1, 0, %p4;
+  set.eq.f16.f16 %h1, %h0, %h2;
+  cvt.u32.u16 %r8, %h1;
+  set.lt.u32.f16x2 %r9, %r1, %r2;
+  mul.wide.u32 %rd2, %r0, 32;
+  add.u64 %rd4, %rd1, %rd2;
+  st.global.v4.u32 [%rd4], {%r3, %r4, %r5, %r6};
+  st.global.u32 [%rd4+16], %r7;
+  st.global.u32 [%rd4+20], %r8;
+  st.global.u32 [%rd4+24], %r9;
+  ret;
+}
+)";
+
+float f16_bits(uint16_t h) {
+  const int e = (h >> 10) & 31, f = h & 1023;
+  float v = e == 0 ? std::ldexp(float(f), -24) : e == 31 ? (f ? NAN : INFINITY) : std::ldexp(float(f | 1024), e - 25);
+  return h & 0x8000 ? -v : v;
+}
+float bf16_bits(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(PtxSemantics, HalfPrecisionCompares) {
+  std::string err;
+  auto m = Module::from_ptx(kHalfCmpPtx, &err);
+  ASSERT_TRUE(m) << err;
+  // {a0, a1, b0, b1}: 1 < 2, NaN, -0 vs +0, 65504 vs inf, denormals, negatives.
+  std::vector<uint16_t> in = {0x3c00, 0x4000, 0x4000, 0x3c00,  0x7e00, 0x3c00, 0x3c00, 0x7e00,
+                              0x8000, 0xfbff, 0x0000, 0xfc00,  0x7bff, 0x0001, 0x7c00, 0x0002,
+                              0xc000, 0xbc00, 0xbc00, 0xc000};
+  const int n = int(in.size() / 4);
+  HostMem mem;
+  Engine eng(1);
+  uint64_t din = mem.upload(in), dout = mem.alloc(32 * n);
+  Args a(m->kernel("hcmp"));
+  a(din)(dout);
+  auto e = eng.launch(*m, "hcmp", cfg({1}, {uint32_t(n)}), a.data(), a.size(), mem);
+  ASSERT_EQ(e.kind, LaunchError::None) << e.message;
+  auto o = mem.download<uint32_t>(dout, 8 * n);
+  for (int t = 0; t < n; t++) {
+    const uint16_t* h = &in[4 * t];
+    const float a0 = f16_bits(h[0]), a1 = f16_bits(h[1]), b0 = f16_bits(h[2]), b1 = f16_bits(h[3]);
+    const uint32_t* r = &o[8 * t];
+    EXPECT_EQ(r[0], uint32_t(a0 < b0)) << "setp.lt.f16, thread " << t;
+    EXPECT_EQ(r[1], uint32_t(!(a0 == b0))) << "setp.neu.f16 (NaN: true), thread " << t;
+    EXPECT_EQ(r[2], uint32_t(bf16_bits(h[0]) > bf16_bits(h[2]))) << "setp.gt.bf16, thread " << t;
+    EXPECT_EQ(r[3], uint32_t(a0 <= b0)) << "setp.le.f16x2 low, thread " << t;
+    EXPECT_EQ(r[4], uint32_t(a1 <= b1)) << "setp.le.f16x2 high, thread " << t;
+    EXPECT_EQ(r[5], a0 == b0 ? 0x3c00u : 0u) << "set.eq.f16.f16, thread " << t;
+    EXPECT_EQ(r[6], (a0 < b0 ? 0xffffu : 0u) | (a1 < b1 ? 0xffff0000u : 0u)) << "set.lt.u32.f16x2, thread " << t;
+  }
 }
 
 }  // namespace

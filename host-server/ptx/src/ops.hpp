@@ -621,6 +621,60 @@ void h_set(Ctx& c, const Inst& I, uint32_t m) {
     D[l] = fdst ? (t ? 0x3f800000u : 0u) : (t ? 0xffffffffu : 0u);
   });
 }
+// Half-precision compares (f16, bf16 and their x2 forms), through float.
+// a0: the Cmp | 0x100 bf16 | 0x200 x2 | 0x400 ftz | result kind << 12 for
+// set (0 all-ones integer, 1 f32 1.0, 2 f16 1.0, 3 bf16 1.0); a1: bool op
+// (setp's), flags bit0: c negated. An x2 setp writes the low halves' result
+// to p and the high halves' to q; an x2 set a half-word per half.
+inline bool cmp_rt(uint32_t c, float a, float b) {
+  switch (Cmp(c)) {
+#define WH_C(X) case X: return cmp<float, X>(a, b);
+    WH_C(C_EQ) WH_C(C_NE) WH_C(C_LT) WH_C(C_LE) WH_C(C_GT) WH_C(C_GE) WH_C(C_EQU) WH_C(C_NEU) WH_C(C_LTU)
+    WH_C(C_LEU) WH_C(C_GTU) WH_C(C_GEU) WH_C(C_NUM) WH_C(C_NAN)
+#undef WH_C
+  }
+  return false;
+}
+inline float half_cmp_in(uint64_t v, int k, bool bf, bool ftz) {
+  uint16_t h = uint16_t(v >> (16 * k));
+  if (ftz && (h & (bf ? 0x7f80u : 0x7c00u)) == 0) h &= 0x8000u;  // a denormal compares as a signed zero
+  return bf ? bf16_to_float(h) : half_to_float(h);
+}
+void h_setp_half(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* P = c.dst(I.d[0]);
+  uint64_t* Q = I.d[1] != NOREG ? c.dst(I.d[1]) : nullptr;
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* CC = I.a1 ? c.src(I.s[2]) : nullptr;
+  const uint32_t cm = I.a0 & 0xff;
+  const bool bf = I.a0 & 0x100, x2 = I.a0 & 0x200, ftz = I.a0 & 0x400, set = I.flags & 2;
+  const uint32_t kind = I.a0 >> 12;
+  for_lanes(m, [&](int l) {
+    const bool cv = CC ? (bool(CC[l]) != bool(I.flags & 1)) : false;
+    auto comb = [&](bool x) { return I.a1 == 1 ? x && cv : I.a1 == 2 ? x || cv : I.a1 == 3 ? x != cv : x; };
+    bool t[2];
+    for (int k = 0; k < (x2 ? 2 : 1); k++)
+      t[k] = comb(cmp_rt(cm, half_cmp_in(A[l], k, bf, ftz), half_cmp_in(B[l], k, bf, ftz)));
+    if (set) {
+      auto one = [&](bool v, bool half) -> uint64_t {
+        if (!v) return 0;
+        switch (kind) {
+          case 1: return 0x3f800000u;
+          case 2: return 0x3c00u;
+          case 3: return 0x3f80u;
+          default: return half ? 0xffffu : 0xffffffffu;
+        }
+      };
+      P[l] = x2 ? one(t[0], true) | one(t[1], true) << 16 : one(t[0], false);
+    } else if (x2) {
+      P[l] = t[0];
+      if (Q) Q[l] = t[1];
+    } else {
+      P[l] = t[0];
+      if (Q) Q[l] = comb(!cmp_rt(cm, half_cmp_in(A[l], 0, bf, ftz), half_cmp_in(B[l], 0, bf, ftz)));
+    }
+  });
+}
 void h_testp(Ctx& c, const Inst& I, uint32_t m) {  // a0: 0 finite 1 infinite 2 number 3 notanumber 4 normal 5 subnormal; a1: 1=f64
   uint64_t* D = c.dst(I.d[0]);
   const uint64_t* A = c.src(I.s[0]);

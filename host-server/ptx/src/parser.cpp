@@ -2001,7 +2001,32 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     }
     if (!have || tys.empty()) fail(line, std::string(base) + " needs a comparison and a type");
     Ty ty = tys.back();
-    if (ty == T_F16 || ty == T_F16X2 || ty == T_BF16 || ty == T_BF16X2) { mark_unsupported(line, "half-precision compare"); return; }
+    if (ty == T_F16 || ty == T_F16X2 || ty == T_BF16 || ty == T_BF16X2) {
+      const bool x2 = ty == T_F16X2 || ty == T_BF16X2;
+      need(ops, bop ? 4 : 3, line, base);
+      I.d[0] = dst(ops[0]);
+      if (ops[0].pipe != NOREG) I.d[1] = ops[0].pipe;
+      if (x2 && !isset && I.d[1] == NOREG) fail(line, std::string(base) + " on an x2 type needs p|q");
+      // An immediate operand is one half (f16/bf16 bits) or the packed pair.
+      const Ty it = x2 ? T_B32 : T_B16;
+      I.s[0] = src(ops[1], it);
+      I.s[1] = src(ops[2], it);
+      if (bop) {
+        I.s[2] = src(ops[3], T_Pred);
+        I.flags = ops[3].bang ? 1 : 0;
+      }
+      I.a1 = bop;
+      uint32_t kind = 0;
+      if (isset) {
+        if (tys.size() != 2) fail(line, "set needs destination and source types");
+        I.flags |= 2;
+        kind = tys[0] == T_F32 ? 1 : (tys[0] == T_F16 || tys[0] == T_F16X2) ? 2 : (tys[0] == T_BF16 || tys[0] == T_BF16X2) ? 3 : 0;
+      }
+      I.a0 = uint32_t(c) | (ty == T_BF16 || ty == T_BF16X2 ? 0x100 : 0) | (x2 ? 0x200 : 0) | (ftz ? 0x400 : 0) | kind << 12;
+      I.fn = h_setp_half;
+      emit(I);
+      return;
+    }
     bool isf = ty == T_F32 || ty == T_F64;
     if (!isf && c > C_GE) fail(line, "unordered comparison on an integer type");
     need(ops, bop ? 4 : 3, line, base);
