@@ -4,7 +4,8 @@
 // not take part (outside the branch), which GPUs answer with 0; barriers
 // reached by some lanes of a warp while the others still run elsewhere;
 // shared memory allocated in 128-byte units, as a GPU does; .relu on half
-// precision fma / max; half-precision compares (setp and set).
+// precision fma / max; half-precision compares (setp and set); indirect
+// calls through function addresses (.callprototype).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -437,6 +438,78 @@ TEST(PtxSemantics, HalfPrecisionCompares) {
     EXPECT_EQ(r[5], a0 == b0 ? 0x3c00u : 0u) << "set.eq.f16.f16, thread " << t;
     EXPECT_EQ(r[6], (a0 < b0 ? 0xffffu : 0u) | (a1 < b1 ? 0xffff0000u : 0u)) << "set.lt.u32.f16x2, thread " << t;
   }
+}
+
+// Even lanes call twice() through a register, odd lanes plus1(): the warp's
+// targets diverge. `bad` calls through a data pointer and must fault.
+const char* kIndirectPtx = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.func (.param .b32 r) twice(.param .b32 x)
+{
+  .reg .b32 %r<2>;
+  ld.param.b32 %r0, [x];
+  shl.b32 %r1, %r0, 1;
+  st.param.b32 [r], %r1;
+  ret;
+}
+.func (.param .b32 r) plus1(.param .b32 x)
+{
+  .reg .b32 %r<2>;
+  ld.param.b32 %r0, [x];
+  add.s32 %r1, %r0, 1;
+  st.param.b32 [r], %r1;
+  ret;
+}
+.visible .entry calls(.param .u64 pout, .param .u64 pbad)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<6>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd0, [pout];
+  mov.u32 %r0, %tid.x;
+  and.b32 %r1, %r0, 1;
+  setp.eq.u32 %p0, %r1, 0;
+  mov.u64 %rd1, twice;
+  mov.u64 %rd2, plus1;
+  selp.b64 %rd3, %rd1, %rd2, %p0;
+  ld.param.u64 %rd4, [pbad];
+  setp.ne.u64 %p1, %rd4, 0;
+  @%p1 mov.u64 %rd3, %rd4;
+  add.u32 %r2, %r0, 10;
+  {
+  .param .b32 a0;
+  .param .b32 r0;
+  st.param.b32 [a0], %r2;
+  proto : .callprototype (.param .b32 _) _ (.param .b32 _);
+  call (r0), %rd3, (a0), proto;
+  ld.param.b32 %r3, [r0];
+  }
+  mul.wide.u32 %rd5, %r0, 4;
+  add.u64 %rd5, %rd0, %rd5;
+  st.global.u32 [%rd5], %r3;
+  ret;
+}
+)";
+
+TEST(PtxSemantics, IndirectCallsThroughFunctionAddresses) {
+  std::string err;
+  auto m = Module::from_ptx(kIndirectPtx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(1);
+  uint64_t dout = mem.alloc(4 * 64);
+  Args a(m->kernel("calls"));
+  a(dout)(uint64_t(0));
+  auto e = eng.launch(*m, "calls", cfg({1}, {64}), a.data(), a.size(), mem);
+  ASSERT_EQ(e.kind, LaunchError::None) << e.message;
+  auto o = mem.download<uint32_t>(dout, 64);
+  for (uint32_t t = 0; t < 64; t++) EXPECT_EQ(o[t], t % 2 ? t + 11 : 2 * (t + 10)) << "thread " << t;
+  Args b(m->kernel("calls"));
+  b(dout)(dout);  // a data address is no function
+  e = eng.launch(*m, "calls", cfg({1}, {32}), b.data(), b.size(), mem);
+  EXPECT_EQ(e.kind, LaunchError::BadAccess) << e.message;
 }
 
 }  // namespace

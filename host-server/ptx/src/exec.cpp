@@ -918,7 +918,34 @@ struct EngineImpl {
         case Ctl::Call: {
           if (!m) { ++pc; if (pc == fr->min_wait) merge(*fr, pc, active); break; }
           const CallSite& cs = fn->calls[I.a0];
-          const Function& cf = M.funcs[cs.callee];
+          uint32_t callee = cs.callee;
+          if (callee == kIndirect) {
+            // The lanes calling the first lane's target go now; the others
+            // stay at this call, to make theirs when these return.
+            const uint64_t* T = c.src(I.s[0]);
+            const uint64_t t0 = T[std::countr_zero(m)];
+            uint32_t same = 0;
+            for_lanes(m, [&](int l) { if (T[l] == t0) same |= 1u << l; });
+            const uint64_t ix = (t0 - kFuncAddrBase) / 16;
+            bool ok = t0 >= kFuncAddrBase && (t0 - kFuncAddrBase) % 16 == 0 && ix < M.funcs.size() &&
+                      M.funcs[ix].address_taken && M.funcs[ix].params.size() == cs.arg_size.size() &&
+                      M.funcs[ix].rets.size() == cs.ret_size.size();
+            for (size_t i = 0; ok && i < cs.arg_size.size(); ++i) ok = M.funcs[ix].params[i].size == cs.arg_size[i];
+            for (size_t i = 0; ok && i < cs.ret_size.size(); ++i) ok = M.funcs[ix].rets[i].size == cs.ret_size[i];
+            if (!ok) {
+              c.set_fault(LaunchError::BadAccess, I, "indirect call through " + hex(t0) +
+                                                         ", not the address of a function of this prototype");
+              save();
+              return;
+            }
+            if (same != m) {
+              park(*fr, m & ~same, pc);
+              active &= ~(m & ~same);
+              m = same;
+            }
+            callee = uint32_t(ix);
+          }
+          const Function& cf = M.funcs[callee];
           if (!cf.defined) {
             c.set_fault(LaunchError::Unsupported, I, "call to function '" + cf.name + "' which has no body in this module");
             save();
@@ -943,7 +970,7 @@ struct EngineImpl {
             });
           }
           Frame nf;
-          nf.func = cs.callee;
+          nf.func = callee;
           nf.pc = 0;
           nf.active = m;
           nf.waiting = 0;

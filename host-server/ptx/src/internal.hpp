@@ -22,6 +22,11 @@ constexpr uint64_t kMaxBlockRegBytes = 1ull << 30;
 // {wsSize, barrier}) lives at this generic/global address inside the param window,
 // above any parameter offset, so backends need not allocate it.
 constexpr uint64_t kGridWorkspace = kParamWindow + 0x8000'0000ull;
+// A function's address (mov of a function name; the target of an indirect
+// call) is kFuncAddrBase + 16 * its index: below the windows, in no
+// allocation, so a load or store through it faults.
+constexpr uint64_t kFuncAddrBase = 0xFFFF'FC00'0000'0000ull;
+constexpr uint32_t kIndirect = 0xFFFF'FFFFu;  // CallSite::callee of an indirect call
 constexpr uint32_t kGridWorkspaceBytes = 16;
 
 enum Ty : uint8_t {
@@ -83,9 +88,10 @@ struct Param {
 };
 
 struct CallSite {
-  uint32_t callee;                 // function index
+  uint32_t callee;                 // function index (kIndirect: read from a register at run time)
   std::vector<uint32_t> arg_off;   // caller frame offsets of the argument param vars
   std::vector<uint32_t> ret_off;   // caller frame offsets of the return param vars
+  std::vector<uint32_t> arg_size, ret_size;  // indirect: the .callprototype's, which the callee must match
 };
 
 struct Function {
@@ -103,6 +109,8 @@ struct Function {
   int maxntid = 0;
   int maxnreg = 0;  // .maxnreg: the register count a GPU's compiler keeps to
   std::vector<uint32_t> callees, shared_used, globals_used;
+  bool address_taken = false;  // its address is a value (a possible indirect callee)
+  bool calls_indirect = false;
   uint32_t decl_line = 0;
   std::string unsupported;  // first unsupported construct (reported at launch)
   uint32_t unsupported_line = 0;

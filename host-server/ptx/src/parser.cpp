@@ -272,6 +272,10 @@ class Parser {
   uint32_t fidx = 0;
   std::vector<Scope> scopes;
   std::unordered_map<std::string_view, uint32_t> labels;
+  struct Proto {
+    std::vector<Param> params, rets;
+  };
+  std::unordered_map<std::string_view, Proto> protos;  // .callprototype labels of the function
   std::vector<std::pair<uint32_t, Tok>> fixups;
   std::vector<uint32_t> temps;
   size_t temps_used = 0;
@@ -599,6 +603,7 @@ class Parser {
     scopes.clear();
     scopes.emplace_back();
     labels.clear();
+    protos.clear();
     fixups.clear();
     temps.clear();
     sink = NOREG;
@@ -710,6 +715,17 @@ class Parser {
       }
       if (t.k == Tok::Id && L.peek().s == ":" ) {
         L.next();
+        if (L.peek().s == ".callprototype") {  // name : .callprototype (rets) _ (params);
+          L.next();
+          Proto pr;
+          std::vector<std::pair<std::string_view, VarRef>> ignored;
+          if (L.peek().s == "(") parse_params(pr.rets, false, ignored);
+          if (L.next().s != "_") fail(t.line, ".callprototype without '_'");
+          if (L.peek().s == "(") parse_params(pr.params, false, ignored);
+          L.expect(";");
+          protos[t.s] = std::move(pr);
+          continue;
+        }
         if (!labels.emplace(t.s, uint32_t(F->code.size())).second) fail(t.line, "duplicate label '" + std::string(t.s) + "'");
         continue;
       }
@@ -863,6 +879,14 @@ class Parser {
   void note_global(uint32_t i) {
     if (std::find(F->globals_used.begin(), F->globals_used.end(), i) == F->globals_used.end()) F->globals_used.push_back(i);
   }
+  // A function's address as a constant operand (marks it a possible indirect callee).
+  bool func_address(std::string_view name, uint32_t* slot) {
+    auto it = M.func_by_name.find(std::string(name));
+    if (it == M.func_by_name.end() || M.funcs[it->second].is_entry) return false;
+    M.funcs[it->second].address_taken = true;
+    *slot = cst(kFuncAddrBase + 16 * uint64_t(it->second));
+    return true;
+  }
   uint32_t src(const Opd& o, Ty t) {
     switch (o.k) {
       case Opd::Reg:
@@ -881,6 +905,7 @@ class Parser {
       case Opd::Name: {
         if (o.name == "WARP_SZ") return cst(32);
         const VarRef* v = lookup_var(o.name);
+        if (uint32_t fa; !v && func_address(o.name, &fa)) return fa;
         if (!v) fail(o.line, "unknown symbol '" + std::string(o.name) + "'");
         uint32_t tmp = temp(o.line);
         Inst I = base_inst(NOREG, false, o.line);
@@ -993,6 +1018,13 @@ void Parser::run() {
     fail(d.line, "unexpected directive '" + std::string(d.s) + "'");
   }
   if (!saw_version) fail(1, "missing .version directive");
+  // An indirect call may reach any function whose address is taken: they
+  // count as its callees (stack sizes, shared and global variables used).
+  for (auto& f : M.funcs)
+    if (f.calls_indirect)
+      for (uint32_t g = 0; g < M.funcs.size(); ++g)
+        if (M.funcs[g].address_taken && std::find(f.callees.begin(), f.callees.end(), g) == f.callees.end())
+          f.callees.push_back(g);
 }
 
 void Parser::parse_inst(const Tok& op, uint32_t guard, bool gneg) {
@@ -1049,16 +1081,48 @@ void Parser::parse_call(const Tok& op, uint32_t guard, bool gneg) {
   if (L.peek().s == "(") { list(rets); L.expect(","); }
   Tok fn = L.next();
   if (fn.k != Tok::Id) fail(fn.line, "expected function name in call");
-  if (fn.s[0] == '%') { mark_unsupported(op.line, "indirect call through a register"); skip_to(";"); return; }
+  std::string_view proto;
   if (L.accept(",")) {
     if (L.peek().s == "(") {
       list(args);
-      if (L.accept(",")) L.next();  // prototype label
+      if (L.accept(",")) proto = L.next().s;  // prototype label (or a list of targets)
     } else {
-      L.next();
+      proto = L.next().s;
     }
   }
   L.expect(";");
+  uint32_t target;
+  if (lookup_reg(fn.s, target)) {  // indirect: call (rets), %reg, (args), prototype;
+    auto pt = protos.find(proto);
+    if (pt == protos.end()) fail(fn.line, "indirect call without a .callprototype of this function");
+    const Proto& pr = pt->second;
+    if (args.size() != pr.params.size() || rets.size() != pr.rets.size())
+      fail(fn.line, "indirect call with wrong number of arguments for its prototype");
+    CallSite cs;
+    cs.callee = kIndirect;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const VarRef* v = lookup_var(args[i]);
+      if (!v || v->avk != AV_Local || v->size < pr.params[i].size) fail(fn.line, "bad indirect call argument");
+      cs.arg_off.push_back(v->idx);
+      cs.arg_size.push_back(pr.params[i].size);
+    }
+    for (size_t i = 0; i < rets.size(); ++i) {
+      const VarRef* v = lookup_var(rets[i]);
+      if (!v || v->avk != AV_Local || v->size < pr.rets[i].size) fail(fn.line, "bad indirect call return");
+      cs.ret_off.push_back(v->idx);
+      cs.ret_size.push_back(pr.rets[i].size);
+    }
+    Inst I = base_inst(guard, gneg, op.line);
+    I.fn = h_nop;
+    I.ctl = Ctl::Call;
+    I.s[0] = target;
+    I.a0 = uint32_t(F->calls.size());
+    F->calls.push_back(std::move(cs));
+    F->calls_indirect = true;
+    emit(I);
+    return;
+  }
+  if (fn.s[0] == '%') fail(fn.line, "unknown register '" + std::string(fn.s) + "'");
   auto it = M.func_by_name.find(std::string(fn.s));
   if (it == M.func_by_name.end()) fail(fn.line, "call to undeclared function '" + std::string(fn.s) + "'");
   uint32_t callee = it->second;
@@ -1967,7 +2031,12 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     if (ops[1].k == Opd::Name && ops[1].name != "WARP_SZ") {
       const VarRef* v = lookup_var(ops[1].name);
       if (!v) {
-        if (M.func_by_name.count(std::string(ops[1].name))) { mark_unsupported(line, "function pointers"); return; }
+        if (uint32_t fa; func_address(ops[1].name, &fa)) {
+          I.s[0] = fa;
+          I.fn = h_mov;
+          emit(I);
+          return;
+        }
         fail(line, "unknown symbol '" + std::string(ops[1].name) + "'");
       }
       set_var(I, *v);
