@@ -176,6 +176,8 @@ TEST_F(Forward, MallocFreeBeyondTheWindow) {
 TEST_F(Forward, StreamOrderedAllocation) { expect_pass(run({prog("mempool")}), "mempool"); }
 TEST_F(Forward, GraphStreamCapture) { expect_pass(run({prog("graph_capture")}), "graph_capture"); }
 TEST_F(Forward, GraphExplicitApi) { expect_pass(run({prog("graph_explicit")}), "graph_explicit"); }
+// User objects: graph, clone and executable graph references; one destructor call.
+TEST_F(Forward, UserObjects) { expect_pass(run({prog("user_objects")}), "user_objects"); }
 TEST_F(Forward, GraphExecUpdate) { expect_pass(run({prog("graph_update")}), "graph_update"); }
 TEST_F(Forward, GraphMemoryNodes) { expect_pass(run({prog("graph_mem")}), "graph_mem"); }
 

@@ -657,6 +657,29 @@ CUresult cuGraphDestroy(CUgraph g) {
   WH_INIT();
   return rt(cudaGraphDestroy(reinterpret_cast<cudaGraph_t>(g)));
 }
+// User objects: the runtime's (guest only), one kind of handle for both APIs.
+CUresult cuUserObjectCreate(CUuserObject* o, void* ptr, CUhostFn destroy, unsigned initial, unsigned flags) {
+  WH_INIT();
+  return rt(cudaUserObjectCreate(reinterpret_cast<cudaUserObject_t*>(o), ptr, destroy, initial, flags));
+}
+CUresult cuUserObjectRetain(CUuserObject o, unsigned count) {
+  WH_INIT();
+  return rt(cudaUserObjectRetain(reinterpret_cast<cudaUserObject_t>(o), count));
+}
+CUresult cuUserObjectRelease(CUuserObject o, unsigned count) {
+  WH_INIT();
+  return rt(cudaUserObjectRelease(reinterpret_cast<cudaUserObject_t>(o), count));
+}
+CUresult cuGraphRetainUserObject(CUgraph g, CUuserObject o, unsigned count, unsigned flags) {
+  WH_INIT();
+  return rt(cudaGraphRetainUserObject(reinterpret_cast<cudaGraph_t>(g), reinterpret_cast<cudaUserObject_t>(o), count,
+                                      flags));
+}
+CUresult cuGraphReleaseUserObject(CUgraph g, CUuserObject o, unsigned count) {
+  WH_INIT();
+  return rt(cudaGraphReleaseUserObject(reinterpret_cast<cudaGraph_t>(g), reinterpret_cast<cudaUserObject_t>(o),
+                                       count));
+}
 CUresult cuGraphInstantiateWithFlags(CUgraphExec* x, CUgraph g, unsigned long long flags) {
   WH_INIT();
   return rt(cudaGraphInstantiateWithFlags(reinterpret_cast<cudaGraphExec_t*>(x), reinterpret_cast<cudaGraph_t>(g),

@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <queue>
 #include <thread>
@@ -81,6 +82,12 @@ struct NodeRec {
 
 struct GraphRec {
   std::vector<std::unique_ptr<NodeRec>> nodes;
+  // User objects it holds references to (cudaGraphRetainUserObject): a
+  // clone and an executable graph hold them too; they go with the graph.
+  std::map<cudaUserObject_t, unsigned> user_refs;
+  ~GraphRec() {
+    for (auto& [o, n] : user_refs) user_object_unref(o, n);
+  }
   bool owned = false;  // a child graph: destroyed with its node
   int mem_execs = 0;   // executable graphs made from it while it has memory nodes (at most one)
   bool has_mem_nodes() const {
@@ -279,6 +286,8 @@ void set_kernel_params(NodeRec* n, const uint8_t* params) {
 
 std::unique_ptr<GraphRec> clone_graph(const GraphRec* g, std::unordered_map<const NodeRec*, NodeRec*>* map = nullptr) {
   auto out = std::make_unique<GraphRec>();
+  for (auto& [o, n] : g->user_refs)
+    if (user_object_ref(o, n)) out->user_refs[o] = n;
   std::unordered_map<const NodeRec*, NodeRec*> local;
   auto& m = map ? *map : local;
   for (auto& n : g->nodes) {
@@ -1066,14 +1075,41 @@ cudaError_t cudaGraphCreate(cudaGraph_t* out, unsigned int flags) {
 }
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  {
+    std::lock_guard lk(g_mu);
+    if (!live_graph(graph) || graph_of(graph)->owned) return set_error(cudaErrorInvalidValue);
+    for (auto& c : g_caps)
+      if (c->graph == graph_of(graph)) return set_error(cudaErrorInvalidValue);  // still capturing into it
+    for (ExecRec* x : g_execs)
+      if (x->origin == graph_of(graph)) x->origin = nullptr;
+    unregister_graph(graph_of(graph));
+    delete graph_of(graph);
+  }
+  run_user_object_destructors();
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t o, unsigned count, unsigned flags) {
+  if (count == 0 || (flags & ~unsigned(cudaGraphUserObjectMove))) return set_error(cudaErrorInvalidValue);
   std::lock_guard lk(g_mu);
-  if (!live_graph(graph) || graph_of(graph)->owned) return set_error(cudaErrorInvalidValue);
-  for (auto& c : g_caps)
-    if (c->graph == graph_of(graph)) return set_error(cudaErrorInvalidValue);  // still capturing into it
-  for (ExecRec* x : g_execs)
-    if (x->origin == graph_of(graph)) x->origin = nullptr;
-  unregister_graph(graph_of(graph));
-  delete graph_of(graph);
+  if (!live_graph(graph) || !user_object_live(o)) return set_error(cudaErrorInvalidValue);
+  // Move: the caller's references become the graph's.
+  if (!(flags & cudaGraphUserObjectMove) && !user_object_ref(o, count)) return set_error(cudaErrorInvalidValue);
+  graph_of(graph)->user_refs[o] += count;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t o, unsigned count) {
+  {
+    std::lock_guard lk(g_mu);
+    if (count == 0 || !live_graph(graph)) return set_error(cudaErrorInvalidValue);
+    auto& refs = graph_of(graph)->user_refs;
+    auto it = refs.find(o);
+    if (it == refs.end() || it->second < count) return set_error(cudaErrorInvalidValue);
+    if (!(it->second -= count)) refs.erase(it);
+    user_object_unref(o, count);
+  }
+  run_user_object_destructors();
   return cudaSuccess;
 }
 
@@ -1579,9 +1615,14 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
     unregister_graph(x->src.get());
     if (x->origin) x->origin->mem_execs--;
   }
-  std::unique_ptr<ExecRec> own(x);
-  WH_CONN(c);
-  return set_error(c->call<Op::GraphExecDestroy>({x->handle}));
+  cudaError_t e;
+  {
+    std::unique_ptr<ExecRec> own(x);  // its graph's user object references go with it
+    WH_CONN(c);
+    e = c->call<Op::GraphExecDestroy>({x->handle});
+  }
+  run_user_object_destructors();
+  return set_error(e);
 }
 
 cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t) {

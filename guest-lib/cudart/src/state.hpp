@@ -154,6 +154,13 @@ struct DeviceScope {
 cudaError_t peer_copy(int dst_dev, void* dst, int src_dev, const void* src, size_t n, cudaStream_t s, bool async);
 // Sets this thread's last error (cudaGetLastError) and returns e.
 cudaError_t set_error(cudaError_t e);
+// User objects (user_objects.cpp): a reference taken (false: no such object),
+// one dropped (a destructor due at the last), the due destructors run (call
+// with no lock held).
+bool user_object_ref(cudaUserObject_t o, unsigned n);
+void user_object_unref(cudaUserObject_t o, unsigned n);
+void run_user_object_destructors();
+bool user_object_live(cudaUserObject_t o);
 // The connection, or nullptr with the last error set to `e`.
 Connection* conn_or(cudaError_t* e);
 // Loads device properties once (device count, props, driver version).
