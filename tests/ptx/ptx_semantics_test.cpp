@@ -4,7 +4,7 @@
 // not take part (outside the branch), which GPUs answer with 0; barriers
 // reached by some lanes of a warp while the others still run elsewhere;
 // shared memory allocated in 128-byte units, as a GPU does; .relu on half
-// precision fma / max; half-precision compares (setp and set); indirect
+// precision fma / max; min/max .NaN; half-precision compares (setp and set); indirect
 // calls through function addresses (.callprototype).
 #include <cmath>
 #include <cstdint>
@@ -510,6 +510,62 @@ TEST(PtxSemantics, IndirectCallsThroughFunctionAddresses) {
   b(dout)(dout);  // a data address is no function
   e = eng.launch(*m, "calls", cfg({1}, {32}), b.data(), b.size(), mem);
   EXPECT_EQ(e.kind, LaunchError::BadAccess) << e.message;
+}
+
+// min/max .NaN: a NaN operand gives the canonical NaN; without .NaN the other operand.
+const char* kMinMaxNanPtx = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry mm(.param .u64 pout, .param .b16 hn, .param .b16 h2, .param .f32 fn, .param .f32 f2)
+{
+  .reg .b16 %h<8>;
+  .reg .f32 %f<8>;
+  .reg .b32 %r<8>;
+  .reg .u64 %rd<2>;
+  ld.param.u64 %rd0, [pout];
+  ld.param.b16 %h0, [hn];
+  ld.param.b16 %h1, [h2];
+  ld.param.f32 %f0, [fn];
+  ld.param.f32 %f1, [f2];
+  max.NaN.bf16 %h2, %h0, %h1;
+  min.NaN.f16 %h3, %h1, %h0;
+  max.bf16 %h4, %h0, %h1;
+  max.NaN.f32 %f2, %f0, %f1;
+  min.f32 %f3, %f0, %f1;
+  min.NaN.f32 %f4, %f1, %f1;
+  cvt.u32.u16 %r0, %h2;
+  cvt.u32.u16 %r1, %h3;
+  cvt.u32.u16 %r2, %h4;
+  mov.b32 %r3, %f2;
+  mov.b32 %r4, %f3;
+  mov.b32 %r5, %f4;
+  st.global.v4.u32 [%rd0], {%r0, %r1, %r2, %r3};
+  st.global.v2.u32 [%rd0+16], {%r4, %r5};
+  ret;
+}
+)";
+
+TEST(PtxSemantics, MinMaxNaNGivesTheCanonicalNaN) {
+  std::string err;
+  auto m = Module::from_ptx(kMinMaxNanPtx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(1);
+  uint64_t dout = mem.alloc(32);
+  // bf16 NaN 0x7fc1 and 2.0 (0x4000); f16 reads the same bits (0x7fc1 is an f16 NaN too).
+  const float fnan = std::nanf(""), two = 2.0f;
+  Args a(m->kernel("mm"));
+  a(dout)(uint16_t(0x7fc1))(uint16_t(0x4000))(fnan)(two);
+  auto e = eng.launch(*m, "mm", cfg({1}, {1}), a.data(), a.size(), mem);
+  ASSERT_EQ(e.kind, LaunchError::None) << e.message;
+  auto o = mem.download<uint32_t>(dout, 6);
+  EXPECT_EQ(o[0], 0x7fffu) << "max.NaN.bf16";
+  EXPECT_EQ(o[1], 0x7fffu) << "min.NaN.f16";
+  EXPECT_EQ(o[2], 0x4000u) << "max.bf16 without .NaN: the number";
+  EXPECT_EQ(o[3], 0x7fffffffu) << "max.NaN.f32";
+  EXPECT_EQ(o[4], 0x40000000u) << "min.f32 without .NaN: the number";
+  EXPECT_EQ(o[5], 0x40000000u) << "min.NaN.f32 of numbers";
 }
 
 }  // namespace

@@ -686,10 +686,16 @@ cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
 }
 
 // Registered pageable memory keeps copy semantics (it is staged), which is
-// what CUDA guarantees; it is not made device-addressable.
+// what CUDA guarantees; it is not made device-addressable, so a mapped
+// registration (the device to reach this memory) is refused, leaving
+// nothing registered.
 cudaError_t cudaHostRegister(void* p, size_t size, unsigned int flags) {
   if (!p || !size) return set_error(cudaErrorInvalidValue);
-  if (flags & cudaHostRegisterMapped) log_once("cudaHostRegister: mapped registration is not device-addressable");
+  if (flags & cudaHostRegisterMapped) {
+    log_once("cudaHostRegister: mapped registration is not supported: the device reaches only pinned memory "
+             "(cudaHostAlloc / cuMemHostAlloc)");
+    return set_error(cudaErrorNotSupported);
+  }
   std::lock_guard lk(rt().mu);
   auto [it, fresh] = rt().host_registered.emplace(reinterpret_cast<uintptr_t>(p), size);
   if (!fresh) return set_error(cudaErrorHostMemoryAlreadyRegistered);

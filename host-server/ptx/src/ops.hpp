@@ -59,6 +59,18 @@ struct OMax {
     else return a > b ? a : b;
   }
 };
+// min/max .NaN: a NaN operand gives the canonical NaN (f32: 0x7fffffff).
+template <class V>
+V canonical_nan() {
+  if constexpr (std::is_same_v<V, float>) return std::bit_cast<float>(0x7fffffffu);
+  else return std::numeric_limits<V>::quiet_NaN();
+}
+struct OMinNaN {
+  template <class V> static V f(V a, V b) { return a != a || b != b ? canonical_nan<V>() : OMin::f<V>(a, b); }
+};
+struct OMaxNaN {
+  template <class V> static V f(V a, V b) { return a != a || b != b ? canonical_nan<V>() : OMax::f<V>(a, b); }
+};
 struct ODiv {
   template <class V> static V f(V a, V b) {
     if constexpr (std::is_floating_point_v<V>) return a / b;
@@ -774,7 +786,8 @@ inline uint16_t bf16_rn(uint32_t u) {
 }
 
 // a0: op 0 add 1 sub 2 mul 3 fma 4 neg 5 abs 6 min 7 max; a1: 0 f16, 1 f16x2, 2 bf16, 3 bf16x2; flags bit1 sat,
-// bit2 relu (a negative result is +0, a NaN the canonical NaN 0x7fff).
+// bit2 relu (a negative result is +0, a NaN the canonical NaN 0x7fff), bit3 NaN (min/max: a NaN operand
+// gives the canonical NaN).
 // One instantiation per op and type: no per-lane dispatch.
 // Exactness: the operands have 8 (bf16) or 11 (f16) significant bits, so a product is exact
 // in f32 and a sum rounded first to f32 (24 >= 2*11+2 bits) then to the narrow format equals
@@ -791,7 +804,7 @@ void h_half_t(Ctx& c, const Inst& I, uint32_t m) {
   const uint64_t* A = c.src(I.s[0]);
   const uint64_t* B = I.ns > 1 ? c.src(I.s[1]) : A;
   const uint64_t* C = I.ns > 2 ? c.src(I.s[2]) : A;
-  const bool sat = I.flags & 2, relu = I.flags & 4;
+  const bool sat = I.flags & 2, relu = I.flags & 4, nan_op = I.flags & 8;
   auto relu_of = [](uint32_t h) -> uint32_t {
     const uint32_t inf = BF ? 0x7f80u : 0x7c00u;
     if ((h & 0x7fffu) > inf) return 0x7fffu;
@@ -822,8 +835,8 @@ void h_half_t(Ctx& c, const Inst& I, uint32_t m) {
       else if constexpr (OP == 5) r = std::fabs(a);
       // min/max: a NaN operand, signalling ones included, gives the other (std::fmin
       // answers NaN for a signalling NaN)
-      else if constexpr (OP == 6) r = OMin::f<float>(a, half_in<BF>(B[l], k));
-      else r = OMax::f<float>(a, half_in<BF>(B[l], k));
+      else if constexpr (OP == 6) r = nan_op ? OMinNaN::f<float>(a, half_in<BF>(B[l], k)) : OMin::f<float>(a, half_in<BF>(B[l], k));
+      else r = nan_op ? OMaxNaN::f<float>(a, half_in<BF>(B[l], k)) : OMax::f<float>(a, half_in<BF>(B[l], k));
       if (sat) r = std::isnan(r) ? 0.0f : std::fmin(std::fmax(r, 0.0f), 1.0f);
       if constexpr (BF) return bf16_rn(std::bit_cast<uint32_t>(r));
       else return narrow_rn<5, 10>(double(r));

@@ -1627,7 +1627,7 @@ Cmp parse_cmp(std::string_view m, bool& ok) {
 bool Parser::decode_arith(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I) {
   Ty ty = T_None;
   bool ftz = false, sat = false, approx = false, hi = false, lo = false, wide = false, full = false, cc = false;
-  bool relu = false;
+  bool relu = false, nan_op = false;
   int rnd = 0;
   for (auto m : mods) {
     if (m == "ftz") ftz = true;
@@ -1644,8 +1644,10 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
     else if (m == "rp") rnd = 3;
     else if (m == "l" || m == "r" || m == "wrap" || m == "clamp" || m == "shiftamt" || m == "f4e" || m == "b4e" ||
              m == "rc8" || m == "ecl" || m == "ecr" || m == "rc16") {
-    } else if (m == "uni" || m == "sync" || m == "aligned" || m == "NaN" || m == "xorsign" || m == "abs") {
-      if (m == "NaN" || m == "xorsign" || m == "abs") { mark_unsupported(I.line, "modifier ." + std::string(m)); return true; }
+    } else if (m == "NaN") {
+      nan_op = true;
+    } else if (m == "uni" || m == "sync" || m == "aligned" || m == "xorsign" || m == "abs") {
+      if (m == "xorsign" || m == "abs") { mark_unsupported(I.line, "modifier ." + std::string(m)); return true; }
     } else if (m == "cc") {
       cc = true;
     } else {
@@ -1663,6 +1665,8 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
   // .relu: fma, min and max of f16/bf16 (and their x2 forms) only.
   if (relu && !(ishalf && (base == "fma" || base == "min" || base == "max")))
     fail(I.line, ".relu on " + std::string(base) + " needs an f16 or bf16 type");
+  if (nan_op && !((ishalf || ty == T_F32) && (base == "min" || base == "max")))
+    fail(I.line, ".NaN on " + std::string(base) + " needs min or max of f32, f16 or bf16");
   // Extended precision: add.cc, addc[.cc], sub.cc, subc[.cc], mad.lo/hi.cc, madc.lo/hi[.cc].
   const bool carry_in = base == "addc" || base == "subc" || base == "madc";
   if (cc || carry_in) {
@@ -1722,7 +1726,7 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
     I.ns = uint8_t(nsrc);
     I.a0 = op;
     I.a1 = ty == T_F16 ? 0 : ty == T_F16X2 ? 1 : ty == T_BF16 ? 2 : 3;
-    I.flags = (sat ? 2 : 0) | (relu ? 4 : 0);
+    I.flags = (sat ? 2 : 0) | (relu ? 4 : 0) | (nan_op ? 8 : 0);
     I.fn = pick_half(op, I.a1);
     emit(I);
   };
@@ -1814,6 +1818,7 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
   if (base == "rem") { bin(pick_int<ORem>(ty)); return true; }
   if (base == "min" || base == "max") {
     if (ishalf) { half(base == "min" ? 6 : 7, 2); return true; }
+    if (ty == T_F32 && nan_op) { bin(base == "min" ? pick_fbin<OMinNaN>(ftz, false) : pick_fbin<OMaxNaN>(ftz, false)); return true; }
     if (ty == T_F32) { bin(base == "min" ? pick_fbin<OMin>(ftz, false) : pick_fbin<OMax>(ftz, false)); return true; }
     if (ty == T_F64) { bin(base == "min" ? h_bin<double, OMin> : h_bin<double, OMax>); return true; }
     bin(base == "min" ? pick_int<OMin>(ty) : pick_int<OMax>(ty));
