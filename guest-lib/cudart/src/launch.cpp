@@ -91,6 +91,7 @@ cudaError_t ensure_kernel(KernelRec* k) {
   cudaError_t e = c->call<Op::ModuleGetKernel>({k->fb->module}, &rs,
                                                {reinterpret_cast<const uint8_t*>(k->name.data()), k->name.size()}, &tail);
   if (e != cudaSuccess) return e;
+  if (rs.max_threads) k->max_threads = rs.max_threads;
   std::vector<ParamInfo> server(rs.nparams);
   if (!tail.empty() && tail.size() == rs.nparams * sizeof(ParamInfo))
     std::memcpy(server.data(), tail.data(), tail.size());
@@ -137,7 +138,8 @@ cudaError_t pack_launch(KernelRec* k, dim3 grid, dim3 block, void** args, uint8_
   if (cudaError_t e = ensure_kernel(k); e != cudaSuccess) return e;
   // Configuration errors are reported by the launch itself, as CUDA does.
   if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
-      uint64_t(block.x) * block.y * block.z > 1024 || block.z > 64 || grid.y > 65535 || grid.z > 65535)
+      uint64_t(block.x) * block.y * block.z > std::min<uint32_t>(k->max_threads, 1024) || block.z > 64 ||
+      grid.y > 65535 || grid.z > 65535)
     return cudaErrorInvalidConfiguration;
   if (k->param_bytes > kMaxParamBytes) return cudaErrorInvalidValue;
   std::memset(buf, 0, k->param_bytes);

@@ -77,6 +77,7 @@ struct KernelRec {
   std::vector<proto::ParamInfo> params;
   uint32_t param_bytes = 0;
   int max_dynamic_shared = 0;
+  uint32_t max_threads = 1024;  // per block, as the kernel was built (.maxntid, launch bounds)
 };
 
 struct VarRec {

@@ -807,6 +807,7 @@ int32_t Session::on_ModuleGetKernel(const ModuleGetKernelReq& rq, std::span<cons
   if (Err e = ctx_->module_kernel(*m->mod, name, &k.k, &k.attrs); e != cudaSuccess) return e;
   rs.param_bytes = k.attrs.param_bytes;
   rs.nparams = uint32_t(k.attrs.params.size());
+  rs.max_threads = uint32_t(std::max<int32_t>(k.attrs.max_threads, 0));
   for (auto [off, size] : k.attrs.params) {
     ParamInfo pi{off, size};
     auto* b = reinterpret_cast<const uint8_t*>(&pi);
@@ -872,6 +873,8 @@ Err Session::check_kernel_node(uint64_t kernel, const uint32_t grid[3], const ui
   if (!grid[0] || !grid[1] || !grid[2] || !threads || threads > kMaxBlockThreads || block[0] > 1024 ||
       block[1] > 1024 || block[2] > 64 || grid[1] > 65535 || grid[2] > 65535 || grid[0] > uint32_t(INT32_MAX))
     return cudaErrorInvalidConfiguration;
+  // More threads than the kernel was built for (.maxntid, launch bounds).
+  if (k->attrs.max_threads > 0 && threads > uint64_t(k->attrs.max_threads)) return cudaErrorInvalidConfiguration;
   if (shared > (99u << 10)) return cudaErrorInvalidValue;
   if (param_bytes != k->attrs.param_bytes) return cudaErrorInvalidValue;
   *out = k;

@@ -10,6 +10,9 @@
 __global__ void oob(int* p, long off) { p[off] = 1; }
 __global__ void boom(int v) { assert(v == 42); }
 __global__ void nop() {}
+__global__ void __launch_bounds__(128) bounded(int* p) {
+  if (p) p[threadIdx.x] = 1;
+}
 __global__ void sum_words(const int* p, int from, int to, int* out) {
   int s = 0;
   for (int i = from; i < to; i++) s += p[i];
@@ -23,6 +26,11 @@ int main(int argc, char** argv) {
     EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration, "expected invalid configuration");
     EXPECT(cudaGetLastError() == cudaSuccess, "last error must reset");
     nop<<<1, 32>>>();
+    CHECK(cudaDeviceSynchronize());
+    // More threads than the kernel's launch bounds (.maxntid 128).
+    bounded<<<1, 256>>>(nullptr);
+    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration, "launch bounds: expected invalid configuration");
+    bounded<<<1, 128>>>(nullptr);
     CHECK(cudaDeviceSynchronize());
     std::printf("PASS async_errors config\n");
     return 0;
