@@ -269,6 +269,15 @@ nvJitLinkResult linked_copy(nvJitLinkHandle h, void* out) {
 
 extern "C" {
 
+// The handler of the weak stubs (gen_weak_stubs.sh): logs each function this
+// library does not implement once.
+__attribute__((visibility("hidden"))) void wh_nvjitlink_unsupported(const char* name) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  std::lock_guard lk(mu);
+  if (seen.insert(name).second) std::fprintf(stderr, "wormhole: %s is not supported by Wormhole's nvJitLink\n", name);
+}
+
 // Marks this library (a copy of it on the library path is not NVIDIA's).
 __attribute__((visibility("default"))) int wh_nvjitlink_dropin = 1;
 
