@@ -43,7 +43,7 @@ code_exts = (".cpp", ".hpp", ".h", ".c", ".cu", ".cuh", ".sh", ".py", ".cmake", 
              ".service", ".toml", ".conf", ".tsv")
 source = ""
 for f in files:
-    if f.endswith(".md") or not (f.endswith(code_exts) or os.path.basename(f) in ("Makefile",)):
+    if f.endswith(".md") or not (f.endswith(code_exts) or os.path.basename(f) in ("Makefile", "wormhole-run")):
         continue
     try:
         source += open(os.path.join(repo, f), encoding="utf-8", errors="replace").read()
