@@ -5,7 +5,7 @@
 // reached by some lanes of a warp while the others still run elsewhere;
 // shared memory allocated in 128-byte units, as a GPU does; .relu on half
 // precision fma / max; min/max .NaN; half-precision compares (setp and set); indirect
-// calls through function addresses (.callprototype).
+// calls through function addresses (.callprototype); mbarrier objects.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -566,6 +566,89 @@ TEST(PtxSemantics, MinMaxNaNGivesTheCanonicalNaN) {
   EXPECT_EQ(o[3], 0x7fffffffu) << "max.NaN.f32";
   EXPECT_EQ(o[4], 0x40000000u) << "min.f32 without .NaN: the number";
   EXPECT_EQ(o[5], 0x40000000u) << "min.NaN.f32 of numbers";
+}
+
+// Three phases of one mbarrier, 64 threads (two warps): every thread stores,
+// arrives and waits on its token, then reads the other warp's store; in the
+// second phase thread 0 arrives with arrive_drop and the waits go by parity;
+// in the third only the 63 others arrive. out[tid] = the read value, out[64 +
+// tid] = the pending count of the first token (their sum is 1+..+64).
+const char* kMbarPtx = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry mbar(.param .u64 pout)
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<8>;
+  .shared .align 8 .b64 bar;
+  .shared .align 4 .u32 val[64];
+  ld.param.u64 %rd0, [pout];
+  mov.u32 %r0, %tid.x;
+  setp.ne.u32 %p0, %r0, 0;
+  @%p0 bra INIT_DONE;
+  mov.u32 %r1, 64;
+  mbarrier.init.shared.b64 [bar], %r1;
+INIT_DONE:
+  bar.sync 0;
+  add.u32 %r2, %r0, 1;
+  mov.u32 %r3, val;
+  shl.b32 %r4, %r0, 2;
+  add.u32 %r5, %r3, %r4;
+  st.shared.u32 [%r5], %r2;
+  mbarrier.arrive.shared.b64 %rd1, [bar];
+W1:
+  mbarrier.test_wait.shared.b64 %p1, [bar], %rd1;
+  @!%p1 bra W1;
+  add.u32 %r6, %r0, 32;
+  and.b32 %r6, %r6, 63;
+  shl.b32 %r6, %r6, 2;
+  add.u32 %r6, %r3, %r6;
+  ld.shared.u32 %r7, [%r6];
+  mbarrier.pending_count.b64 %r8, %rd1;
+  mul.wide.u32 %rd2, %r0, 4;
+  add.u64 %rd3, %rd0, %rd2;
+  st.global.u32 [%rd3], %r7;
+  st.global.u32 [%rd3+256], %r8;
+  @%p0 bra ARRIVE2;
+  mbarrier.arrive_drop.shared.b64 %rd4, [bar];
+  bra.uni W2;
+ARRIVE2:
+  mbarrier.arrive.shared.b64 %rd4, [bar];
+W2:
+  mbarrier.try_wait.parity.shared.b64 %p2, [bar], 1;
+  @!%p2 bra W2;
+  @!%p0 bra DONE;
+  mbarrier.arrive.shared.b64 %rd5, [bar];
+W3:
+  mbarrier.test_wait.shared.b64 %p3, [bar], %rd5;
+  @!%p3 bra W3;
+DONE:
+  ret;
+}
+)";
+
+TEST(PtxSemantics, MbarrierPhases) {
+  std::string err;
+  auto m = Module::from_ptx(kMbarPtx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(1);
+  uint64_t dout = mem.alloc(4 * 128);
+  Args a(m->kernel("mbar"));
+  a(dout);
+  auto c = cfg({1}, {64});
+  c.timeout_ms = 20000;  // a phase that never completes would spin
+  auto e = eng.launch(*m, "mbar", c, a.data(), a.size(), mem);
+  ASSERT_EQ(e.kind, LaunchError::None) << e.message;
+  auto o = mem.download<uint32_t>(dout, 128);
+  uint32_t pending = 0;
+  for (uint32_t t = 0; t < 64; t++) {
+    EXPECT_EQ(o[t], (t + 32) % 64 + 1) << "thread " << t << " read before the other warp's store";
+    pending += o[64 + t];
+  }
+  EXPECT_EQ(pending, 64u * 65 / 2) << "the tokens' pending counts";
 }
 
 }  // namespace

@@ -194,6 +194,60 @@ void h_atom(Ctx& c, const Inst& I, uint32_t m) {
   });
 }
 
+// ---------------- mbarrier (sm_80) ----------------
+// The 64-bit object: bits 0..20 the arrivals pending in the current phase,
+// 21..41 the arrivals expected per phase, 63 the phase's parity. A state
+// (token) is the object as it was before an arrival. Lanes act in lane order;
+// a block's warps run one at a time, so no other thread sees a half update.
+// a0: 0 init, 1 inval, 2 arrive, 3 arrive_drop, 4 test_wait, 5 test_wait.parity
+// (4/5 also try_wait), 6 pending_count (no memory operand).
+constexpr uint64_t kMbarCount = (1u << 21) - 1;
+template <Sp S>
+void h_mbarrier(Ctx& c, const Inst& I, uint32_t m) {
+  const uint64_t* B = I.s[0] != NOREG ? c.src(I.s[0]) : nullptr;
+  uint64_t* D = I.d[0] != NOREG ? c.dst(I.d[0]) : nullptr;
+  if (I.a0 == 6) {
+    for_lanes(m, [&](int l) { D[l] = B[l] & kMbarCount; });
+    return;
+  }
+  const uint64_t vb = var_base(c, I) + uint64_t(I.aoff);
+  const uint64_t* AR = I.areg != NOREG ? c.src(I.areg) : nullptr;
+  for_lanes_until(m, [&](int l) {
+    uint8_t* p = lane_ptr<S>(c, I, l, (AR ? AR[l] : 0) + vb, 8, I.a0 <= 3);
+    if (!p) return false;
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    const uint64_t pending = w & kMbarCount, expected = (w >> 21) & kMbarCount, phase = w >> 63;
+    switch (I.a0) {
+      case 0: {
+        const uint64_t n = B[l] & kMbarCount;
+        w = n | n << 21;
+        break;
+      }
+      case 1: w = 0; break;
+      case 2:
+      case 3: {
+        if (D) D[l] = w;
+        const uint64_t n = B ? B[l] & kMbarCount : 1;
+        uint64_t left = pending > n ? pending - n : 0, exp = expected;
+        if (I.a0 == 3 && exp) exp--;
+        uint64_t ph = phase;
+        if (left == 0) {  // the phase completes: the next begins
+          ph ^= 1;
+          left = exp;
+        }
+        w = left | exp << 21 | ph << 63;
+        break;
+      }
+      default:  // test_wait / try_wait: has the phase of the state (or of that parity) completed?
+        D[l] = phase != (I.a0 == 5 ? (B[l] & 1) : (B[l] >> 63));
+        return true;
+    }
+    std::memcpy(p, &w, 8);
+    return true;
+  });
+}
+
 // ---------------- warp collectives ----------------
 // shfl.sync.mode.b32 d[|p], a, b, c, membermask ; a0 = mode (0 up, 1 down, 2 bfly, 3 idx)
 void h_shfl(Ctx& c, const Inst& I, uint32_t m) {

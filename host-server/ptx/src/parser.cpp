@@ -1039,7 +1039,7 @@ void Parser::parse_inst(const Tok& op, uint32_t guard, bool gneg) {
                           "mul24", "mad24", "addc", "subc", "madc", "div", "rem", "min", "max", "and", "or", "xor", "not", "cnot", "neg", "abs",
                           "copysign", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe", "bfi", "prmt", "lop3", "shf",
                           "sad", "rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh", "tex", "tld4", "txq",
-                          "suld", "sust", "suq"})
+                          "suld", "sust", "suq", "mbarrier"})
       k.emplace(s, 1);
     return k;
   }();
@@ -2330,6 +2330,58 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     I.d[0] = dst(ops[0]);
     I.s[0] = src(ops[1], T_B32);
     I.fn = h_redux;
+    emit(I);
+    return;
+  }
+  if (base == "mbarrier") {
+    // mbarrier.{init,inval,arrive,arrive_drop,test_wait,try_wait,pending_count}[.parity][.sem][.scope][.space].b64
+    std::string_view what;
+    bool parity = false;
+    Sp space = Sp::Generic;
+    for (auto m : mods) {
+      bool ok;
+      Sp s = parse_space(m, ok);
+      if (ok) { space = s; continue; }
+      if (m == "init" || m == "inval" || m == "arrive" || m == "arrive_drop" || m == "test_wait" || m == "try_wait" ||
+          m == "pending_count") what = m;
+      else if (m == "parity") parity = true;
+      else if (m == "b64" || m == "release" || m == "acquire" || m == "relaxed" || m == "cta" || m == "shared::cta") {}
+      else { mark_unsupported(line, "mbarrier modifier ." + std::string(m)); return; }
+    }
+    if (what.empty()) fail(line, "mbarrier without an operation");
+    if (space != Sp::Generic && space != Sp::Shared) fail(line, "mbarrier objects live in shared memory");
+    if (what == "pending_count") {
+      need(ops, 2, line, "mbarrier.pending_count");
+      I.d[0] = dst(ops[0]);
+      I.s[0] = src(ops[1], T_B64);
+      I.a0 = 6;
+      I.fn = h_mbarrier<Sp::Generic>;
+      emit(I);
+      return;
+    }
+    const bool waits = what == "test_wait" || what == "try_wait";
+    size_t at = 0;  // the address operand's position
+    const size_t lo = what == "inval" ? 1 : what == "init" || what == "arrive" || what == "arrive_drop" ? 2 : 3;
+    const size_t hi = what == "arrive" || what == "arrive_drop" || what == "try_wait" ? lo + 1 : lo;
+    if (ops.size() < lo || ops.size() > hi) fail(line, "mbarrier." + std::string(what) + ": wrong number of operands");
+    if (what == "arrive" || what == "arrive_drop" || waits) {
+      I.d[0] = dst(ops[0]);
+      at = 1;
+    }
+    if (ops[at].k != Opd::Mem) fail(line, "mbarrier needs an address operand");
+    apply_addr(I, ops[at], space);
+    if (what == "init") { I.s[0] = src(ops[1], T_B32); I.a0 = 0; }
+    else if (what == "inval") I.a0 = 1;
+    else if (what == "arrive" || what == "arrive_drop") {
+      if (ops.size() > 2) I.s[0] = src(ops[2], T_B32);  // the arrival count (sm_90)
+      I.a0 = what == "arrive" ? 2 : 3;
+    } else {  // a try_wait's 4th operand is a time hint
+      I.s[0] = src(ops[2], parity ? T_B32 : T_B64);
+      I.a0 = parity ? 5 : 4;
+      I.sched |= kSchedPoll;  // polled in a loop: a spin-wait
+    }
+    I.space = space;
+    I.fn = space == Sp::Shared ? h_mbarrier<Sp::Shared> : h_mbarrier<Sp::Generic>;
     emit(I);
     return;
   }
