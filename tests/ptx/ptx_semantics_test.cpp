@@ -3,7 +3,7 @@
 // trigonometry needs for large arguments, and shuffles whose source lane does
 // not take part (outside the branch), which GPUs answer with 0; barriers
 // reached by some lanes of a warp while the others still run elsewhere;
-// shared memory allocated in 128-byte units, as a GPU does; .relu on half
+// dynamic shared memory allocated in 128-byte units, as a GPU does; .relu on half
 // precision fma / max; min/max .NaN; half-precision compares (setp and set); indirect
 // calls through function addresses (.callprototype); mbarrier objects.
 #include <cmath>
@@ -282,7 +282,7 @@ const char* kSlackPtx = R"(
 }
 )";
 
-TEST(PtxSemantics, SharedMemoryIsAllocatedIn128ByteUnits) {
+TEST(PtxSemantics, DynamicSharedMemoryIsAllocatedIn128ByteUnits) {
   std::string err;
   auto m = Module::from_ptx(kSlackPtx, &err);
   ASSERT_TRUE(m) << err;

@@ -632,11 +632,12 @@ struct EngineImpl {
     c.nctaid = cfg.grid;
     c.nwarps = (nthr + 31) / 32;
     // A GPU allocates a block's shared memory in 128-byte units (sm_80), so
-    // an access past the requested bytes but inside the last unit does not
-    // fault there; compilers widen loads into that slack (NVVM's v4 loads).
-    const uint64_t requested =
-        ((uint64_t(kd.static_shared) + kd.dyn_align - 1) & ~uint64_t(kd.dyn_align - 1)) + cfg.dynamic_shared_bytes;
-    c.shared_size = uint32_t((requested + kSharedUnit - 1) & ~uint64_t(kSharedUnit - 1));
+    // a read past the end of the dynamic shared memory but inside its last
+    // unit does not fault there; compilers widen loads into that slack
+    // (NVVM's v4 loads). Static arrays keep their exact bounds: an overflow
+    // of one is a bug this device reports.
+    const uint64_t dyn = (uint64_t(cfg.dynamic_shared_bytes) + kSharedUnit - 1) & ~uint64_t(kSharedUnit - 1);
+    c.shared_size = uint32_t(((uint64_t(kd.static_shared) + kd.dyn_align - 1) & ~uint64_t(kd.dyn_align - 1)) + dyn);
     c.dyn_shared = cfg.dynamic_shared_bytes;
     c.local_stride = kd.local_stack;
     c.kparam = J.params.data();
