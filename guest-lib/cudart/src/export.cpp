@@ -99,7 +99,7 @@ __attribute__((visibility("default"))) int wh_guest_call(uint16_t op, const void
   // runs); anything else, which would have to run now or answer now, is
   // refused and invalidates the capture. Every request of the libraries
   // after BlasDestroy starts with its handle and stream.
-  if (capture_any() && op > uint16_t(Op::BlasDestroy) && op < uint16_t(Op::Count) && rq_len >= 16) {
+  if (capture_any() && op > uint16_t(Op::BlasDestroy) && op < uint16_t(Op::Limit_) && rq_len >= 16) {
     uint64_t stream;
     std::memcpy(&stream, static_cast<const uint8_t*>(rq) + 8, sizeof stream);
     if (stream_capturing(reinterpret_cast<cudaStream_t>(stream))) {

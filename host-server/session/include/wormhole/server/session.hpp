@@ -57,8 +57,9 @@ class OpTable {
   OpTable(const OpTable&) = delete;
   OpTable& operator=(const OpTable&) = delete;
   ~OpTable();
-  OpCounters& at(uint16_t op);  // the session's thread only; op < kOpCount
-  const OpCounters* find(size_t op) const { return ops_[op].load(std::memory_order_acquire); }
+  OpCounters& at(uint16_t op);  // the session's thread only; an operation's opcode (op_index >= 0)
+  // By dense index (proto::kAllOps).
+  const OpCounters* find(size_t index) const { return ops_[index].load(std::memory_order_acquire); }
 
  private:
   std::array<std::atomic<OpCounters*>, proto::kOpCount> ops_{};
@@ -66,7 +67,8 @@ class OpTable {
 
 // Server-wide counters, shown by `make demo` and GetStats.
 struct Stats {
-  // Per-opcode figures of every session, ended and live, indexed by opcode.
+  // Per-operation figures of every session, ended and live, indexed as
+  // proto::kAllOps (dense: opcodes have gaps between libraries).
   std::vector<OpFigures> ops() const;
   // A live session's table: ops() reads it until detach() folds it into
   // the ended sessions' figures.
