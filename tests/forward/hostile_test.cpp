@@ -1300,6 +1300,28 @@ TEST_F(Hostile, RingGarbageDropsOnlyThatClient) {
   EXPECT_FALSE(good->dropped(100ms));
 }
 
+// A client that truncates (or grows) the shared memory the server mapped:
+// the server would fault (SIGBUS) on the next touch of the lost pages and
+// every client would lose its session. The region is sealed against both.
+TEST_F(Hostile, SharedMemoryCannotBeResized) {
+  auto good = client();
+  uint64_t d = good->malloc(4096);
+  ASSERT_EQ(good->call<Op::Memset>({d, 4096, 0, 0x21, 0}), 0);
+  auto c = client();
+  const int fd = c->region->fd();
+  ASSERT_GE(fd, 0);
+  EXPECT_NE(ftruncate(fd, 0), 0) << "a client shrank its region";
+  EXPECT_NE(ftruncate(fd, off_t(c->region->size()) * 2), 0) << "a client grew its region";
+  // The session still works: the server's pages are all there.
+  uint64_t e = c->malloc(4096);
+  ASSERT_EQ(c->call<Op::Memset>({e, 4096, 0, 0x7a, 0}), 0);
+  ASSERT_EQ(c->call<Op::MemcpyDtoH>({kPinnedHeapOffset, e, 4096, 0, 0}), 0);
+  EXPECT_EQ(c->data()[kPinnedHeapOffset + 4095], 0x7a);
+  EXPECT_TRUE(server.alive()) << server.log();
+  ASSERT_EQ(good->call<Op::MemcpyDtoH>({kPinnedHeapOffset, d, 4096, 0, 0}), 0);
+  EXPECT_EQ(good->data()[kPinnedHeapOffset], 0x21);
+}
+
 // ---------------------------------------------------------------- the violation limit
 
 TEST_F(Hostile, ClientOverTheViolationLimitIsDropped) {
