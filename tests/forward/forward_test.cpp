@@ -144,6 +144,8 @@ TEST_F(Forward, PinnedMemoryAtItsHostAddress) {
 TEST_F(Forward, ReductionSeries) { expect_pass(run({prog("reduce_series")}), "reduce_series"); }
 // exp, cos, sin, tan... in double, trigonometry of arguments up to 1e300, a Gabor filter bank.
 TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "double_math"); }
+// Polling an event and a stream while a long kernel runs: not ready, answered without waiting for it.
+TEST_F(Forward, QueriesWhileAKernelRuns) { expect_pass(run({prog("query_running")}), "query_running"); }
 // Programmatic dependent launch: CUB's merge sort, a producer/consumer pair, its events.
 TEST_F(Forward, ProgrammaticDependentLaunch) { expect_pass(run({prog("pdl")}), "pdl"); }
 // Managed buffers attached to single streams (cudaStreamAttachMemAsync) and its refusals.

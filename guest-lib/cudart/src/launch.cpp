@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "progress.hpp"
 #include "state.hpp"
 #include "wormhole/proto/occupancy.hpp"
 #include "wormhole/ptx/fatbin.hpp"
@@ -194,7 +195,10 @@ static cudaError_t send_launch(KernelRec* k, dim3 grid, dim3 block, const uint8_
   rq.block[0] = block.x, rq.block[1] = block.y, rq.block[2] = block.z;
   rq.shared_bytes = uint32_t(shared);
   rq.flags = flags;
-  return c->post<Op::Launch>(rq, {buf, k->param_bytes});
+  uint64_t end;
+  cudaError_t e = c->post<Op::Launch>(rq, {buf, k->param_bytes}, &end);
+  if (e == cudaSuccess) note_stream_end(c, rq.stream, end);
+  return e;
 }
 
 KernelRec* kernel_of(const void* host_fun) {

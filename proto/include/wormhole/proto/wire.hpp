@@ -194,7 +194,14 @@ struct DataAreaStatus {
   uint64_t output_seq;      // bumped whenever device output waits for FetchOutput
   int32_t copy_error;       // the cudaError_t of the copy at copy_error_seq
   uint32_t reserved;
-  uint8_t pad[4096 - 32];
+  // The request ring's stream position just past the last request the
+  // server has handled (ring transports). A request posted before that
+  // position has been handled; one after it has not, so an event recorded
+  // after it cannot have completed: the guest answers cudaEventQuery /
+  // cudaStreamQuery "not ready" without a round trip that would wait
+  // behind the kernel the server is running.
+  uint64_t handled_pos;
+  uint8_t pad[4096 - 40];
 };
 static_assert(sizeof(DataAreaStatus) == 4096);
 

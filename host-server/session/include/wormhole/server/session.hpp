@@ -136,6 +136,12 @@ class Session {
   // otherwise the next handle() does.
   void account();
   // A protocol violation caught before handle() (bad framing, wrong version).
+  // The request stream position just past the request handled last
+  // (ring transports), published in the data area's status page.
+  void publish_handled(uint64_t pos) {
+    if (data_.size() >= sizeof(proto::DataAreaStatus))
+      __atomic_store_n(&reinterpret_cast<proto::DataAreaStatus*>(data_.data())->handled_pos, pos, __ATOMIC_RELEASE);
+  }
   void note_violation() {
     violations_++;
     stats_.rejected++;
