@@ -364,6 +364,8 @@ TEST(PtxMma, MalformedFormsAreRefusedAtLoad) {
       {"wmma.load.a.sync.aligned.m16n16k16.f16 {%r0,%r1,%r2,%r3,%r4,%r5,%r6,%r7}, [%rd0];", "needs one layout"},
       {"wmma.load.a.sync.aligned.row.m16n8k16.f16 {%r0,%r1,%r2,%r3}, [%rd0];", "not a wmma shape"},
       {"wmma.load.a.sync.aligned.row.m16n16k16.local.f16 {%r0,%r1,%r2,%r3,%r4,%r5,%r6,%r7}, [%rd0];", "unknown modifier .local"},
+      {"wmma.load.a.sync.aligned.row.m16n16k16.global.shared.f16 {%r0,%r1,%r2,%r3,%r4,%r5,%r6,%r7}, [%rd0];",
+       "more than one state space"},
       {"wmma.load.a.sync.aligned.row.m16n16k16.f16 {%r0,%r1,%r2,%r3,%r4,%r5,%r6,%r7}, %rd0;", "expected a memory operand"},
       {"wmma.store.d.sync.aligned.row.m16n16k16.f32 [%rd0], {%r0,%r1,%r2,%r3,%r4,%r5,%r6,%r7}, %r8, %r9;", "expects 2 or 3"},
       {"wmma.mma.sync.aligned.row.col.m16n16k16.f32.bf16.bf16.f16 {%r0,%r1,%r2,%r3,%r4,%r5,%r6,%r7}, {%r8,%r9,%r10,%r11}, "

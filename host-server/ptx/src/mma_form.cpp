@@ -63,6 +63,14 @@ FragGeom geom(int m, int n, int k, MmaFrag f, MmaEt et, bool wmma) {
   return g;
 }
 
+// What the handlers' fixed arrays hold (8 registers, 512 elements) in whole tiles; every
+// form of the tables fits.
+bool fits(const FragGeom& g) {
+  const int n8 = g.b ? g.cols : g.rows, k4v = g.b ? g.rows : g.cols;  // whole tiles only
+  return g.nregs >= 1 && g.nregs <= 8 && g.rows * g.cols <= 512 && g.distinct >= 1 && n8 % 8 == 0 &&
+         k4v % (4 * g.v) == 0;
+}
+
 struct Mods {
   std::vector<std::string_view> rest;  // modifiers not consumed yet
   bool take(std::string_view m) {
@@ -202,7 +210,7 @@ MmaParse mma_parse(std::string_view base, const std::vector<std::string_view>& m
     else return error("not a wmma shape");
     if (!ok) return error("element type not valid for this shape and matrix");
     op.g[0] = geom(op.m, op.n, op.k, op.frag, t, true);
-    return MmaParse::Ok;
+    return fits(op.g[0]) ? MmaParse::Ok : error("fragment too large");
   }
 
   // wmma.mma and mma.sync: d, a, b, c types.
@@ -269,6 +277,8 @@ MmaParse mma_parse(std::string_view base, const std::vector<std::string_view>& m
   op.g[1] = geom(m, n, k, MF_A, a, w);
   op.g[2] = geom(m, n, k, MF_B, b, w);
   op.g[3] = geom(m, n, k, MF_C, c, w);
+  for (auto& g : op.g)
+    if (!fits(g)) return error("fragment too large");
   return MmaParse::Ok;
 }
 

@@ -147,7 +147,7 @@ void h_mma(Ctx& c, const Inst& I, uint32_t m) {
   };
   const MmaEt at = op.et[1], bt = op.et[2], ct = op.et[3];
   if (at == ME_F64) {
-    double A[512], B[512], C[256], D[256];
+    double A[512], B[512], C[512], D[512];
     auto f64 = [](uint64_t b) { return std::bit_cast<double>(b); };
     gather(1, A, f64);
     gather(2, B, f64);
@@ -160,7 +160,7 @@ void h_mma(Ctx& c, const Inst& I, uint32_t m) {
       }
     scatter([&](int x) { return std::bit_cast<uint64_t>(D[x]); });
   } else if (at == ME_S8 || at == ME_U8) {
-    int64_t A[512], B[512], C[256], D[256];
+    int64_t A[512], B[512], C[512], D[512];
     gather(1, A, [&](uint64_t b) { return mma_int(at, b); });
     gather(2, B, [&](uint64_t b) { return mma_int(bt, b); });
     gather(3, C, [&](uint64_t b) { return mma_int(ct, b); });
@@ -173,7 +173,7 @@ void h_mma(Ctx& c, const Inst& I, uint32_t m) {
       }
     scatter([&](int x) { return uint64_t(uint32_t(D[x])); });
   } else {
-    float A[512], B[512], C[256], D[256];
+    float A[512], B[512], C[512], D[512];
     gather(1, A, [&](uint64_t b) { return mma_float(at, b); });
     gather(2, B, [&](uint64_t b) { return mma_float(bt, b); });
     gather(3, C, [&](uint64_t b) { return mma_float(ct, b); });
