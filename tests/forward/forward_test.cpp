@@ -148,6 +148,9 @@ TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "
 TEST_F(Forward, QueriesWhileAKernelRuns) { expect_pass(run({prog("query_running")}), "query_running"); }
 // Programmatic dependent launch: CUB's merge sort, a producer/consumer pair, its events.
 TEST_F(Forward, ProgrammaticDependentLaunch) { expect_pass(run({prog("pdl")}), "pdl"); }
+// nvcuda::wmma GEMMs (f16, bf16, tf32, int8; row/col-major; alpha/beta on the accumulator
+// fragment) and an inline-PTX ldmatrix + mma.sync.m16n8k16 GEMM against host GEMMs.
+TEST_F(Forward, TensorCoreGemm) { expect_pass(run({prog("wmma_gemm")}), "wmma_gemm"); }
 // Managed buffers attached to single streams (cudaStreamAttachMemAsync) and its refusals.
 TEST_F(Forward, ManagedMemoryAttachedToStreams) {
   WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);

@@ -62,25 +62,31 @@ TEST(PtxParse, UnsupportedInstructionFailsOnlyThatKernelsLaunch) {
   EXPECT_NE(e.message.find("helper"), std::string::npos) << e.message;
 }
 
-// cvt to .tf32 (in one of NVIDIA's libcublas PTX modules): the module
-// loads, its other kernels run, and the kernel that uses it fails to launch
-// naming the instruction.
-TEST(PtxParse, CvtToTf32LoadsAndFailsOnlyItsKernel) {
+// cvt to .tf32 (in one of NVIDIA's libcublas PTX modules, and wmma::__float_to_tf32)
+// runs. A cvt form the sim device does not implement still lets the module load and
+// its other kernels run; only the kernel that uses it fails to launch, naming the
+// instruction.
+TEST(PtxParse, CvtToTf32RunsAndAnUnsupportedCvtFailsOnlyItsKernel) {
   std::string text = ".version 8.0\n.target sm_80\n.address_size 64\n"
-                     ".visible .entry good(.param .u64 p)\n{\n ret;\n}\n"
-                     ".visible .entry bad(.param .u64 p)\n{\n .reg .b32 %r<3>;\n mov.b32 %r1, 0;\n"
-                     " cvt.rn.tf32.f32 %r2, %r1;\n ret;\n}\n";
+                     ".visible .entry good(.param .u64 p)\n{\n .reg .b32 %r<3>;\n .reg .b64 %rd<2>;\n"
+                     " ld.param.u64 %rd1, [p];\n mov.b32 %r1, 0x3f803000;\n cvt.rn.tf32.f32 %r2, %r1;\n"
+                     " st.global.b32 [%rd1], %r2;\n ret;\n}\n"
+                     ".visible .entry bad(.param .u64 p)\n{\n .reg .b32 %r<3>;\n .reg .b16 %h;\n mov.b32 %r1, 0;\n"
+                     " cvt.rn.relu.f16.f32 %h, %r1;\n ret;\n}\n";
   std::string err;
   auto m = Module::from_ptx(text, &err);
   ASSERT_TRUE(m) << err;
   HostMem mem;
   Engine eng(1);
-  uint64_t p = 0;
+  uint64_t p = mem.alloc(4);
   auto e = eng.launch(*m, "good", cfg({1}, {32}), &p, 8, mem);
   EXPECT_EQ(e.kind, LaunchError::None) << e.message;
+  // 1 + 3*2^-11 lies halfway between two tf32 values: to the even one, 1 + 2^-9
+  EXPECT_EQ(mem.download<uint32_t>(p, 1)[0], 0x3f804000u);
   e = eng.launch(*m, "bad", cfg({1}, {32}), &p, 8, mem);
   EXPECT_EQ(e.kind, LaunchError::Unsupported);
-  EXPECT_NE(e.message.find("cvt.rn.tf32.f32"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("kernel bad"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("cvt.rn.relu.f16.f32"), std::string::npos) << e.message;
 }
 
 TEST(PtxParse, SharedLocalAndParamBoundsChecked) {

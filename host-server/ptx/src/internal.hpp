@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mma.hpp"
 #include "wormhole/ptx/engine.hpp"
 
 namespace wh::ptx::detail {
@@ -98,6 +99,7 @@ struct Function {
   std::vector<Inst> code;
   std::vector<CallSite> calls;
   std::vector<uint32_t> spin_regs;  // registers polled by spin-wait loops (see Inst::sched)
+  std::vector<MmaOp> mma;           // tensor-core instructions' operands (Inst::a0 indexes it)
   uint32_t nregs = 0;        // register slots
   uint32_t frame_bytes = 0;  // per-lane local frame: formal params, rets, .local vars, call-site params
   int maxntid = 0;

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "ops_mem.hpp"
+#include "ops_mma.hpp"
 #include "ops_tex.hpp"
 
 namespace wh::ptx::detail {
@@ -922,6 +923,7 @@ class Parser {
   bool decode_arith(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I);
   void apply_addr(Inst& I, const Opd& m, Sp& space);
   void decode_tex(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I);
+  void decode_mma(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I);
 };
 
 void Parser::run() {
@@ -1005,7 +1007,7 @@ void Parser::parse_inst(const Tok& op, uint32_t guard, bool gneg) {
                           "mul24", "mad24", "addc", "subc", "madc", "div", "rem", "min", "max", "and", "or", "xor", "not", "cnot", "neg", "abs",
                           "copysign", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe", "bfi", "prmt", "lop3", "shf",
                           "sad", "rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh", "tex", "tld4", "txq",
-                          "suld", "sust", "suq"})
+                          "suld", "sust", "suq", "wmma", "mma", "ldmatrix", "stmatrix"})
       k.emplace(s, 1);
     return k;
   }();
@@ -1338,6 +1340,95 @@ void Parser::decode_mem(std::string_view base, const std::vector<std::string_vie
   emit(I);
 }
 
+// Tensor-core instructions (mma.hpp): the form is checked against the PTX ISA's tables,
+// then every operand against the fragment sizes of that form.
+void Parser::decode_mma(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops,
+                        Inst I) {
+  MmaOp op;
+  std::string msg;
+  switch (mma_parse(base, mods, op, msg)) {
+    case MmaParse::Error: fail(I.line, msg);
+    case MmaParse::Unsupported: mark_unsupported(I.line, "instruction " + msg); return;
+    case MmaParse::Ok: break;
+  }
+  std::string name(base);
+  for (auto m : mods) name += "." + std::string(m);
+  // A brace-enclosed register list of exactly n elements (a single register may go bare).
+  auto regs = [&](const Opd& o, int n, uint32_t* out, bool is_dst, bool wide, const char* what) {
+    std::vector<const Opd*> el;
+    if (o.k == Opd::Vec) {
+      for (auto& e : o.el) el.push_back(&e);
+    } else if (o.k == Opd::Reg || o.k == Opd::Sink || o.k == Opd::Imm) {
+      el.push_back(&o);
+    } else {
+      fail(I.line, name + ": the " + what + " operand must be a {...} register list");
+    }
+    if (int(el.size()) != n)
+      fail(I.line, name + ": the " + what + " operand takes " + std::to_string(n) + " register" + (n == 1 ? "" : "s") +
+                       ", got " + std::to_string(el.size()));
+    for (int i = 0; i < n; ++i) {
+      if (el[size_t(i)]->k == Opd::Vec || el[size_t(i)]->k == Opd::Mem) fail(I.line, name + ": bad " + what + " register");
+      out[i] = is_dst ? dst(*el[size_t(i)]) : src(*el[size_t(i)], wide ? T_B64 : T_B32);
+    }
+  };
+  auto mem = [&](Opd& o) {
+    Sp space = Sp::Generic;
+    for (auto m : mods) {
+      bool ok;
+      Sp s = parse_space(m, ok);
+      if (ok) space = s;
+    }
+    apply_addr(I, o, space);
+    if (space != Sp::Generic && space != Sp::Global && space != Sp::Shared)
+      fail(I.line, name + ": the address must be in the global or shared space");
+    if ((op.kind == MK_LdMatrix || op.kind == MK_StMatrix) && space == Sp::Global)
+      fail(I.line, name + ": the address must be in the shared space");
+    I.space = space;
+  };
+  switch (op.kind) {
+    case MK_WLoad:
+    case MK_WStore: {
+      const bool load = op.kind == MK_WLoad;
+      if (ops.size() != 2 && ops.size() != 3) fail(I.line, name + " expects 2 or 3 operands (the stride is optional)");
+      Opd& frag = load ? ops[0] : ops[1];
+      Opd& addr = load ? ops[1] : ops[0];
+      if (addr.k != Opd::Mem) fail(I.line, name + ": expected a memory operand [..]");
+      regs(frag, op.g[0].nregs, op.r[0], load, op.g[0].bits == 64, "fragment");
+      mem(addr);
+      if (ops.size() == 3) {
+        if (ops[2].k != Opd::Reg && ops[2].k != Opd::Imm) fail(I.line, name + ": the stride must be a register or an integer");
+        I.s[0] = src(ops[2], T_U32);
+      }
+      I.fn = load ? h_wmma_ldst<false> : h_wmma_ldst<true>;
+      break;
+    }
+    case MK_WMma:
+    case MK_Mma: {
+      need(ops, 4, I.line, name);
+      static const char* what[] = {"d", "a", "b", "c"};
+      for (int f = 0; f < 4; ++f) regs(ops[size_t(f)], op.g[f].nregs, op.r[f], f == 0, op.g[f].bits == 64, what[f]);
+      I.fn = h_mma;
+      break;
+    }
+    case MK_LdMatrix:
+    case MK_StMatrix: {
+      const bool load = op.kind == MK_LdMatrix;
+      need(ops, 2, I.line, name);
+      Opd& frag = load ? ops[0] : ops[1];
+      Opd& addr = load ? ops[1] : ops[0];
+      if (addr.k != Opd::Mem) fail(I.line, name + ": expected a memory operand [..]");
+      regs(frag, op.num, op.r[0], load, false, "register");
+      mem(addr);
+      I.fn = load ? h_ldstmatrix<false> : h_ldstmatrix<true>;
+      break;
+    }
+  }
+  if (F->mma.size() >= kMaxInsts) fail(I.line, "function too large");
+  I.a0 = uint32_t(F->mma.size());
+  F->mma.push_back(op);
+  emit(I);
+}
+
 void Parser::decode_tex(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops,
                         Inst I) {
   const uint32_t line = I.line;
@@ -1464,6 +1555,32 @@ template <class D, class S>
 Handler cvt_fast() { return h_cvt_fast<D, S>; }
 
 void Parser::decode_cvt(const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I) {
+  if (std::find(mods.begin(), mods.end(), "tf32") != mods.end()) {
+    // cvt.rna{.satfinite}.tf32.f32, cvt.{rn,rz}{.satfinite}{.relu}.tf32.f32 (wmma::__float_to_tf32)
+    int mode = -1;
+    bool sat = false, relu = false, to = false, from = false;
+    for (auto m : mods) {
+      int md = m == "rn" ? 0 : m == "rz" ? 1 : m == "rna" ? 2 : -1;
+      if (md >= 0) {
+        if (mode >= 0) fail(I.line, "cvt with two rounding modes");
+        mode = md;
+      } else if (m == "satfinite") sat = true;
+      else if (m == "relu") relu = true;
+      else if (m == "tf32" && !to && !from) to = true;
+      else if (m == "f32" && to && !from) from = true;
+      else fail(I.line, "cvt to .tf32: unexpected modifier ." + std::string(m) + " (cvt.rna/rn/rz{.satfinite}{.relu}.tf32.f32)");
+    }
+    if (mode < 0 || !from) fail(I.line, "cvt to .tf32 needs .rna, .rn or .rz and the source type .f32");
+    if (relu && mode == 2) fail(I.line, "cvt.rna.tf32.f32 takes no .relu");
+    need(ops, 2, I.line, "cvt");
+    I.d[0] = dst(ops[0]);
+    I.s[0] = src(ops[1], T_F32);
+    I.a0 = uint32_t(mode);
+    I.a1 = uint32_t(sat) | uint32_t(relu) << 1;
+    I.fn = h_cvt_tf32;
+    emit(I);
+    return;
+  }
   std::vector<Ty> tys;
   int mode = 0;
   bool sat = false, ftz = false;
@@ -1479,7 +1596,6 @@ void Parser::decode_cvt(const std::vector<std::string_view>& mods, std::vector<O
     else if (m == "sat") sat = true;
     else if (m == "ftz") ftz = true;
     else if (m == "relu" || m == "rna" || m == "satfinite" || m == "rs") { mark_unsupported(I.line, "cvt modifier ." + std::string(m)); return; }
-    else if (m == "tf32") { mark_unsupported(I.line, "cvt to .tf32"); return; }  // loads; traps if it runs
     else {
       Ty t = parse_ty(m);
       if (t == T_None) fail(I.line, "unknown cvt modifier ." + std::string(m));
@@ -1922,6 +2038,10 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     return;
   }
   if (base == "cvt") { decode_cvt(mods, ops, I); return; }
+  if (base == "wmma" || base == "mma" || base == "ldmatrix" || base == "stmatrix") {
+    decode_mma(base, mods, ops, I);
+    return;
+  }
   if (base == "mov") {
     need(ops, 2, line, "mov");
     Ty ty = last_ty();
