@@ -144,6 +144,10 @@ TEST_F(Forward, PinnedMemoryAtItsHostAddress) {
 TEST_F(Forward, ReductionSeries) { expect_pass(run({prog("reduce_series")}), "reduce_series"); }
 // exp, cos, sin, tan... in double, trigonometry of arguments up to 1e300, a Gabor filter bank.
 TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "double_math"); }
+// More pinned memory than the shared heap holds: every allocation works, copies are exact.
+TEST_F(Forward, PinnedMemoryBeyondTheSharedHeap) {
+  expect_pass(run({prog("pinned_beyond_heap")}), "pinned_beyond_heap");
+}
 // Polling an event and a stream while a long kernel runs: not ready, answered without waiting for it.
 TEST_F(Forward, QueriesWhileAKernelRuns) { expect_pass(run({prog("query_running")}), "query_running"); }
 // Programmatic dependent launch: CUB's merge sort, a producer/consumer pair, its events.

@@ -56,14 +56,13 @@ void parse_params(Fatbin& fb) {
 cudaError_t ensure_module(Connection* c, Fatbin& fb) {
   if (fb.module) return cudaSuccess;
   void* buf = nullptr;
-  if (cudaError_t e = cudaMallocHost(&buf, fb.size); e != cudaSuccess) return e;
-  std::memcpy(buf, fb.image, fb.size);
   uint64_t off = 0;
-  in_data_area(buf, fb.size, &off);
+  if (cudaError_t e = data_area_block(c, fb.size, &buf, &off); e != cudaSuccess) return e;
+  std::memcpy(buf, fb.image, fb.size);
   ModuleLoadResp rs{};
   cudaError_t e = push_data_area(c, off, fb.size);
   if (e == cudaSuccess) e = c->call<Op::ModuleLoad>({off, fb.size}, &rs);
-  cudaFreeHost(buf);
+  heap_free_block(off);
   if (e != cudaSuccess) return e;
   fb.module = rs.module;
   return bind_managed_vars(c, fb);

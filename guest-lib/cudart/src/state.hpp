@@ -103,6 +103,8 @@ struct Runtime {
   };
   std::map<uint64_t, Alloc> allocs;                     // device allocations by dptr
   std::map<uintptr_t, size_t> host_registered;          // cudaHostRegister'ed ranges
+  // cudaHostAlloc past the shared pinned heap: pageable memory (its size, flags).
+  std::map<uintptr_t, std::pair<size_t, unsigned>> host_overflow;
   // Pinned heap inside the data area: free blocks offset -> size, and live ones.
   std::map<uint64_t, uint64_t> heap_free, heap_used;
   bool heap_ready = false;
@@ -169,6 +171,11 @@ cudaError_t ensure_mapped(Connection* c, uint64_t* base);  // the data area's de
 bool managed_free(Connection* c, void* p, cudaError_t* e);
 cudaError_t bind_managed_vars(Connection* c, Fatbin& fb);
 cudaError_t managed_alloc(size_t size, void** p);  // managed memory (cudaMallocManaged)
+// A block of the shared pinned heap for the runtime's own transfers (module
+// images, graph node lists), freed with heap_free_block(off): unlike
+// cudaHostAlloc, never pageable memory the server cannot read.
+cudaError_t data_area_block(Connection* c, size_t n, void** p, uint64_t* off);
+bool heap_free_block(uint64_t off);
 // Host pointer -> data-area offset, if it lies inside the shared data area.
 bool in_data_area(const void* p, size_t n, uint64_t* off);
 // Host memory the server reaches itself (the data area, except over ucx://).
