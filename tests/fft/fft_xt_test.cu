@@ -25,22 +25,7 @@
 #include <random>
 #include <vector>
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-#define CF(x)                                                                                 \
-  do {                                                                                        \
-    cufftResult r_ = (x);                                                                     \
-    if (r_ != CUFFT_SUCCESS) {                                                                \
-      std::printf("FAIL %s:%d %s: cufftResult %d\n", __FILE__, __LINE__, #x, int(r_));        \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "check.cuh"  // CHECK, CHECK_STATUS (tests/forward/programs)
 
 using cd = std::complex<double>;
 static int failures = 0;
@@ -128,17 +113,17 @@ static void half_c2c() {
   std::vector<__half> h = pack<__half>(random_signal(size_t(n) * batch));
   std::vector<cd> x = unpack(h);  // the rounded inputs are the reference's
   void *din, *dout;
-  CK(cudaMalloc(&din, h.size() * 2));
-  CK(cudaMalloc(&dout, h.size() * 2));
-  CK(cudaMemcpy(din, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMalloc(&din, h.size() * 2));
+  CHECK(cudaMalloc(&dout, h.size() * 2));
+  CHECK(cudaMemcpy(din, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
   cufftHandle plan;
-  CF(cufftCreate(&plan));
+  CHECK_STATUS(cufftCreate(&plan), CUFFT_SUCCESS);
   long long nn[1] = {n};
   size_t work = 1;
-  CF(cufftXtMakePlanMany(plan, 1, nn, nullptr, 1, 0, CUDA_C_16F, nullptr, 1, 0, CUDA_C_16F, batch, &work, CUDA_C_16F));
-  CF(cufftXtExec(plan, din, dout, CUFFT_FORWARD));
+  CHECK_STATUS(cufftXtMakePlanMany(plan, 1, nn, nullptr, 1, 0, CUDA_C_16F, nullptr, 1, 0, CUDA_C_16F, batch, &work, CUDA_C_16F), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftXtExec(plan, din, dout, CUFFT_FORWARD), CUFFT_SUCCESS);
   std::vector<__half> out(h.size());
-  CK(cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost));
   std::vector<cd> got = unpack(out), want;
   for (int b = 0; b < batch; b++) {
     std::vector<cd> one(x.begin() + b * n, x.begin() + (b + 1) * n);
@@ -149,10 +134,10 @@ static void half_c2c() {
   // A typed execution of a 16-bit plan is refused.
   expect(cufftExecC2C(plan, (cufftComplex*)din, (cufftComplex*)dout, CUFFT_FORWARD), CUFFT_INVALID_PLAN,
          "cufftExecC2C on a half plan");
-  CF(cufftXtSetWorkAreaPolicy(plan, CUFFT_WORKAREA_MINIMAL, nullptr));
-  CF(cufftDestroy(plan));
-  CK(cudaFree(din));
-  CK(cudaFree(dout));
+  CHECK_STATUS(cufftXtSetWorkAreaPolicy(plan, CUFFT_WORKAREA_MINIMAL, nullptr), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftDestroy(plan), CUFFT_SUCCESS);
+  CHECK(cudaFree(din));
+  CHECK(cudaFree(dout));
 }
 
 // 2. Half 2D R2C (32 x 64) then C2R; the round trip returns N times the input.
@@ -162,29 +147,29 @@ static void half_r2c_c2r() {
   std::vector<__half> real(size_t(ny) * nx);
   for (auto& v : real) v = __float2half_rn(float(u(rng)));
   void *dr, *dc, *dback;
-  CK(cudaMalloc(&dr, real.size() * 2));
-  CK(cudaMalloc(&dc, size_t(ny) * half * 4));
-  CK(cudaMalloc(&dback, real.size() * 2));
-  CK(cudaMemcpy(dr, real.data(), real.size() * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaMalloc(&dr, real.size() * 2));
+  CHECK(cudaMalloc(&dc, size_t(ny) * half * 4));
+  CHECK(cudaMalloc(&dback, real.size() * 2));
+  CHECK(cudaMemcpy(dr, real.data(), real.size() * 2, cudaMemcpyHostToDevice));
   cufftHandle fwd, inv;
   long long nn[2] = {ny, nx};
   size_t work;
-  CF(cufftCreate(&fwd));
-  CF(cufftXtMakePlanMany(fwd, 2, nn, nullptr, 1, 0, CUDA_R_16F, nullptr, 1, 0, CUDA_C_16F, 1, &work, CUDA_C_16F));
-  CF(cufftCreate(&inv));
-  CF(cufftXtMakePlanMany(inv, 2, nn, nullptr, 1, 0, CUDA_C_16F, nullptr, 1, 0, CUDA_R_16F, 1, &work, CUDA_C_16F));
-  CF(cufftXtExec(fwd, dr, dc, CUFFT_FORWARD));
+  CHECK_STATUS(cufftCreate(&fwd), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftXtMakePlanMany(fwd, 2, nn, nullptr, 1, 0, CUDA_R_16F, nullptr, 1, 0, CUDA_C_16F, 1, &work, CUDA_C_16F), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftCreate(&inv), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftXtMakePlanMany(inv, 2, nn, nullptr, 1, 0, CUDA_C_16F, nullptr, 1, 0, CUDA_R_16F, 1, &work, CUDA_C_16F), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftXtExec(fwd, dr, dc, CUFFT_FORWARD), CUFFT_SUCCESS);
   std::vector<__half> spec(size_t(ny) * half * 2);
-  CK(cudaMemcpy(spec.data(), dc, spec.size() * 2, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(spec.data(), dc, spec.size() * 2, cudaMemcpyDeviceToHost));
   std::vector<cd> x(real.size());
   for (size_t i = 0; i < x.size(); i++) x[i] = __half2float(real[i]);
   std::vector<cd> full = dft(x, {ny, nx}, -1), want;
   for (int y = 0; y < ny; y++)
     for (int k = 0; k < half; k++) want.push_back(full[size_t(y) * nx + k]);
   check("half R2C 32x64 (the non-redundant half of the spectrum)", max_rel(unpack(spec), want), 2e-3);
-  CF(cufftXtExec(inv, dc, dback, CUFFT_INVERSE));
+  CHECK_STATUS(cufftXtExec(inv, dc, dback, CUFFT_INVERSE), CUFFT_SUCCESS);
   std::vector<__half> back(real.size());
-  CK(cudaMemcpy(back.data(), dback, back.size() * 2, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(back.data(), dback, back.size() * 2, cudaMemcpyDeviceToHost));
   // The inverse of the half-rounded spectrum, in double: what C2R computes.
   std::vector<cd> s = unpack(spec), herm(x.size());
   for (int y = 0; y < ny; y++)
@@ -193,11 +178,11 @@ static void half_r2c_c2r() {
   std::vector<cd> ref = dft(herm, {ny, nx}, +1), got(x.size());
   for (size_t i = 0; i < got.size(); i++) got[i] = __half2float(back[i]), ref[i] = ref[i].real();
   check("half C2R 32x64 (back to N times the input)", max_rel(got, ref), 2e-3);
-  CF(cufftDestroy(fwd));
-  CF(cufftDestroy(inv));
-  CK(cudaFree(dr));
-  CK(cudaFree(dc));
-  CK(cudaFree(dback));
+  CHECK_STATUS(cufftDestroy(fwd), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftDestroy(inv), CUFFT_SUCCESS);
+  CHECK(cudaFree(dr));
+  CHECK(cudaFree(dc));
+  CHECK(cudaFree(dback));
 }
 
 // 3. bf16 C2C, 2 transforms of 512 points, in place, inverse, on a stream.
@@ -206,21 +191,21 @@ static void bf16_c2c() {
   std::vector<__nv_bfloat16> h = pack<__nv_bfloat16>(random_signal(size_t(n) * batch));
   std::vector<cd> x = unpack(h);
   void* d;
-  CK(cudaMalloc(&d, h.size() * 2));
+  CHECK(cudaMalloc(&d, h.size() * 2));
   cudaStream_t st;
-  CK(cudaStreamCreate(&st));
-  CK(cudaMemcpyAsync(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice, st));
+  CHECK(cudaStreamCreate(&st));
+  CHECK(cudaMemcpyAsync(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice, st));
   cufftHandle plan;
-  CF(cufftCreate(&plan));
-  CF(cufftSetStream(plan, st));
+  CHECK_STATUS(cufftCreate(&plan), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftSetStream(plan, st), CUFFT_SUCCESS);
   long long nn[1] = {n};
   size_t work;
-  CF(cufftXtMakePlanMany(plan, 1, nn, nullptr, 1, 0, CUDA_C_16BF, nullptr, 1, 0, CUDA_C_16BF, batch, &work,
-                         CUDA_C_16BF));
-  CF(cufftXtExec(plan, d, d, CUFFT_INVERSE));
+  CHECK_STATUS(cufftXtMakePlanMany(plan, 1, nn, nullptr, 1, 0, CUDA_C_16BF, nullptr, 1, 0, CUDA_C_16BF, batch, &work,
+                         CUDA_C_16BF), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftXtExec(plan, d, d, CUFFT_INVERSE), CUFFT_SUCCESS);
   std::vector<__nv_bfloat16> out(h.size());
-  CK(cudaMemcpyAsync(out.data(), d, out.size() * 2, cudaMemcpyDeviceToHost, st));
-  CK(cudaStreamSynchronize(st));
+  CHECK(cudaMemcpyAsync(out.data(), d, out.size() * 2, cudaMemcpyDeviceToHost, st));
+  CHECK(cudaStreamSynchronize(st));
   std::vector<cd> want;
   for (int b = 0; b < batch; b++) {
     std::vector<cd> one(x.begin() + b * n, x.begin() + (b + 1) * n);
@@ -228,9 +213,9 @@ static void bf16_c2c() {
     want.insert(want.end(), r.begin(), r.end());
   }
   check("bf16 C2C 512 x2 inverse, in place, on a stream", max_rel(unpack(out), want), 1.2e-2);
-  CF(cufftDestroy(plan));
-  CK(cudaStreamDestroy(st));
-  CK(cudaFree(d));
+  CHECK_STATUS(cufftDestroy(plan), CUFFT_SUCCESS);
+  CHECK(cudaStreamDestroy(st));
+  CHECK(cudaFree(d));
 }
 
 // 4. Single precision R2C through the advanced layout: 3 signals of 100
@@ -242,18 +227,18 @@ static void wide_precisions() {
   std::vector<float> in(size_t(n) * batch);
   for (auto& v : in) v = float(u(rng));
   void *din, *dout;
-  CK(cudaMalloc(&din, in.size() * 4));
-  CK(cudaMalloc(&dout, size_t(odist) * batch * 8));
-  CK(cudaMemcpy(din, in.data(), in.size() * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMalloc(&din, in.size() * 4));
+  CHECK(cudaMalloc(&dout, size_t(odist) * batch * 8));
+  CHECK(cudaMemcpy(din, in.data(), in.size() * 4, cudaMemcpyHostToDevice));
   cufftHandle plan;
-  CF(cufftCreate(&plan));
+  CHECK_STATUS(cufftCreate(&plan), CUFFT_SUCCESS);
   long long nn[1] = {n}, ie[1] = {n}, oe[1] = {odist};
   size_t work, est = 1;
-  CF(cufftXtGetSizeMany(plan, 1, nn, ie, batch, 1, CUDA_R_32F, oe, 1, odist, CUDA_C_32F, batch, &est, CUDA_C_32F));
-  CF(cufftXtMakePlanMany(plan, 1, nn, ie, batch, 1, CUDA_R_32F, oe, 1, odist, CUDA_C_32F, batch, &work, CUDA_C_32F));
-  CF(cufftXtExec(plan, din, dout, CUFFT_FORWARD));
+  CHECK_STATUS(cufftXtGetSizeMany(plan, 1, nn, ie, batch, 1, CUDA_R_32F, oe, 1, odist, CUDA_C_32F, batch, &est, CUDA_C_32F), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftXtMakePlanMany(plan, 1, nn, ie, batch, 1, CUDA_R_32F, oe, 1, odist, CUDA_C_32F, batch, &work, CUDA_C_32F), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftXtExec(plan, din, dout, CUFFT_FORWARD), CUFFT_SUCCESS);
   std::vector<std::complex<float>> out(size_t(odist) * batch);
-  CK(cudaMemcpy(out.data(), dout, out.size() * 8, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(out.data(), dout, out.size() * 8, cudaMemcpyDeviceToHost));
   std::vector<cd> got, want;
   for (int b = 0; b < batch; b++) {
     std::vector<cd> one(n);
@@ -262,30 +247,30 @@ static void wide_precisions() {
     for (int k = 0; k <= n / 2; k++) want.push_back(r[k]), got.push_back(cd(out[size_t(b) * odist + k]));
   }
   check("single R2C 100 x3 interleaved (advanced layout)", max_rel(got, want), 1e-5);
-  CF(cufftDestroy(plan));
-  CK(cudaFree(din));
-  CK(cudaFree(dout));
+  CHECK_STATUS(cufftDestroy(plan), CUFFT_SUCCESS);
+  CHECK(cudaFree(din));
+  CHECK(cudaFree(dout));
 
   const int m = 96;
   std::vector<cd> z = random_signal(m);
   void* dz;
-  CK(cudaMalloc(&dz, m * 16));
-  CK(cudaMemcpy(dz, z.data(), m * 16, cudaMemcpyHostToDevice));
+  CHECK(cudaMalloc(&dz, m * 16));
+  CHECK(cudaMemcpy(dz, z.data(), m * 16, cudaMemcpyHostToDevice));
   cufftHandle zp;
-  CF(cufftPlan1d(&zp, m, CUFFT_Z2Z, 1));
-  CF(cufftXtExec(zp, dz, dz, CUFFT_FORWARD));
+  CHECK_STATUS(cufftPlan1d(&zp, m, CUFFT_Z2Z, 1), CUFFT_SUCCESS);
+  CHECK_STATUS(cufftXtExec(zp, dz, dz, CUFFT_FORWARD), CUFFT_SUCCESS);
   std::vector<cd> zo(m);
-  CK(cudaMemcpy(zo.data(), dz, m * 16, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(zo.data(), dz, m * 16, cudaMemcpyDeviceToHost));
   check("double Z2Z 96 through cufftXtExec", max_rel(zo, dft(z, {m}, -1)), 1e-12);
-  CF(cufftDestroy(zp));
-  CK(cudaFree(dz));
+  CHECK_STATUS(cufftDestroy(zp), CUFFT_SUCCESS);
+  CHECK(cudaFree(dz));
 }
 
 // 5. Refusals.
 static void refusals() {
   cufftHandle p;
   size_t work;
-  CF(cufftCreate(&p));
+  CHECK_STATUS(cufftCreate(&p), CUFFT_SUCCESS);
   long long n100[1] = {100}, n64[1] = {64}, e[1] = {64};
   expect(cufftXtMakePlanMany(p, 1, n100, nullptr, 1, 0, CUDA_C_16F, nullptr, 1, 0, CUDA_C_16F, 1, &work, CUDA_C_16F),
          CUFFT_NOT_SUPPORTED, "half C2C of 100 points (not a power of two)");
@@ -296,12 +281,12 @@ static void refusals() {
   expect(cufftXtMakePlanMany(p, 1, n64, nullptr, 1, 0, CUDA_C_64F, nullptr, 1, 0, CUDA_C_64F, 1, &work, CUDA_C_32F),
          CUFFT_INVALID_TYPE, "double data, single-precision execution");
   // The handle is still unplanned: a valid plan can be made on it now.
-  CF(cufftXtMakePlanMany(p, 1, n64, nullptr, 1, 0, CUDA_C_16F, nullptr, 1, 0, CUDA_C_16F, 1, &work, CUDA_C_16F));
+  CHECK_STATUS(cufftXtMakePlanMany(p, 1, n64, nullptr, 1, 0, CUDA_C_16F, nullptr, 1, 0, CUDA_C_16F, 1, &work, CUDA_C_16F), CUFFT_SUCCESS);
   int gpus[2] = {0, 1};
   expect(cufftXtSetGPUs(p, 2, gpus), CUFFT_NOT_SUPPORTED, "cufftXtSetGPUs (multi-GPU plans)");
   cudaLibXtDesc* desc = nullptr;
   expect(cufftXtMalloc(p, &desc, CUFFT_XT_FORMAT_INPLACE), CUFFT_NOT_SUPPORTED, "cufftXtMalloc (descriptors)");
-  CF(cufftDestroy(p));
+  CHECK_STATUS(cufftDestroy(p), CUFFT_SUCCESS);
 }
 
 int main() {
@@ -310,7 +295,7 @@ int main() {
   bf16_c2c();
   wide_precisions();
   refusals();
-  CK(cudaDeviceSynchronize());
+  CHECK(cudaDeviceSynchronize());
   if (failures) {
     std::printf("FAIL: %d check(s) failed\n", failures);
     return 1;
