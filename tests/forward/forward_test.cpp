@@ -144,6 +144,8 @@ TEST_F(Forward, PinnedMemoryAtItsHostAddress) {
 TEST_F(Forward, ReductionSeries) { expect_pass(run({prog("reduce_series")}), "reduce_series"); }
 // exp, cos, sin, tan... in double, trigonometry of arguments up to 1e300, a Gabor filter bank.
 TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "double_math"); }
+// Driver functions through cudaGetDriverEntryPointByVersion (PyTorch's way to the driver), no cuInit.
+TEST_F(Forward, DriverFunctionsThroughTheRuntime) { expect_pass(run({prog("driver_entry")}), "driver_entry"); }
 // Programmatic dependent launch: CUB's merge sort, a producer/consumer pair, its events.
 TEST_F(Forward, ProgrammaticDependentLaunch) { expect_pass(run({prog("pdl")}), "pdl"); }
 // Managed buffers attached to single streams (cudaStreamAttachMemAsync) and its refusals.
