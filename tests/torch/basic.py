@@ -3,7 +3,8 @@
 compared with the same computation on the CPU. What needs only the runtime,
 copies, memsets and cuBLAS must work; PyTorch's own kernels (SASS only in the
 wheel) must either match the CPU or be refused cleanly, leaving the session
-usable. Exit 0 on success, 1 with the first mismatch."""
+usable. PyTorch's jiterated operations (CUDA C++ compiled at run time with
+NVRTC) run on the sim device. Exit 0 on success, 1 with the first mismatch."""
 import sys
 
 import torch
@@ -48,6 +49,21 @@ expect_close("a.T @ b.T, float32 (cuBLAS, transposed operands)", B.cuda().t() @ 
 expect_close("batched a @ b (cuBLAS strided batched)",
              torch.bmm(A.view(4, 24, 80).cuda(), B.expand(4, 80, 72).contiguous().cuda()),
              torch.bmm(A.view(4, 24, 80), B.expand(4, 80, 72).contiguous()), 1e-4)
+
+# Reductions through cuBLAS (dot, gemv).
+x, y = torch.randn(1000, generator=g), torch.randn(1000, generator=g)
+expect_close("torch.dot, float32 (cuBLAS)", torch.dot(x.cuda(), y.cuda()), torch.dot(x, y), 1e-3)
+expect_close("torch.dot, float64 (cuBLAS)", torch.dot(x.double().cuda(), y.double().cuda()),
+             torch.dot(x.double(), y.double()), 1e-10)
+expect_close("row sums as A @ ones (cuBLAS gemv)", torch.mv(A.cuda(), torch.ones(80).cuda()), A.sum(1), 1e-4)
+
+# Elementwise kernels PyTorch compiles at run time (jiterator: NVRTC, then
+# PTX the sim device runs).
+expect_close("torch.special.i0 (jiterated kernel)", torch.special.i0(x.cuda()), torch.special.i0(x), 1e-4)
+expect_close("torch.special.bessel_j0 (jiterated kernel)", torch.special.bessel_j0(x.cuda()),
+             torch.special.bessel_j0(x), 1e-5)
+n, m = torch.arange(1, 200), torch.arange(7, 206)
+expect_close("torch.lcm, int64 (jiterated kernel)", torch.lcm(n.cuda(), m.cuda()), torch.lcm(n, m), 0)
 
 # PyTorch's own kernels: matched against the CPU where the device can run
 # them, else refused as an invalid kernel image (never a wrong answer, never

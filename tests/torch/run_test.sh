@@ -26,6 +26,10 @@ for l in libcudart.so.13 libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcufft
          libcudnn.so.9 libnvrtc.so.13; do
   [ -e "$lib/$l" ] && pre="$pre${pre:+:}$lib/$l"
 done
+# Jiterated kernels compiled afresh each run (no disk cache), with the NVRTC
+# of the PyTorch wheel (Wormhole's libnvrtc drives NVIDIA's).
+nvrtc=$(ls "$env"/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13 2>/dev/null | head -1)
+export USE_PYTORCH_KERNEL_CACHE=0 WORMHOLE_NVRTC_LIB="${WORMHOLE_NVRTC_LIB:-$nvrtc}"
 LD_PRELOAD="$pre" "$run" --lib-dir "$lib" --socket "$dir/s.sock" "$env/bin/python" "$script"
 rc=$?
 [ $rc -eq 0 ] || { echo "--- server log"; cat "$dir/server.log"; }
