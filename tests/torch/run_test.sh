@@ -5,6 +5,12 @@
 set -u
 server=$1 run=$2 lib=$3 script=$4
 here=$(cd "$(dirname "$0")" && pwd)
+# A sanitizer's runtime must be the first library of the process: drop-ins
+# built with one cannot be preloaded into Python.
+if readelf -d "$lib/libcudart.so.13" 2>/dev/null | grep -qE 'lib[at]san'; then
+  echo "SKIP: the guest libraries are built with a sanitizer; they cannot be preloaded into Python"
+  exit 77
+fi
 env=$("$here/torch-env.sh") || {
   echo "SKIP: cannot build the PyTorch venv (PyPI not reachable?); see tests/torch/torch-env.sh"
   exit 77
