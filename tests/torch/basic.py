@@ -50,6 +50,12 @@ expect_close("batched a @ b (cuBLAS strided batched)",
              torch.bmm(A.view(4, 24, 80).cuda(), B.expand(4, 80, 72).contiguous().cuda()),
              torch.bmm(A.view(4, 24, 80), B.expand(4, 80, 72).contiguous()), 1e-4)
 
+# torch.nn.functional.linear with a bias: addmm through cuBLASLt with a bias
+# epilogue, on PyTorch's cuBLAS handle used as a cuBLASLt handle.
+W, bias = torch.randn(24, 80, generator=g), torch.randn(24, generator=g)
+expect_close("F.linear with bias (cuBLASLt, bias epilogue)",
+             torch.nn.functional.linear(A.cuda(), W.cuda(), bias.cuda()), torch.nn.functional.linear(A, W, bias), 1e-4)
+
 # Reductions through cuBLAS (dot, gemv).
 x, y = torch.randn(1000, generator=g), torch.randn(1000, generator=g)
 expect_close("torch.dot, float32 (cuBLAS)", torch.dot(x.cuda(), y.cuda()), torch.dot(x, y), 1e-3)

@@ -49,6 +49,8 @@ step("x.sum()", lambda: same(A.cuda().sum(), A.sum(), 1e-3))
 step("a @ b (cuBLAS sgemm)", lambda: same(A.cuda() @ B.cuda(), A @ B, 1e-3))
 step("torch.mm into preallocated out", lambda: same(torch.mm(A.cuda(), B.cuda(), out=torch.empty(64, 32, device="cuda")), A @ B, 1e-3))
 step("a @ b in float64 (cuBLAS dgemm)", lambda: same(A.double().cuda() @ B.double().cuda(), A.double() @ B.double(), 1e-9))
+step("F.linear with bias (cuBLASLt)", lambda: same(torch.nn.functional.linear(A.cuda(), B.t().contiguous().cuda(), B[0].cuda()),
+                                                   torch.nn.functional.linear(A, B.t().contiguous(), B[0]), 1e-3))
 step("torch.dot (cuBLAS)", lambda: same(torch.dot(A[0].cuda(), A[1].cuda()), torch.dot(A[0], A[1]), 1e-3))
 step("torch.mv (cuBLAS gemv)", lambda: same(torch.mv(A.cuda(), B[:, 0].contiguous().cuda()), torch.mv(A, B[:, 0].contiguous()), 1e-3))
 step("torch.special.i0 (jiterator: NVRTC)", lambda: same(torch.special.i0(A.cuda()), torch.special.i0(A), 1e-3))
