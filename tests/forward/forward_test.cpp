@@ -150,6 +150,8 @@ TEST_F(Forward, PinnedMemoryBeyondTheSharedHeap) {
 }
 // Polling an event and a stream while a long kernel runs: not ready, answered without waiting for it.
 TEST_F(Forward, QueriesWhileAKernelRuns) { expect_pass(run({prog("query_running")}), "query_running"); }
+// Driver functions through cudaGetDriverEntryPointByVersion (PyTorch's way to the driver), no cuInit.
+TEST_F(Forward, DriverFunctionsThroughTheRuntime) { expect_pass(run({prog("driver_entry")}), "driver_entry"); }
 // Programmatic dependent launch: CUB's merge sort, a producer/consumer pair, its events.
 TEST_F(Forward, ProgrammaticDependentLaunch) { expect_pass(run({prog("pdl")}), "pdl"); }
 // nvcuda::wmma GEMMs (f16, bf16, tf32, int8; row/col-major; alpha/beta on the accumulator

@@ -188,6 +188,13 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
   auto* h = new cublasContext();
   h->server = rs.handle;
   if (rs.version > 0) h->version = rs.version;
+  // Its cuBLASLt handle; none when the server has no cuBLASLt (the cast
+  // handle is then refused by cuBLASLt, as one never created).
+  LtCreateResp lt{};
+  if (B::call<Op::LtCreate>({}, &lt) == cudaSuccess) {
+    h->lt.server = lt.handle;
+    h->lt.magic = kLtHandleMagic;
+  }
   *handle = h;
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -195,6 +202,8 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
 cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
   WH_HANDLE(h);
   cudaError_t e = B::call<Op::BlasDestroy>({h->server}, nullptr);
+  if (h->lt.server) B::call<Op::LtDestroy>({h->lt.server}, nullptr);
+  h->lt.magic = 0;
   delete h;
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : B::status(e);
 }

@@ -9,6 +9,7 @@
 
 #include "connection.hpp"  // guest-lib/cudart/src: wh::guest::Connection
 #include "library_call.hpp"
+#include "lt_handle.hpp"  // guest-lib/cublaslt/src
 #include "wormhole/proto/wire.hpp"
 
 extern "C" {
@@ -17,6 +18,7 @@ void* wh_guest_connection(void);
 
 // The guest side of a cuBLAS handle.
 struct cublasContext {
+  cublasLtContext lt;  // first: the handle cast to a cublasLtHandle_t is this one
   uint64_t server = 0;  // the session's handle (BlasCreate)
   cudaStream_t stream = nullptr;
   cublasPointerMode_t pmode = CUBLAS_POINTER_MODE_HOST;

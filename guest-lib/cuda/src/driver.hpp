@@ -63,6 +63,11 @@ void context_storage_destroyed(CUcontext ctx);
 // The single context's handle (the primary context) and its checks.
 CUcontext primary();
 bool valid_context(CUcontext c);
+// True when this library's runtime functions bind to a libcudart.so.13
+// that is not Wormhole's (NVIDIA's, loaded into the process first): every
+// driver call would re-enter that runtime, which may be calling us, so the
+// entry points a runtime starts with refuse instead (and say why, once).
+bool foreign_runtime();
 // Logs once per message to stderr (unsupported options and the like).
 void log_once(const std::string& msg);
 // The image cuLinkComplete made at `p`, if it is one: its size, else 0.
