@@ -13,10 +13,17 @@
 #     logs its name once.
 # A notes entry for a function the drop-in does not define is an error, so
 # the notes cannot claim more than the library does.
-# Usage: gen_compat.sh OUT.md  TITLE NVIDIA.so DROPIN.so NOTES  [TITLE NVIDIA.so DROPIN.so NOTES]...
+# A hand-written section on what kernels themselves may use (device code:
+# no library exports it) follows the summary: --device FILE.
+# Usage: gen_compat.sh OUT.md [--device FILE] TITLE NVIDIA.so DROPIN.so NOTES  [TITLE NVIDIA.so DROPIN.so NOTES]...
 set -euo pipefail
 out=$1
 shift
+device=
+if [[ ${1:-} == --device ]]; then
+  device=$2
+  shift 2
+fi
 tmp=$(mktemp)
 trap 'rm -f "$tmp" "$tmp".*' EXIT
 
@@ -95,6 +102,10 @@ done
   echo "|---|---|---|---|---|---|"
   cat "$tmp.sum"
   echo
+  if [[ -n $device ]]; then
+    cat "$device"
+    echo
+  fi
   cat "$tmp.body"
 } > "$out.new"
 mv "$out.new" "$out"

@@ -204,6 +204,30 @@ TEST_F(Forward, Texture3DLayeredMipmap) { expect_pass(run({prog("tex3d")}), "tex
 TEST_F(Forward, TexturePitch2DAndLinear) { expect_pass(run({prog("tex_pitch2d")}), "tex_pitch2d"); }
 // malloc/free and new/delete in kernels, the heap size limit fixed at first use.
 TEST_F(Forward, DeviceHeap) { expect_pass(run({prog("device_heap")}), "device_heap"); }
+// Virtual functions (objects made with device-side new, used through base
+// pointers, deleted), tables of function pointers, pointers read from
+// symbols and passed as kernel arguments, address initializers.
+TEST_F(Forward, VirtualFunctionsAndFunctionPointers) {
+  expect_pass(run({prog("virtual_functions")}), "virtual_functions");
+}
+// A call through a pointer that is not a function fails the launch: the
+// client's stderr names the kernel and the address; the server lives on.
+TEST_F(Forward, CallThroughADataPointerFails) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kDeviceOutput);
+  const std::string path = "/tmp/wh-fwd-badcall-" + std::to_string(getpid());
+  Process::Result r = Process::run({prog("virtual_functions"), "badcall"}, server.client_env(), 60s, path);
+  std::ifstream f(path);
+  std::stringstream b;
+  b << f.rdbuf();
+  unlink(path.c_str());
+  expect_pass(r, "virtual_functions badcall");
+  const std::string err = b.str();
+  EXPECT_NE(err.find("cudaErrorIllegalAddress"), std::string::npos) << err;
+  EXPECT_NE(err.find("apply_ptr"), std::string::npos) << err;
+  EXPECT_NE(err.find("indirect call to address 0x"), std::string::npos) << err;
+  EXPECT_NE(err.find("which is not a function"), std::string::npos) << err;
+  EXPECT_TRUE(server.alive());
+}
 // A fork child that exits leaves its parent's session alone; one that calls
 // CUDA gets cudaErrorInitializationError, never the parent's channel.
 TEST_F(Forward, ForkChildren) { expect_pass(run({prog("fork_child")}), "fork_child"); }

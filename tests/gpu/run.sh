@@ -70,7 +70,7 @@ forward_suite() {  # NAME DIR
   local dir=$2
   for p in vector_add matmul streams_events memset_2d symbols multithread device_info device_query cooperative \
            big_params thrust_algos multi_fatbin mempool graph_capture graph_explicit graph_update graph_mem \
-           tex_filter surface_rw tex3d tex_pitch2d fork_child; do
+           tex_filter surface_rw tex3d tex_pitch2d fork_child virtual_functions; do
     [ -x "$dir/$p" ] && both "$p" "$dir/$p"
   done
   excluded device_heap "limits set by one session stay for the next in the stacked server's one session" ||

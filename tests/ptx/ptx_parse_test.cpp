@@ -28,7 +28,7 @@ TEST(PtxParse, MalformedInputIsAnErrorWithALine) {
       {".version 8.0\n.visible .entry k(\n{\n", "line"},
       {wrap("  .reg .b32 %r1;\n  ld.global.u32 %r1, [unknown_sym];"), "unknown symbol 'unknown_sym'"},
       {wrap("  .reg .b32 %r1;\n  call.uni nofunc, ();"), "undeclared function"},
-      {".version 8.0\n.global .u64 p = generic(x);\n", "unsupported initializer"},
+      {".version 8.0\n.global .u64 p = generic(x);\n", "unknown symbol 'x' in the initializer of 'p'"},
       {wrap("  \"unterminated"), "unterminated string"},
       {wrap("  .reg .b64 %rd<2>;\n  add.s64 %rd1, %rd1, 1.8e273;"), "out of range for an integer operand"},
   };

@@ -587,12 +587,21 @@ class SimContext final : public Context, public ptx::DeviceMemory {
         return e;
       }
       m->globals.push_back(d);
-      // Reused device memory is not cleared, but a variable without an
-      // initializer starts as zero.
-      memset8(d, 0, std::max<uint64_t>(g.size, 1), nullptr);
-      if (!g.init.empty()) copy_htod(d, g.init.data(), std::min<uint64_t>(g.init.size(), g.size), nullptr);
       m->mod->bind_global(g.name, d);
       m->symbols[g.name] = {d, g.size};
+    }
+    // Initial values once every variable has its address: an initializer may
+    // hold another variable's (a pointer, a vtable's neighbours).
+    const auto& gs = m->mod->globals();
+    for (size_t i = 0; i < gs.size(); ++i) {
+      const auto& g = gs[i];
+      // Reused device memory is not cleared, but a variable without an
+      // initializer starts as zero.
+      memset8(m->globals[i], 0, std::max<uint64_t>(g.size, 1), nullptr);
+      if (g.init.empty()) continue;
+      std::vector<uint8_t> bytes(g.init.begin(), g.init.begin() + std::min<uint64_t>(g.init.size(), g.size));
+      if (bytes.size() == g.size) m->mod->apply_relocs(g, bytes.data());
+      copy_htod(m->globals[i], bytes.data(), bytes.size(), nullptr);
     }
     *out = std::move(m);
     return cudaSuccess;
@@ -643,6 +652,15 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     std::memcpy(to, from, size);
     if (!m.mod->bind_global(name, dptr)) return cudaErrorInvalidSymbol;
     it->second.first = dptr;
+    // Variables initialized with this one's address follow it.
+    const auto& gs = m.mod->globals();
+    for (size_t t = 0; t < gs.size(); ++t) {
+      if (gs[t].name != name) continue;
+      for (const auto& h : gs)
+        if (!h.relocs.empty())
+          if (auto hs = m.symbols.find(h.name); hs != m.symbols.end())
+            if (uint8_t* hp = span(hs->second.first, h.size)) m.mod->apply_relocs(h, hp, int64_t(t));
+    }
     auto g = std::find(m.globals.begin(), m.globals.end(), old);
     if (g != m.globals.end()) {
       m.globals.erase(g);

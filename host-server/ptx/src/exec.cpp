@@ -92,13 +92,16 @@ void build_kernels(ModuleImpl& M, std::string* err) {
     std::vector<int> color(M.funcs.size(), 0);
     std::vector<uint32_t> order;
     bool recursive = false;
+    // Indirect calls may reach any address-taken function of their shape:
+    // those count for the stacks, shared variables and heap use.
     std::function<void(uint32_t)> dfs = [&](uint32_t u) {
       color[u] = 1;
       order.push_back(u);
-      for (uint32_t v : M.funcs[u].callees) {
-        if (color[v] == 1) recursive = true;
-        else if (color[v] == 0) dfs(v);
-      }
+      for (const auto* list : {&M.funcs[u].callees, &M.funcs[u].icallees})
+        for (uint32_t v : *list) {
+          if (color[v] == 1) recursive = true;
+          else if (color[v] == 0) dfs(v);
+        }
       color[u] = 2;
     };
     dfs(fi);
@@ -109,11 +112,12 @@ void build_kernels(ModuleImpl& M, std::string* err) {
       std::function<void(uint32_t)> depth = [&](uint32_t u) {
         if (lmemo[u] != UINT64_MAX) return;
         uint64_t l = 0, r = 0;
-        for (uint32_t v : M.funcs[u].callees) {
-          depth(v);
-          l = std::max(l, lmemo[v]);
-          r = std::max(r, rmemo[v]);
-        }
+        for (const auto* list : {&M.funcs[u].callees, &M.funcs[u].icallees})
+          for (uint32_t v : *list) {
+            depth(v);
+            l = std::max(l, lmemo[v]);
+            r = std::max(r, rmemo[v]);
+          }
         lmemo[u] = l + frame(u);
         rmemo[u] = r + M.funcs[u].nregs;
       };
@@ -175,6 +179,10 @@ Module::~Module() = default;
 
 std::unique_ptr<Module> Module::from_ptx(std::string_view text, std::string* err) {
   std::unique_ptr<Module> m(new Module());
+  // Function addresses carry the module's tag: a pointer taken in another
+  // module is refused rather than calling whatever has its index here.
+  static std::atomic<uint32_t> next_tag{1};
+  m->impl_->tag = next_tag.fetch_add(1, std::memory_order_relaxed);
   if (!detail::parse_module(text, *m->impl_, err)) return nullptr;
   auto& M = *m->impl_;
   M.gaddr.assign(M.globals.size(), 0);
@@ -255,6 +263,17 @@ const KernelInfo* Module::kernel(std::string_view name) const {
 }
 const std::vector<GlobalVar>& Module::globals() const { return impl_->globals; }
 int Module::target_arch() const { return impl_->target_arch; }
+bool Module::apply_relocs(const GlobalVar& g, uint8_t* bytes, int64_t only_target) const {
+  for (const GlobalReloc& r : g.relocs) {
+    if (only_target >= 0 && r.target != uint64_t(only_target)) continue;
+    if (r.target >= impl_->globals.size() || !impl_->gbound[r.target] || r.size > 8 || r.offset > g.size ||
+        r.size > g.size - r.offset)
+      return false;
+    const uint64_t v = (impl_->gaddr[r.target] + uint64_t(r.addend)) >> r.shift;
+    std::memcpy(bytes + r.offset, &v, r.size);  // little-endian: the low bytes
+  }
+  return true;
+}
 bool Module::bind_global(std::string_view name, uint64_t addr) {
   for (size_t i = 0; i < impl_->globals.size(); ++i)
     if (impl_->globals[i].name == name) {
@@ -458,6 +477,45 @@ std::string format_printf(Ctx& c, int lane, const std::string& fmt, uint64_t arg
     i = j;
   }
   return out;
+}
+
+// An indirect call's target: a defined, non-kernel function of this module
+// whose parameters and results fit the call's prototype. Otherwise the launch
+// fails naming the address or the function (a GPU would fault or run garbage).
+bool check_icall(Ctx& c, const Inst& I, const CallSite& cs, uint32_t callee, uint64_t target) {
+  const ModuleImpl& M = *c.mod;
+  if (callee == NOREG) {
+    const uint32_t tag_mask = (1u << kFuncTagBits) - 1;
+    const bool other = (target & ~((uint64_t(1) << (kFuncTagShift + kFuncTagBits)) - 1)) == kFuncWindow &&
+                       ((target >> kFuncTagShift) & tag_mask) != (M.tag & tag_mask);
+    c.set_fault(LaunchError::BadAccess, I,
+                "indirect call to address " + hex(target) +
+                    (other ? ", a function address that is not of this module (function pointers are valid in the "
+                             "module that took them)"
+                           : ", which is not a function"));
+    return false;
+  }
+  const Function& f = M.funcs[callee];
+  if (f.is_entry) {
+    c.set_fault(LaunchError::BadAccess, I, "indirect call to kernel " + f.name + " (a __global__ function is launched, not called)");
+    return false;
+  }
+  if (f.builtin) {
+    c.set_fault(LaunchError::Unsupported, I, "indirect call to the built-in function '" + f.name + "'");
+    return false;
+  }
+  if (!cs.targets.empty() && std::find(cs.targets.begin(), cs.targets.end(), callee) == cs.targets.end()) {
+    c.set_fault(LaunchError::BadAccess, I, "indirect call to " + f.name + ", which is not in the call's .calltargets " + cs.proto);
+    return false;
+  }
+  bool fits = f.params.size() == cs.arg_size.size() && f.rets.size() == cs.ret_size.size();
+  for (size_t i = 0; fits && i < f.params.size(); ++i) fits = f.params[i].size <= cs.arg_size[i];
+  for (size_t i = 0; fits && i < f.rets.size(); ++i) fits = f.rets[i].size <= cs.ret_size[i];
+  if (!fits) {
+    c.set_fault(LaunchError::Trap, I, "indirect call to " + f.name + ", whose parameters or results do not match the call's prototype " + cs.proto);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -880,10 +938,28 @@ struct EngineImpl {
           }
           break;
         }
-        case Ctl::Call: {
+        case Ctl::Call:
+        case Ctl::ICall: {
           if (!m) { ++pc; if (pc == fr->min_wait) merge(*fr, pc, active); break; }
           const CallSite& cs = fn->calls[I.a0];
-          const Function& cf = M.funcs[cs.callee];
+          uint32_t callee = cs.callee, others = active & ~m;
+          if (I.ctl == Ctl::ICall) {
+            // Lanes may hold different targets (virtual calls on objects of
+            // several classes): the first lane's group calls now, the others
+            // stay at the call and take it when this group returns.
+            const uint64_t* P = c.src(I.s[0]);
+            const uint64_t target = P[std::countr_zero(m)];
+            uint32_t same = 0;
+            for_lanes(m, [&](int l) { same |= uint32_t(P[l] == target) << l; });
+            callee = M.func_at(target);
+            if (!check_icall(c, I, cs, callee, target)) {
+              save();
+              return;
+            }
+            if (uint32_t rest = m & ~same) park(*fr, rest, pc);
+            m = same;
+          }
+          const Function& cf = M.funcs[callee];
           if (!cf.defined) {
             c.set_fault(LaunchError::Unsupported, I, "call to function '" + cf.name + "' which has no body in this module");
             save();
@@ -896,7 +972,6 @@ struct EngineImpl {
             save();
             return;
           }
-          uint32_t others = active & ~m;
           if (others) park(*fr, others, pc + 1);
           fr->pc = pc + 1;
           fr->active = 0;
@@ -908,7 +983,7 @@ struct EngineImpl {
             });
           }
           Frame nf;
-          nf.func = cs.callee;
+          nf.func = callee;
           nf.pc = 0;
           nf.active = m;
           nf.waiting = 0;

@@ -24,6 +24,14 @@ constexpr uint64_t kMaxBlockRegBytes = 1ull << 30;
 // above any parameter offset, so backends need not allocate it.
 constexpr uint64_t kGridWorkspace = kParamWindow + 0x8000'0000ull;
 constexpr uint32_t kGridWorkspaceBytes = 16;
+// Function addresses (function pointers, vtable entries): a reserved window no allocation or memory window
+// shares, so dereferencing one faults and calling a data address is caught.
+// Each holds the module's tag, so a pointer taken in another module is refused.
+constexpr uint64_t kFuncWindow = 0xFFFF'FD80'0000'0000ull;
+constexpr uint32_t kFuncTagBits = 11, kFuncTagShift = 28, kFuncIndexShift = 4;
+inline uint64_t func_addr(uint32_t tag, uint32_t index) {
+  return kFuncWindow | uint64_t(tag & ((1u << kFuncTagBits) - 1)) << kFuncTagShift | uint64_t(index) << kFuncIndexShift;
+}
 
 enum Ty : uint8_t {
   T_None, T_B8, T_B16, T_B32, T_B64, T_U8, T_U16, T_U32, T_U64, T_S8, T_S16, T_S32, T_S64,
@@ -49,7 +57,7 @@ const char* sp_name(Sp);
 // Address base kinds of a memory operand [base + off]
 enum AVK : uint8_t { AV_None, AV_Imm /*avar is an absolute offset (kernel param)*/, AV_Local, AV_Shared, AV_Global };
 
-enum class Ctl : uint8_t { None, Bra, Call, Ret, Exit, Bar, Trap, Printf, Assert, BadCall, Sreg, Yield, Malloc, Free };
+enum class Ctl : uint8_t { None, Bra, Call, Ret, Exit, Bar, Trap, Printf, Assert, BadCall, Sreg, Yield, Malloc, Free, ICall };
 
 // Inst::sched bits: scheduling hints computed at load time.
 constexpr uint8_t kSchedPoll = 1;  // polls memory: volatile/acquire/relaxed ld, atom cas/exch, atom add/or/xor of 0
@@ -84,9 +92,15 @@ struct Param {
 };
 
 struct CallSite {
-  uint32_t callee;                 // function index
+  uint32_t callee;                 // function index; NOREG for an indirect call
   std::vector<uint32_t> arg_off;   // caller frame offsets of the argument param vars
   std::vector<uint32_t> ret_off;   // caller frame offsets of the return param vars
+  // Indirect calls: the sizes the .callprototype declares (a callee's
+  // parameters and results must match them), its label, and the functions a
+  // .calltargets list allows (empty: any).
+  std::vector<uint32_t> arg_size, ret_size;
+  std::string proto;
+  std::vector<uint32_t> targets;
 };
 
 struct Function {
@@ -94,6 +108,9 @@ struct Function {
   bool is_entry = false, defined = false, is_extern = false;
   int builtin = 0;  // 1 vprintf, 2 __assertfail, 3 malloc, 4 free
   bool calls_heap = false;  // calls malloc or free directly
+  bool addr_taken = false;  // its address is a value (function pointer, vtable)
+  bool calls_indirect = false;  // has indirect calls
+  std::vector<uint32_t> icallees;  // what its indirect calls may reach: address-taken functions of a matching shape
   std::vector<Param> params, rets;  // formal (entry: offsets in the param buffer; func: frame offsets)
   uint32_t param_bytes = 0;
   std::vector<Inst> code;
@@ -139,7 +156,17 @@ struct ModuleImpl {
   std::vector<uint64_t> cpool;  // rows of 32 identical values
   std::vector<KernelInfo> kernels;
   std::vector<KernelData> kdata;
+  uint32_t tag = 0;     // in function addresses (func_addr), unique per loaded module mod 2^11
   int target_arch = 0;  // from .target sm_XX (0: none given)
+  // The function a function address names, or NOREG.
+  uint32_t func_at(uint64_t a) const {
+    if ((a & ~((uint64_t(1) << (kFuncTagShift + kFuncTagBits)) - 1)) != kFuncWindow) return NOREG;
+    if (((a >> kFuncTagShift) & ((1u << kFuncTagBits) - 1)) != (tag & ((1u << kFuncTagBits) - 1))) return NOREG;
+    uint64_t off = a & ((uint64_t(1) << kFuncTagShift) - 1);
+    if (off & ((1u << kFuncIndexShift) - 1)) return NOREG;
+    off >>= kFuncIndexShift;
+    return off < funcs.size() ? uint32_t(off) : NOREG;
+  }
   std::string line_text(uint32_t line) const;
 };
 

@@ -273,6 +273,12 @@ class Parser {
   uint32_t fidx = 0;
   std::vector<Scope> scopes;
   std::unordered_map<std::string_view, uint32_t> labels;
+  // .callprototype / .calltargets labels of the current function
+  struct Proto {
+    std::vector<uint32_t> args, rets;  // sizes
+    std::vector<uint32_t> targets;     // .calltargets (empty: a prototype)
+  };
+  std::unordered_map<std::string_view, Proto> protos;
   std::vector<std::pair<uint32_t, Tok>> fixups;
   std::vector<uint32_t> temps;
   size_t temps_used = 0;
@@ -406,7 +412,63 @@ class Parser {
     std::vector<uint8_t> init;
     bool has_init = false;
     uint32_t line = 0;
+    // Initializer elements naming a function or variable, resolved once the
+    // whole module is read (a vtable may precede the functions it lists).
+    struct Sym {
+      uint64_t offset;
+      uint8_t size, shift;
+      bool generic;
+      std::string_view name;
+      int64_t addend;
+      uint32_t line;
+    };
+    std::vector<Sym> syms;
   };
+  struct PendingSym {
+    uint32_t global;
+    Decl::Sym sym;
+  };
+  std::vector<PendingSym> pending_syms;
+  // An address expression in an initializer: name, name+off, generic(name)+off,
+  // or one byte of one, mask(expr) with mask 0xFF << 8k.
+  void parse_init_sym(Decl& d, Tok t) {
+    Decl::Sym s{d.init.size(), uint8_t(ty_bytes(d.ty)), 0, false, {}, 0, t.line};
+    bool masked = false;
+    if (t.k == Tok::Num) {
+      Num n;
+      if (!parse_num(t.s, n) || n.fk != 0 || !n.u || (n.u >> std::countr_zero(n.u)) != 0xFF || std::countr_zero(n.u) % 8)
+        fail(t.line, "bad initializer mask '" + std::string(t.s) + "' (0xFF, 0xFF00, ... 0xFF00000000000000)");
+      s.shift = uint8_t(std::countr_zero(n.u));
+      masked = true;
+      L.expect("(");
+      t = L.next();
+    }
+    if (t.k == Tok::Id && t.s == "generic" && L.peek().s == "(") {
+      L.next();
+      t = L.next();
+      if (t.k != Tok::Id) fail(t.line, "generic() needs a variable name");
+      L.expect(")");
+      s.generic = true;
+    }
+    if (t.k != Tok::Id || t.s[0] == '%') fail(t.line, "unsupported initializer '" + std::string(t.s) + "'");
+    s.name = t.s;
+    while (L.peek().s == "+" || L.peek().s == "-") {
+      bool neg = L.next().s == "-";
+      Tok x = L.next();
+      Num n;
+      if (x.k != Tok::Num || !parse_num(x.s, n) || n.fk) fail(x.line, "bad offset '" + std::string(x.s) + "' in an initializer");
+      s.addend = int64_t(uint64_t(s.addend) + (neg ? uint64_t(0) - n.u : n.u));
+    }
+    if (masked) L.expect(")");
+    else if (s.size != 8) fail(t.line, "the address of '" + std::string(s.name) + "' initializes a " + ty_name(d.ty) +
+                                           " element (an address needs .u64, .s64 or .b64)");
+    if (d.space == Sp::Shared || d.space == Sp::KParam || d.space == Sp::Local)
+      fail(t.line, "address initializers are allowed in .global and .const variables only");
+    if (d.init.size() + s.size > kMaxVar) fail(t.line, "initializer too large");
+    d.init.resize(d.init.size() + s.size, 0);
+    if (d.syms.size() >= (1u << 20)) fail(t.line, "too many address initializers");
+    d.syms.push_back(s);
+  }
   void parse_init_list(Decl& d, int depth) {
     if (depth > 8) fail(L.line(), "initializer nested too deeply");
     if (L.accept("{")) {
@@ -420,8 +482,12 @@ class Parser {
     Opd o;
     o.minus = L.accept("-");
     Tok t = L.next();
+    if (!o.minus && (t.k == Tok::Id || (t.k == Tok::Num && L.peek().s == "("))) {
+      parse_init_sym(d, t);
+      return;
+    }
     if (t.k != Tok::Num || !parse_num(t.s, o.num))
-      fail(t.line, "unsupported initializer '" + std::string(t.s) + "' (only numeric initializers are supported)");
+      fail(t.line, "unsupported initializer '" + std::string(t.s) + "'");
     int sz = ty_bytes(d.ty);
     uint64_t bits = imm_bits(o, d.ty);
     if (d.init.size() + size_t(sz) > kMaxVar) fail(t.line, "initializer too large");
@@ -493,13 +559,14 @@ class Parser {
       return;
     }
     if (d.unsized) fail(d.line, "unsized array '" + name + "' outside .extern .shared");
-    GlobalVar g{name, size, d.align, d.space == Sp::Const, {}};
+    GlobalVar g{name, size, d.align, d.space == Sp::Const, {}, {}};
     g.init = std::move(d.init);
     if (g.init.size() > size) fail(d.line, "initializer of '" + name + "' larger than the variable");
     g.init.resize(size, 0);
     for (auto& o : M.globals)
       if (o.name == name) fail(d.line, "duplicate variable '" + name + "'");
     M.globals.push_back(std::move(g));
+    for (const Decl::Sym& sy : d.syms) pending_syms.push_back({uint32_t(M.globals.size() - 1), sy});
     VarRef r{AV_Global, d.space, uint32_t(M.globals.size() - 1), size};
     if (module_scope) module_vars[d.name] = r;
     else scopes.back().vars[d.name] = r;
@@ -598,6 +665,7 @@ class Parser {
     scopes.clear();
     scopes.emplace_back();
     labels.clear();
+    protos.clear();
     fixups.clear();
     temps.clear();
     sink = NOREG;
@@ -709,6 +777,10 @@ class Parser {
       }
       if (t.k == Tok::Id && L.peek().s == ":" ) {
         L.next();
+        if (L.peek().k == Tok::Dir && (L.peek().s == ".callprototype" || L.peek().s == ".calltargets")) {
+          parse_proto(t);
+          continue;
+        }
         if (!labels.emplace(t.s, uint32_t(F->code.size())).second) fail(t.line, "duplicate label '" + std::string(t.s) + "'");
         continue;
       }
@@ -723,6 +795,37 @@ class Parser {
       if (t.k != Tok::Id) fail(t.line, "expected an instruction, found '" + std::string(t.s) + "'");
       parse_inst(t, guard, gneg);
     }
+  }
+  // `label: .callprototype (ret params) _ (params);` or
+  // `label: .calltargets f1, f2, ...;` for indirect calls.
+  void parse_proto(const Tok& label) {
+    Tok d = L.next();
+    Proto p;
+    if (d.s == ".callprototype") {
+      std::vector<Param> rets, params;
+      std::vector<std::pair<std::string_view, VarRef>> names;
+      if (L.peek().s == "(") parse_params(rets, false, names);
+      Tok u = L.next();
+      if (u.s != "_") fail(u.line, "expected '_' in .callprototype, found '" + std::string(u.s) + "'");
+      if (L.peek().s == "(") parse_params(params, false, names);
+      while (L.peek().s == ".noreturn") L.next();
+      for (auto& x : params) p.args.push_back(x.size);
+      for (auto& x : rets) p.rets.push_back(x.size);
+    } else {
+      do {
+        Tok f = L.next();
+        auto it = M.func_by_name.find(std::string(f.s));
+        if (it == M.func_by_name.end() || M.funcs[it->second].is_entry)
+          fail(f.line, "'" + std::string(f.s) + "' in .calltargets is not a declared function");
+        if (p.targets.size() >= 4096) fail(f.line, "too many .calltargets");
+        p.targets.push_back(it->second);
+      } while (L.accept(","));
+      const Function& f0 = M.funcs[p.targets[0]];
+      for (auto& x : f0.params) p.args.push_back(x.size);
+      for (auto& x : f0.rets) p.rets.push_back(x.size);
+    }
+    L.expect(";");
+    if (!protos.emplace(label.s, std::move(p)).second) fail(label.line, "duplicate label '" + std::string(label.s) + "'");
   }
   void parse_reg_decl(uint32_t line) {
     Ty ty = T_None;
@@ -829,6 +932,13 @@ class Parser {
     o.name = t.s;
     return o;
   }
+  // A declared function's index (its address is taken), or NOREG.
+  uint32_t func_index(std::string_view name) {
+    auto it = M.func_by_name.find(std::string(name));
+    if (it == M.func_by_name.end()) return NOREG;
+    M.funcs[it->second].addr_taken = true;
+    return it->second;
+  }
   uint32_t carry_slot(uint32_t line) {
     if (carry == NOREG) carry = new_slot(line);
     return carry;
@@ -880,7 +990,10 @@ class Parser {
       case Opd::Name: {
         if (o.name == "WARP_SZ") return cst(32);
         const VarRef* v = lookup_var(o.name);
-        if (!v) fail(o.line, "unknown symbol '" + std::string(o.name) + "'");
+        if (!v) {
+          if (uint32_t fi = func_index(o.name); fi != NOREG) return cst(func_addr(M.tag, fi));
+          fail(o.line, "unknown symbol '" + std::string(o.name) + "'");
+        }
         uint32_t tmp = temp(o.line);
         Inst I = base_inst(NOREG, false, o.line);
         I.fn = h_varaddr;
@@ -916,6 +1029,8 @@ class Parser {
 
   void parse_inst(const Tok& op, uint32_t guard, bool gneg);
   void parse_call(const Tok& op, uint32_t guard, bool gneg);
+  void resolve_initializers();
+  void link_indirect_calls();
   void decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t guard, bool gneg, uint32_t line);
   void decode_mem(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I);
   void decode_atom(bool red, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I);
@@ -993,6 +1108,50 @@ void Parser::run() {
     fail(d.line, "unexpected directive '" + std::string(d.s) + "'");
   }
   if (!saw_version) fail(1, "missing .version directive");
+  resolve_initializers();
+  link_indirect_calls();
+}
+
+// Initializers naming functions get their addresses now; those naming
+// variables become relocations, written when the variables are bound.
+void Parser::resolve_initializers() {
+  for (const PendingSym& p : pending_syms) {
+    const Decl::Sym& s = p.sym;
+    GlobalVar& g = M.globals[p.global];
+    auto mv = module_vars.find(s.name);
+    if (mv != module_vars.end()) {
+      if (mv->second.avk != AV_Global)
+        fail(s.line, "the address of .shared variable '" + std::string(s.name) + "' in the initializer of '" + g.name + "'");
+      g.relocs.push_back({s.offset, mv->second.idx, s.addend, s.size, s.shift});
+      continue;
+    }
+    uint32_t fi = func_index(s.name);
+    if (fi == NOREG) fail(s.line, "unknown symbol '" + std::string(s.name) + "' in the initializer of '" + g.name + "'");
+    if (s.generic) fail(s.line, "generic() of function '" + std::string(s.name) + "': it names variables");
+    const uint64_t v = (func_addr(M.tag, fi) + uint64_t(s.addend)) >> s.shift;
+    std::memcpy(g.init.data() + s.offset, &v, s.size);
+  }
+  pending_syms.clear();
+}
+
+// What each indirect call may reach: the address-taken functions whose
+// parameter and result counts match its prototype (or its .calltargets).
+// They size the kernel's stacks and shared memory (build_kernels).
+void Parser::link_indirect_calls() {
+  std::vector<uint32_t> taken;
+  for (uint32_t i = 0; i < M.funcs.size(); ++i)
+    if (M.funcs[i].addr_taken && !M.funcs[i].is_entry && !M.funcs[i].builtin) taken.push_back(i);
+  for (Function& f : M.funcs) {
+    if (!f.calls_indirect) continue;
+    for (const CallSite& cs : f.calls) {
+      if (cs.callee != NOREG) continue;
+      for (uint32_t t : cs.targets.empty() ? taken : cs.targets) {
+        const Function& g = M.funcs[t];
+        if (g.builtin || g.params.size() != cs.arg_size.size() || g.rets.size() != cs.ret_size.size()) continue;
+        if (std::find(f.icallees.begin(), f.icallees.end(), t) == f.icallees.end()) f.icallees.push_back(t);
+      }
+    }
+  }
 }
 
 void Parser::parse_inst(const Tok& op, uint32_t guard, bool gneg) {
@@ -1049,16 +1208,49 @@ void Parser::parse_call(const Tok& op, uint32_t guard, bool gneg) {
   if (L.peek().s == "(") { list(rets); L.expect(","); }
   Tok fn = L.next();
   if (fn.k != Tok::Id) fail(fn.line, "expected function name in call");
-  if (fn.s[0] == '%') { mark_unsupported(op.line, "indirect call through a register"); skip_to(";"); return; }
+  Tok proto;
   if (L.accept(",")) {
     if (L.peek().s == "(") {
       list(args);
-      if (L.accept(",")) L.next();  // prototype label
+      if (L.accept(",")) proto = L.next();  // prototype label
     } else {
-      L.next();
+      proto = L.next();
     }
   }
   L.expect(";");
+  auto resolve = [&](std::string_view n, uint32_t need_size) -> uint32_t {
+    const VarRef* v = lookup_var(n);
+    if (!v || v->avk != AV_Local) fail(fn.line, "call argument '" + std::string(n) + "' is not a .param variable");
+    if (v->size < need_size) fail(fn.line, "call argument '" + std::string(n) + "' too small");
+    return v->idx;
+  };
+  if (fn.s[0] == '%') {  // through a function pointer: call (r), %rd, (a), prototype;
+    uint32_t reg;
+    if (!lookup_reg(fn.s, reg)) fail(fn.line, "unknown register '" + std::string(fn.s) + "'");
+    if (proto.k != Tok::Id) fail(fn.line, "indirect call without a .callprototype or .calltargets label");
+    auto pit = protos.find(proto.s);
+    if (pit == protos.end()) fail(proto.line, "unknown call prototype '" + std::string(proto.s) + "'");
+    const Proto& pr = pit->second;
+    if (args.size() != pr.args.size() || rets.size() != pr.rets.size())
+      fail(fn.line, "indirect call with a different number of arguments than its prototype " + std::string(proto.s));
+    CallSite cs;
+    cs.callee = NOREG;
+    for (size_t i = 0; i < args.size(); ++i) cs.arg_off.push_back(resolve(args[i], pr.args[i]));
+    for (size_t i = 0; i < rets.size(); ++i) cs.ret_off.push_back(resolve(rets[i], pr.rets[i]));
+    cs.arg_size = pr.args;
+    cs.ret_size = pr.rets;
+    cs.proto = std::string(proto.s);
+    cs.targets = pr.targets;
+    Inst I = base_inst(guard, gneg, op.line);
+    I.fn = h_nop;
+    I.ctl = Ctl::ICall;
+    I.s[0] = reg;
+    I.a0 = uint32_t(F->calls.size());
+    F->calls.push_back(std::move(cs));
+    F->calls_indirect = true;
+    emit(I);
+    return;
+  }
   auto it = M.func_by_name.find(std::string(fn.s));
   if (it == M.func_by_name.end()) fail(fn.line, "call to undeclared function '" + std::string(fn.s) + "'");
   uint32_t callee = it->second;
@@ -1068,12 +1260,6 @@ void Parser::parse_call(const Tok& op, uint32_t guard, bool gneg) {
     fail(fn.line, "call to '" + cf.name + "' with wrong number of arguments");
   CallSite cs;
   cs.callee = callee;
-  auto resolve = [&](std::string_view n, uint32_t need_size) -> uint32_t {
-    const VarRef* v = lookup_var(n);
-    if (!v || v->avk != AV_Local) fail(fn.line, "call argument '" + std::string(n) + "' is not a .param variable");
-    if (v->size < need_size) fail(fn.line, "call argument '" + std::string(n) + "' too small");
-    return v->idx;
-  };
   for (size_t i = 0; i < args.size(); ++i) cs.arg_off.push_back(resolve(args[i], cf.params[i].size));
   for (size_t i = 0; i < rets.size(); ++i) cs.ret_off.push_back(resolve(rets[i], cf.rets[i].size));
   Inst I = base_inst(guard, gneg, op.line);
@@ -2080,7 +2266,12 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     if (ops[1].k == Opd::Name && ops[1].name != "WARP_SZ") {
       const VarRef* v = lookup_var(ops[1].name);
       if (!v) {
-        if (M.func_by_name.count(std::string(ops[1].name))) { mark_unsupported(line, "function pointers"); return; }
+        if (uint32_t fi = func_index(ops[1].name); fi != NOREG) {  // a function pointer
+          I.s[0] = cst(func_addr(M.tag, fi));
+          I.fn = h_mov;
+          emit(I);
+          return;
+        }
         fail(line, "unknown symbol '" + std::string(ops[1].name) + "'");
       }
       set_var(I, *v);

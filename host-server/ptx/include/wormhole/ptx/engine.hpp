@@ -73,12 +73,24 @@ struct DeviceMemory {
   virtual bool device_free(uint64_t addr) { return false; }
 };
 
+// An initializer that holds the address of another variable (`generic(var)+off`,
+// or one byte of it, `0xFF00(generic(var))`): once every variable is bound,
+// bytes [offset, offset+size) of the holder get
+// (address of globals()[target] + addend) >> shift.
+struct GlobalReloc {
+  uint64_t offset;
+  uint32_t target;
+  int64_t addend;
+  uint8_t size, shift;
+};
+
 struct GlobalVar {
   std::string name;
   uint64_t size;
   uint32_t align;
   bool is_const;              // .const space (else .global)
-  std::vector<uint8_t> init;  // zero-filled to size
+  std::vector<uint8_t> init;  // zero-filled to size; function addresses included
+  std::vector<GlobalReloc> relocs;  // variable addresses, written by Module::apply_relocs
 };
 
 struct KernelInfo {
@@ -152,6 +164,10 @@ class Module {
   const std::vector<GlobalVar>& globals() const;
   // Returns false if no such variable.
   bool bind_global(std::string_view name, uint64_t device_addr);
+  // Writes into `bytes` (the holder's size, e.g. a copy of g.init) the bound
+  // addresses its relocations name; only those naming globals()[only_target]
+  // when that is >= 0 (after that variable moved). False if a target is unbound.
+  bool apply_relocs(const GlobalVar& holder, uint8_t* bytes, int64_t only_target = -1) const;
   // The architecture the PTX targets (75 for `.target sm_75`; 0 if none).
   int target_arch() const;
 
