@@ -178,6 +178,15 @@ TEST_F(Forward, RelocatableDeviceCode) {
   WH_EXCLUDE_WHEN_STACKED(stacked_why::kSassOnly);
   expect_pass(run({prog("rdc")}), "rdc");
 }
+// Dynamic parallelism (-rdc=true -lcudadevrt): a recursive quicksort, the
+// fire-and-forget and tail-launch streams, stream order and events, three
+// launches deep; then the errors at the limits (depth, pending launches,
+// launch shapes, stream handles).
+TEST_F(Forward, DynamicParallelism) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kSassOnly);
+  expect_pass(run({prog("dynamic_parallelism")}), "dynamic_parallelism");
+  expect_pass(run({prog("dynamic_parallelism"), "limits"}), "dynamic_parallelism limits");
+}
 // More than a session's 1 TiB address window of cudaMalloc/cudaFree, live
 // allocations apart from each other and from mapped memory.
 TEST_F(Forward, MallocFreeBeyondTheWindow) {

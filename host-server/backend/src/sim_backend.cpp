@@ -326,6 +326,8 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   }
   uint64_t device_malloc(uint64_t bytes) override { return heap_ready_ ? dheap_.alloc(bytes) : 0; }
   bool device_free(uint64_t addr) override { return heap_ready_ && dheap_.release(addr); }
+  // cudaDeviceGetAttribute in a kernel answers what the host's does.
+  bool device_attribute(int attr, int* value) override { return proto::attribute(device_, attr, value); }
 
   bool texture(uint64_t h, ptx::TexView& out) override { return find_tex(h, false, out); }
   bool surface(uint64_t h, ptx::TexView& out) override { return find_tex(h, true, out); }
@@ -696,6 +698,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     cfg.cooperative = cooperative;
     cfg.cancel = &cancel_;
     cfg.timeout_ms = timeout_ms_;
+    cfg.pending_launch_limit = uint32_t(std::min<uint64_t>(limits_[cudaLimitDevRuntimePendingLaunchCount], UINT32_MAX));
     if (cooperative) {
       // What the occupancy API promises the guest is what is accepted (and
       // the engine holds at least that many blocks at once).

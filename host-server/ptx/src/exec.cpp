@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "internal.hpp"
+#include "devrt.hpp"
 
 namespace wh::ptx {
 
@@ -66,6 +66,11 @@ uint8_t* Ctx::gptr_slow(const Inst& I, uint64_t addr, uint32_t size, bool write,
   if (addr >= kGridWorkspace && gridws && addr - kGridWorkspace < kGridWorkspaceBytes &&
       size <= kGridWorkspaceBytes - (addr - kGridWorkspace))
     return gridws + (addr - kGridWorkspace);
+  if (addr >= kLaunchBufs && addr < kGridWorkspace) {
+    uint8_t* p = devrt_buffer(*this, addr, size, write);
+    if (!p) bad_access(I, addr, size, sp, write, "not inside a parameter buffer of this grid that is not launched yet");
+    return p;
+  }
   DeviceMemory::Region r;
   if (mem->region(addr, r) && r.host && addr >= r.base && addr - r.base < r.size && size <= r.size - (addr - r.base) &&
       (!write || r.writable)) {
@@ -164,10 +169,20 @@ void build_kernels(ModuleImpl& M, std::string* err) {
     ki.local_bytes_per_thread = kd.local_stack;
     ki.max_threads_per_block = f.maxntid ? f.maxntid : 1024;
     ki.num_regs = int(std::min<uint32_t>(f.nregs, 255));
-    for (uint32_t u : order) ki.uses_heap |= M.funcs[u].calls_heap;
+    bool launches = false;
+    for (uint32_t u : order) {
+      ki.uses_heap |= M.funcs[u].calls_heap;
+      launches |= M.funcs[u].launches;
+    }
+    // A kernel that launches kernels may start any kernel whose address the
+    // module takes: the heap must exist if any function uses it.
+    if (launches)
+      for (const Function& g : M.funcs) ki.uses_heap |= g.calls_heap;
     M.kernels.push_back(std::move(ki));
     M.kdata.push_back(std::move(kd));
   }
+  M.kernel_of_func.assign(M.funcs.size(), NOREG);
+  for (uint32_t k = 0; k < M.kdata.size(); ++k) M.kernel_of_func[M.kdata[k].func] = k;
   (void)err;
 }
 
@@ -325,9 +340,11 @@ struct Job {
   uint32_t per_worker = 1;  // blocks a worker may hold resident (one modeled SM)
   std::chrono::steady_clock::time_point deadline{};
   bool has_deadline = false;
+  uint64_t timeout_ms = 0;  // of the host launch, for the message
   std::atomic<uint64_t> next{0};
   std::atomic<bool> abort{false};   // stop every worker (error, cancel or timeout recorded in err)
-  std::atomic<bool> cancel{false};  // Engine::cancel()
+  GridRt* rt = nullptr;             // device runtime (dynamic parallelism) of this grid
+  DevTree* tree = nullptr;          // the host launch it belongs to; tree->cancel: Engine::cancel()
   alignas(16) uint8_t gridws[kGridWorkspaceBytes] = {};
   std::mutex err_mu;
   LaunchError err;
@@ -538,11 +555,17 @@ struct EngineImpl {
   std::mutex mu;
   std::condition_variable cv, done_cv;
   Job* job = nullptr;
+  DevTree* tree = nullptr;  // the host launch in progress (Engine::cancel)
   uint64_t gen = 0;
   unsigned running = 0;
   bool stop = false;
   std::mutex launch_mu;
   std::atomic<uint64_t> icount{0};
+
+  LaunchError run_grid(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg, std::vector<uint8_t> params,
+                       DeviceMemory& mem, GridRt& rt, DevTree& tree);
+  LaunchError run_tree(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg, std::vector<uint8_t> params,
+                       DeviceMemory& mem, DevTree& tree, uint32_t depth);
 
   void worker_main(unsigned idx) {
     uint64_t seen = 0;
@@ -567,7 +590,7 @@ struct EngineImpl {
   bool should_stop(Job& J) {
     if (J.abort.load(std::memory_order_relaxed)) return true;
     LaunchError::Kind k = LaunchError::None;
-    if (J.cancel.load(std::memory_order_relaxed) || (J.cfg.cancel && J.cfg.cancel->load(std::memory_order_relaxed)))
+    if (J.tree->cancel.load(std::memory_order_relaxed) || (J.cfg.cancel && J.cfg.cancel->load(std::memory_order_relaxed)))
       k = LaunchError::Cancelled;
     else if (J.has_deadline && std::chrono::steady_clock::now() >= J.deadline)
       k = LaunchError::Timeout;
@@ -576,7 +599,7 @@ struct EngineImpl {
     if (!J.err) {
       J.err.kind = k;
       J.err.message = "kernel " + J.mod->funcs[J.kd->func].name +
-                      (k == LaunchError::Cancelled ? ": cancelled" : ": watchdog: still running after " + std::to_string(J.cfg.timeout_ms) + " ms");
+                      (k == LaunchError::Cancelled ? ": cancelled" : ": watchdog: still running after " + std::to_string(J.timeout_ms) + " ms");
     }
     J.abort = true;
     return true;
@@ -626,6 +649,7 @@ struct EngineImpl {
       if (st == Step::Fault) { fail_job(W, J); break; }
       if (st == Step::Stop) break;
       if (st == Step::Done) {
+        J.rt->block_done(B.ctaid[0] + uint64_t(J.cfg.grid.x) * (B.ctaid[1] + uint64_t(J.cfg.grid.y) * B.ctaid[2]));
         W.free_blocks.push_back(&B);
         W.resident.erase(W.resident.begin() + ptrdiff_t(cur));
         if (cur >= W.resident.size()) cur = 0;
@@ -670,6 +694,7 @@ struct EngineImpl {
     c.gaddr = M.gaddr.data();
     c.gridws = cfg.cooperative ? J.gridws : nullptr;
     c.gridws_addr = cfg.cooperative ? kGridWorkspace : 0;
+    c.rt = J.rt;
     c.fault = false;
     c.tex_handle = 0;  // objects may change between launches
   }
@@ -752,6 +777,7 @@ struct EngineImpl {
     c.ctaid[0] = B.ctaid[0];
     c.ctaid[1] = B.ctaid[1];
     c.ctaid[2] = B.ctaid[2];
+    c.block_linear = B.ctaid[0] + uint64_t(c.nctaid.x) * (B.ctaid[1] + uint64_t(c.nctaid.y) * B.ctaid[2]);
     c.shared = B.shared.data();
     uint32_t rounds = 0;
     std::chrono::steady_clock::time_point qend{};
@@ -1056,6 +1082,18 @@ struct EngineImpl {
           if (pc == fr->min_wait) merge(*fr, pc, active);
           break;
         }
+        case Ctl::DevRt: {
+          if (m) {
+            const CallSite& cs = fn->calls[I.a0];
+            if (!devrt_call(c, I, M.funcs[cs.callee], cs, m)) {
+              save();
+              return;
+            }
+          }
+          ++pc;
+          if (pc == fr->min_wait) merge(*fr, pc, active);
+          break;
+        }
         case Ctl::Assert: {
           if (!m) { ++pc; if (pc == fr->min_wait) merge(*fr, pc, active); break; }
           const CallSite& cs = fn->calls[I.a0];
@@ -1200,7 +1238,7 @@ unsigned Engine::threads() const { return impl_->nthreads; }
 
 void Engine::cancel() {
   std::lock_guard lk(impl_->mu);
-  if (impl_->job) impl_->job->cancel = true;
+  if (impl_->tree) impl_->tree->cancel = true;
 }
 
 uint64_t Engine::max_coresident_blocks(const Module& mod, std::string_view kernel, const LaunchConfig& cfg) const {
@@ -1215,33 +1253,28 @@ uint64_t Engine::max_coresident_blocks(const Module& mod, std::string_view kerne
 }
 uint64_t Engine::instructions_executed() const { return impl_->icount.load(); }
 
-LaunchError Engine::launch(const Module& mod, std::string_view kernel, const LaunchConfig& cfg, const void* params,
-                           size_t params_size, DeviceMemory& mem) {
-  using detail::KernelData;
-  const detail::ModuleImpl& M = mod.impl();
+namespace detail {
+
+LaunchError check_launch(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg, size_t params_size) {
+  const Function& f = M.funcs[kd.func];
   LaunchError e;
   auto bad = [&](LaunchError::Kind k, std::string msg) {
     e.kind = k;
-    e.message = "kernel " + std::string(kernel) + ": " + msg;
+    e.message = "kernel " + f.name + ": " + msg;
     return e;
   };
-  const KernelData* kd = nullptr;
-  for (size_t i = 0; i < M.kernels.size(); ++i)
-    if (M.kernels[i].name == kernel) kd = &M.kdata[i];
-  if (!kd) return bad(LaunchError::InvalidConfig, "no such kernel in the module");
-  const detail::Function& f = M.funcs[kd->func];
   // unsupported constructs anywhere in the kernel's call closure fail the launch up front
   {
-    std::vector<uint32_t> stack{kd->func}, seen;
+    std::vector<uint32_t> stack{kd.func}, seen;
     while (!stack.empty()) {
       uint32_t u = stack.back();
       stack.pop_back();
       if (std::find(seen.begin(), seen.end(), u) != seen.end()) continue;
       seen.push_back(u);
-      const detail::Function& g = M.funcs[u];
+      const Function& g = M.funcs[u];
       if (!g.unsupported.empty())
         return bad(LaunchError::Unsupported, "unsupported " + g.unsupported + " at PTX line " + std::to_string(g.unsupported_line) +
-                                                 " `" + M.line_text(g.unsupported_line) + "`" + (u != kd->func ? " in function " + g.name : ""));
+                                                 " `" + M.line_text(g.unsupported_line) + "`" + (u != kd.func ? " in function " + g.name : ""));
       for (uint32_t v : g.callees) stack.push_back(v);
     }
   }
@@ -1253,61 +1286,143 @@ LaunchError Engine::launch(const Module& mod, std::string_view kernel, const Lau
   if (nthr > uint64_t(maxt) || bd.z > 64)
     return bad(LaunchError::InvalidConfig, "block of " + std::to_string(nthr) + " threads exceeds the limit of " + std::to_string(maxt));
   if (gd.y > 65535 || gd.z > 65535 || gd.x > 0x7fffffffu) return bad(LaunchError::InvalidConfig, "grid dimension too large");
-  if (params_size < f.param_bytes || (f.param_bytes && !params))
+  if (params_size < f.param_bytes)
     return bad(LaunchError::InvalidConfig, "parameter buffer of " + std::to_string(params_size) + " bytes, kernel needs " + std::to_string(f.param_bytes));
-  if (uint64_t(kd->static_shared) + cfg.dynamic_shared_bytes > (1u << 20))
-    return bad(LaunchError::InvalidConfig, "shared memory " + std::to_string(uint64_t(kd->static_shared) + cfg.dynamic_shared_bytes) + " bytes exceeds 1 MiB");
-  uint64_t regs_bytes = uint64_t((nthr + 31) / 32) * kd->reg_stack * 32 * 8, local_bytes = uint64_t((nthr + 31) / 32) * 32 * kd->local_stack;
-  if (regs_bytes > detail::kMaxBlockRegBytes)
+  if (uint64_t(kd.static_shared) + cfg.dynamic_shared_bytes > (1u << 20))
+    return bad(LaunchError::InvalidConfig, "shared memory " + std::to_string(uint64_t(kd.static_shared) + cfg.dynamic_shared_bytes) + " bytes exceeds 1 MiB");
+  uint64_t regs_bytes = uint64_t((nthr + 31) / 32) * kd.reg_stack * 32 * 8, local_bytes = uint64_t((nthr + 31) / 32) * 32 * kd.local_stack;
+  if (regs_bytes > kMaxBlockRegBytes)
     return bad(LaunchError::InvalidConfig, "a block of " + std::to_string(nthr) + " threads needs " + std::to_string(regs_bytes >> 20) +
-                                               " MiB of registers (" + std::to_string(kd->reg_stack) + " register slots of 8 bytes per thread" +
-                                               (kd->recursive ? ", recursion budget included" : "") + "), over the sim device's limit of " +
-                                               std::to_string(detail::kMaxBlockRegBytes >> 20) + " MiB per block");
+                                               " MiB of registers (" + std::to_string(kd.reg_stack) + " register slots of 8 bytes per thread" +
+                                               (kd.recursive ? ", recursion budget included" : "") + "), over the sim device's limit of " +
+                                               std::to_string(kMaxBlockRegBytes >> 20) + " MiB per block");
   if (local_bytes > (1ull << 30))
     return bad(LaunchError::InvalidConfig, "per-block local memory too large");
-  for (uint32_t g : kd->globals_used)
+  for (uint32_t g : kd.globals_used)
     if (!M.gbound[g]) return bad(LaunchError::InvalidConfig, "global variable '" + M.globals[g].name + "' is not bound to device memory");
+  return e;
+}
 
-  const uint64_t nblocks = uint64_t(gd.x) * gd.y * gd.z;
-  const uint32_t per_worker = detail::blocks_per_worker(*kd, cfg);
-  if (cfg.cooperative && nblocks > uint64_t(per_worker) * impl_->nthreads)
-    return bad(LaunchError::InvalidConfig, "cooperative launch of " + std::to_string(nblocks) + " blocks exceeds the " +
-                                               std::to_string(uint64_t(per_worker) * impl_->nthreads) +
-                                               " blocks of this shape the sim device runs concurrently");
-
-  std::lock_guard launch_lock(impl_->launch_mu);
-  detail::Job job;
+// Runs one grid on the worker pool (the launching thread works too).
+LaunchError EngineImpl::run_grid(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg,
+                                 std::vector<uint8_t> params, DeviceMemory& mem, GridRt& rt, DevTree& tree) {
+  Job job;
   job.mod = &M;
-  job.kd = kd;
+  job.kd = &kd;
   job.cfg = cfg;
-  job.params.assign(static_cast<const uint8_t*>(params), static_cast<const uint8_t*>(params) + params_size);
+  job.params = std::move(params);
   job.mem = &mem;
-  job.nblocks = nblocks;
-  job.per_worker = per_worker;
-  if (cfg.timeout_ms) {
-    job.has_deadline = true;
-    job.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.timeout_ms);
-  }
+  job.nblocks = uint64_t(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
+  job.per_worker = blocks_per_worker(kd, cfg);
+  job.rt = &rt;
+  job.tree = &tree;
+  job.has_deadline = tree.has_deadline;
+  job.deadline = tree.deadline;
+  job.timeout_ms = tree.timeout_ms;
   // grid_workspace {wsSize, barrier} as the driver lays it out
-  const uint32_t ws_size = detail::kGridWorkspaceBytes;
+  const uint32_t ws_size = kGridWorkspaceBytes;
   std::memcpy(job.gridws, &ws_size, 4);
-  unsigned helpers = unsigned(std::min<uint64_t>(impl_->threads.size(), job.nblocks - 1));
+  unsigned helpers = unsigned(std::min<uint64_t>(threads.size(), job.nblocks - 1));
   {
-    std::lock_guard lk(impl_->mu);
-    impl_->job = &job;
+    std::lock_guard lk(mu);
+    this->job = &job;
     if (helpers) {
-      impl_->running = unsigned(impl_->threads.size());
-      impl_->gen++;
+      running = unsigned(threads.size());
+      gen++;
     }
   }
-  if (helpers) impl_->cv.notify_all();
-  impl_->run_job(*impl_->workers[0], job);
+  if (helpers) cv.notify_all();
+  run_job(*workers[0], job);
   {
-    std::unique_lock lk(impl_->mu);
-    if (helpers) impl_->done_cv.wait(lk, [&] { return impl_->running == 0; });
-    impl_->job = nullptr;
+    std::unique_lock lk(mu);
+    if (helpers) done_cv.wait(lk, [&] { return running == 0; });
+    this->job = nullptr;
   }
   return job.err;
+}
+
+// A grid, then what it launched: its children (NULL stream, its streams,
+// fire-and-forget) in launch order, each with everything it launches in
+// turn, then its tail launches in order. Every child starts after its
+// parent grid completed, which the programming model allows (a parent may not
+// count on running alongside a child), and each launch after the ones before
+// it, which keeps every stream's order and every event dependency.
+LaunchError EngineImpl::run_tree(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg,
+                                 std::vector<uint8_t> params, DeviceMemory& mem, DevTree& tree, uint32_t depth) {
+  GridRt rt(M, tree, depth);
+  LaunchError e = run_grid(M, kd, cfg, std::move(params), mem, rt, tree);
+  rt.release_unlaunched();
+  rt.bufs.clear();  // out of reach once the grid ended; the launches hold copies
+  if (e) return e;
+  for (auto* list : {&rt.children, &rt.tails})
+    for (ChildLaunch& ch : *list) {
+      LaunchConfig cc;
+      cc.grid = ch.grid;
+      cc.block = ch.block;
+      cc.dynamic_shared_bytes = ch.shmem;
+      cc.output = cfg.output;
+      cc.cancel = cfg.cancel;
+      cc.pending_launch_limit = cfg.pending_launch_limit;
+      const KernelData& ckd = M.kdata[ch.kernel];
+      const uint64_t bytes = ch.params.size();
+      LaunchError ce = check_launch(M, ckd, cc, bytes);
+      if (!ce) ce = run_tree(M, ckd, cc, std::move(ch.params), mem, tree, depth + 1);
+      {
+        // a launch is pending until its grid completes
+        std::lock_guard lk(tree.mu);
+        tree.pending--;
+        tree.pending_bytes -= bytes;
+      }
+      if (ce) {
+        // name where the failing grid came from, once (the innermost parent)
+        static const std::string kFrom = " (a grid launched from the device by kernel ";
+        if (ce.message.find(kFrom) == std::string::npos)
+          ce.message += kFrom + M.funcs[kd.func].name + ", nesting depth " + std::to_string(depth + 1) + ")";
+        return ce;
+      }
+    }
+  return e;
+}
+
+}  // namespace detail
+
+LaunchError Engine::launch(const Module& mod, std::string_view kernel, const LaunchConfig& cfg, const void* params,
+                           size_t params_size, DeviceMemory& mem) {
+  using detail::KernelData;
+  const detail::ModuleImpl& M = mod.impl();
+  const KernelData* kd = nullptr;
+  for (size_t i = 0; i < M.kernels.size(); ++i)
+    if (M.kernels[i].name == kernel) kd = &M.kdata[i];
+  if (!kd) return {LaunchError::InvalidConfig, "kernel " + std::string(kernel) + ": no such kernel in the module"};
+  if (params_size && !params) params_size = 0;
+  if (LaunchError e = detail::check_launch(M, *kd, cfg, params_size)) return e;
+  const uint64_t nblocks = uint64_t(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
+  const uint32_t per_worker = detail::blocks_per_worker(*kd, cfg);
+  if (cfg.cooperative && nblocks > uint64_t(per_worker) * impl_->nthreads)
+    return {LaunchError::InvalidConfig, "kernel " + std::string(kernel) + ": cooperative launch of " + std::to_string(nblocks) +
+                                            " blocks exceeds the " + std::to_string(uint64_t(per_worker) * impl_->nthreads) +
+                                            " blocks of this shape the sim device runs concurrently"};
+
+  std::lock_guard launch_lock(impl_->launch_mu);
+  // One tree per host launch: the grids it leads to share its pending-launch
+  // budget, cancel flag and watchdog.
+  detail::DevTree tree(std::min(cfg.pending_launch_limit, detail::kMaxPendingLaunches));
+  if (cfg.timeout_ms) {
+    tree.has_deadline = true;
+    tree.timeout_ms = cfg.timeout_ms;
+    tree.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.timeout_ms);
+  }
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->tree = &tree;
+  }
+  std::vector<uint8_t> p(static_cast<const uint8_t*>(params), static_cast<const uint8_t*>(params) + params_size);
+  LaunchError e = impl_->run_tree(M, *kd, cfg, std::move(p), mem, tree, 0);
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->tree = nullptr;
+  }
+  return e;
 }
 
 }  // namespace wh::ptx

@@ -24,7 +24,12 @@ constexpr uint64_t kMaxBlockRegBytes = 1ull << 30;
 // above any parameter offset, so backends need not allocate it.
 constexpr uint64_t kGridWorkspace = kParamWindow + 0x8000'0000ull;
 constexpr uint32_t kGridWorkspaceBytes = 16;
-// Function addresses (function pointers, vtable entries): a reserved window no allocation or memory window
+// Dynamic parallelism: the parameter buffers cudaGetParameterBuffer(V2) hands
+// out live in the param window too, one 64 KiB slot each, below the workspace.
+constexpr uint64_t kLaunchBufs = kParamWindow + 0x4000'0000ull;
+constexpr uint32_t kLaunchBufSlotShift = 16, kLaunchBufSlots = 0x4000;
+// Function addresses (function pointers, vtable entries, kernels named by a
+// device-side launch): a reserved window no allocation or memory window
 // shares, so dereferencing one faults and calling a data address is caught.
 // Each holds the module's tag, so a pointer taken in another module is refused.
 constexpr uint64_t kFuncWindow = 0xFFFF'FD80'0000'0000ull;
@@ -57,7 +62,7 @@ const char* sp_name(Sp);
 // Address base kinds of a memory operand [base + off]
 enum AVK : uint8_t { AV_None, AV_Imm /*avar is an absolute offset (kernel param)*/, AV_Local, AV_Shared, AV_Global };
 
-enum class Ctl : uint8_t { None, Bra, Call, Ret, Exit, Bar, Trap, Printf, Assert, BadCall, Sreg, Yield, Malloc, Free, ICall };
+enum class Ctl : uint8_t { None, Bra, Call, Ret, Exit, Bar, Trap, Printf, Assert, BadCall, Sreg, Yield, Malloc, Free, ICall, DevRt };
 
 // Inst::sched bits: scheduling hints computed at load time.
 constexpr uint8_t kSchedPoll = 1;  // polls memory: volatile/acquire/relaxed ld, atom cas/exch, atom add/or/xor of 0
@@ -106,10 +111,11 @@ struct CallSite {
 struct Function {
   std::string name;
   bool is_entry = false, defined = false, is_extern = false;
-  int builtin = 0;  // 1 vprintf, 2 __assertfail, 3 malloc, 4 free
+  int builtin = 0;  // 1 vprintf, 2 __assertfail, 3 malloc, 4 free, 5 device runtime (devrt)
+  uint8_t devrt = 0;  // builtin 5: which device-runtime function (devrt.hpp)
   bool calls_heap = false;  // calls malloc or free directly
-  bool addr_taken = false;  // its address is a value (function pointer, vtable)
-  bool calls_indirect = false;  // has indirect calls
+  bool addr_taken = false;  // its address is a value (function pointer, vtable, device launch)
+  bool calls_indirect = false, launches = false;  // has indirect calls; launches kernels (devrt)
   std::vector<uint32_t> icallees;  // what its indirect calls may reach: address-taken functions of a matching shape
   std::vector<Param> params, rets;  // formal (entry: offsets in the param buffer; func: frame offsets)
   uint32_t param_bytes = 0;
@@ -156,6 +162,7 @@ struct ModuleImpl {
   std::vector<uint64_t> cpool;  // rows of 32 identical values
   std::vector<KernelInfo> kernels;
   std::vector<KernelData> kdata;
+  std::vector<uint32_t> kernel_of_func;  // function index -> kdata index (NOREG: not a kernel)
   uint32_t tag = 0;     // in function addresses (func_addr), unique per loaded module mod 2^11
   int target_arch = 0;  // from .target sm_XX (0: none given)
   // The function a function address names, or NOREG.
@@ -173,8 +180,13 @@ struct ModuleImpl {
 // Parse PTX into `m`; throws nothing, returns false with message.
 bool parse_module(std::string_view text, ModuleImpl& m, std::string* err);
 
+// The launch checks a host launch and a device-side launch share (block and
+// grid shape, shared memory, parameter size, registers, unsupported code).
+LaunchError check_launch(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg, size_t params_size);
+
 // ---- execution context (one per worker, describes the current warp) ----
 struct Warp;
+struct GridRt;
 struct Ctx {
   uint64_t* regs = nullptr;
   const uint64_t* cpool = nullptr;
@@ -198,6 +210,8 @@ struct Ctx {
   const uint64_t* gaddr = nullptr;
   uint8_t* gridws = nullptr;  // cooperative launch workspace (host memory), else null
   uint64_t gridws_addr = 0;   // its device address as %envreg1:%envreg2 report it (0: none)
+  GridRt* rt = nullptr;       // device runtime state of the grid (dynamic parallelism)
+  uint64_t block_linear = 0;  // the block's index in the grid
   bool fault = false;
   // The last texture/surface object resolved (kernels use one or two objects).
   uint64_t tex_handle = 0;

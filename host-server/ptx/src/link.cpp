@@ -18,7 +18,7 @@
 #include <map>
 #include <set>
 
-#include "internal.hpp"
+#include "devrt.hpp"
 
 namespace wh::ptx {
 namespace {
@@ -189,7 +189,19 @@ std::string rename_ids(std::string_view text, const std::map<std::string, std::s
   return out;
 }
 
-bool is_builtin(const std::string& n) { return n == "vprintf" || n == "__assertfail" || n == "malloc" || n == "free"; }
+bool is_builtin(const std::string& n) {
+  return n == "vprintf" || n == "__assertfail" || n == "malloc" || n == "free" || detail::devrt_name(n);
+}
+
+// libcudadevrt's unit (linked into every -lcudadevrt program, dynamic
+// parallelism or not) wraps the GPU driver's device-side entry points
+// (`__cuda_syscall_*`, `cnp*`), which only a GPU has; the engine provides
+// the runtime's functions itself, so that unit is left out.
+bool device_runtime_unit(const std::vector<Item>& items) {
+  for (const Item& it : items)
+    if (it.kind == Item::Func && it.ext && it.name.starts_with("__cuda_syscall_")) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -202,6 +214,17 @@ std::unique_ptr<Module> Module::from_ptx_units(const std::vector<std::string_vie
   std::vector<std::vector<Item>> items(units.size());
   for (size_t u = 0; u < units.size(); ++u)
     if (!split(units[u], items[u], err, u)) return nullptr;
+  {
+    std::vector<std::string_view> kept;
+    for (size_t u = 0; u < units.size(); ++u)
+      if (!device_runtime_unit(items[u])) kept.push_back(units[u]);
+    if (kept.empty()) {
+      if (err) *err = "PTX link: no units besides the device runtime library's";
+      return nullptr;
+    }
+    if (kept.size() == 1) return from_ptx(kept[0], err);
+    if (kept.size() != units.size()) return from_ptx_units(kept, err);
+  }
   // Names at module scope, per unit; private definitions to rename where the
   // name appears in another unit too.
   std::map<std::string, std::set<size_t>> seen;

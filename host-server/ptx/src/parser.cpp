@@ -9,6 +9,7 @@
 #include "ops_mem.hpp"
 #include "ops_mma.hpp"
 #include "ops_tex.hpp"
+#include "devrt.hpp"
 
 namespace wh::ptx::detail {
 
@@ -620,6 +621,10 @@ class Parser {
     else if (name == "__assertfail") f.builtin = 2;
     else if (name == "malloc") f.builtin = 3;
     else if (name == "free") f.builtin = 4;
+    else if (DevFnInfo d = devrt_function(name); d.fn != DF_None) {
+      f.builtin = 5;
+      f.devrt = d.fn;
+    }
     M.func_by_name[f.name] = uint32_t(M.funcs.size() - 1);
     return uint32_t(M.funcs.size() - 1);
   }
@@ -1264,9 +1269,18 @@ void Parser::parse_call(const Tok& op, uint32_t guard, bool gneg) {
   for (size_t i = 0; i < rets.size(); ++i) cs.ret_off.push_back(resolve(rets[i], cf.rets[i].size));
   Inst I = base_inst(guard, gneg, op.line);
   I.fn = h_nop;
-  static constexpr Ctl kBuiltinCtl[] = {Ctl::Call, Ctl::Printf, Ctl::Assert, Ctl::Malloc, Ctl::Free};
+  static constexpr Ctl kBuiltinCtl[] = {Ctl::Call, Ctl::Printf, Ctl::Assert, Ctl::Malloc, Ctl::Free, Ctl::DevRt};
   I.ctl = kBuiltinCtl[cf.builtin];
-  if (cf.builtin >= 3) {
+  if (cf.builtin == 5) {
+    // The device runtime reads its arguments with the sizes CUDA declares.
+    DevFnInfo d = devrt_function(cf.name);
+    bool ok = cf.params.size() == d.nargs && cf.rets.size() == 1 && cf.rets[0].size == d.ret;
+    for (size_t i = 0; ok && i < cf.params.size(); ++i) ok = cf.params[i].size == d.arg[i];
+    if (!ok) fail(fn.line, "call to '" + cf.name + "' with an unexpected signature");
+    if (d.fn == DF_LaunchDevice || d.fn == DF_LaunchDeviceV2) F->launches = true;
+    if (d.fn == DF_Malloc || d.fn == DF_Free) F->calls_heap = true;
+  }
+  if (cf.builtin == 3 || cf.builtin == 4) {
     // The heap calls read one 8-byte argument (malloc also returns 8 bytes).
     if (cs.arg_off.size() != 1 || cf.params[0].size != 8 || cs.ret_off.size() != (cf.builtin == 3 ? 1u : 0u) ||
         (cf.builtin == 3 && cf.rets[0].size != 8))

@@ -71,6 +71,9 @@ struct DeviceMemory {
   virtual uint64_t device_malloc(uint64_t bytes) { return 0; }
   // False when addr is not a live device_malloc block: the launch traps.
   virtual bool device_free(uint64_t addr) { return false; }
+  // cudaDeviceGetAttribute called by a kernel (the device runtime of dynamic
+  // parallelism); false for an attribute the device does not have.
+  virtual bool device_attribute(int attr, int* value) { return false; }
 };
 
 // An initializer that holds the address of another variable (`generic(var)+off`,
@@ -101,7 +104,7 @@ struct KernelInfo {
   uint32_t local_bytes_per_thread;
   int max_threads_per_block;
   int num_regs;  // estimate (registers declared by the entry, capped at 255)
-  bool uses_heap = false;  // its call graph calls malloc or free
+  bool uses_heap = false;  // its call graph calls malloc or free (or a kernel it may launch does)
 };
 
 // What a kernel prints, when the caller collects it: printf text, and
@@ -129,6 +132,10 @@ struct LaunchConfig {
   // workspace is provided through %envreg1/%envreg2); the grid must fit what the
   // engine runs concurrently (Engine::max_coresident_blocks), else InvalidConfig.
   bool cooperative = false;
+  // Dynamic parallelism: how many device-side launches may be pending
+  // (cudaLimitDevRuntimePendingLaunchCount); one more fails in the kernel with
+  // cudaErrorLaunchPendingCountExceeded.
+  uint32_t pending_launch_limit = 2048;
 };
 
 struct LaunchError {
