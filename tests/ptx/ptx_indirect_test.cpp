@@ -232,7 +232,7 @@ DONE:
     p2: .callprototype (.param .b32 _) _ (.param .b32 _, .param .b32 _);
     ct: .calltargets f_add, f_mul;
     @!%p1 call (r), %rd2, (a, b), p2;
-    @%p1 call (r), %rd2, (a, b), ct;
+    @%p1 call.uni (r), %rd2, (a, b), ct;
     ld.param.b32 %r2, [r];
   }
   mul.wide.u32 %rd3, %r1, 4;
