@@ -241,6 +241,23 @@ TEST(PtxParse, HandWrittenSeedParses) {
   EXPECT_EQ(m->globals().size(), 2u);
 }
 
+// `.ptr .align N` on a pointer parameter is the pointee's alignment (CUB's
+// kernels: `.param .u64 .ptr .align 1 p`): the parameter stays 8-aligned, in
+// the engine and in the guest's reading of the same PTX, as in the cubin.
+TEST(PtxParse, PtrAlignIsThePointeesAlignment) {
+  const std::string params =
+      ".param .u32 a, .param .u8 b, .param .u64 .ptr .align 1 p, .param .u64 .ptr .global .align 16 q, "
+      ".param .align 8 .b8 s[16]";
+  std::string err;
+  auto m = Module::from_ptx(wrap("  ret;", params), &err);
+  ASSERT_TRUE(m) << err;
+  std::vector<wh::fatbin::ParamInfo> want = {{0, 4}, {4, 1}, {8, 8}, {16, 8}, {24, 16}};
+  EXPECT_EQ(m->kernel("k")->params, want);
+  std::map<std::string, std::vector<wh::fatbin::ParamInfo>> guest;
+  ASSERT_TRUE(wh::fatbin::ptx_kernel_params(wrap("  ret;", params), guest, &err)) << err;
+  EXPECT_EQ(guest["k"], want);
+}
+
 // Library PTX (cuBLAS's, for one) loads through an L2 cache policy: createpolicy makes an
 // opaque 64-bit value and ld/st .L2::cache_hint take it as a third operand.
 TEST(PtxParse, L2CacheHintOperandsAreAccepted) {

@@ -133,6 +133,36 @@ void h_bin(Ctx& c, const Inst& I, uint32_t m) {
   for_lanes(m, [&](int l) { D[l] = put<V>(Op::template f<V>(get<V>(A, l), get<V>(B, l))); });
 }
 
+// Two 16-bit integers packed in a 32-bit register (min/max .s16x2/.u16x2,
+// optionally .relu: a negative result becomes 0), halves computed apart.
+template <class H, class Op, bool Relu>
+void h_bin16x2(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  auto half = [](uint32_t a, uint32_t b) {
+    H r = Op::template f<H>(H(uint16_t(a)), H(uint16_t(b)));
+    if constexpr (Relu) r = r < H(0) ? H(0) : r;
+    return uint32_t(uint16_t(r));
+  };
+  for_lanes(m, [&](int l) {
+    const uint32_t a = uint32_t(A[l]), b = uint32_t(B[l]);
+    D[l] = half(a, b) | (half(a >> 16, b >> 16) << 16);
+  });
+}
+
+// min/max.relu.s32: the result clamped at 0.
+template <class Op>
+void h_relu_s32(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  for_lanes(m, [&](int l) {
+    int32_t r = Op::template f<int32_t>(get<int32_t>(A, l), get<int32_t>(B, l));
+    D[l] = put<int32_t>(r < 0 ? 0 : r);
+  });
+}
+
 template <class V, class Op>
 void h_un(Ctx& c, const Inst& I, uint32_t m) {
   uint64_t* D = c.dst(I.d[0]);

@@ -430,6 +430,7 @@ class Parser {
     Decl d;
     d.space = space;
     d.line = line;
+    bool after_ptr = false;  // `.ptr .space .align N`: N is the pointee's alignment, not the parameter's
     for (;;) {
       const Tok& t = L.peek();
       if (t.k != Tok::Dir) break;
@@ -437,10 +438,11 @@ class Parser {
       if (x.s == ".align") {
         uint64_t a = parse_uint(L.next(), 1u << 20);
         if (a == 0 || (a & (a - 1))) fail(x.line, "bad alignment");
-        d.align = uint32_t(a);
+        if (!after_ptr) d.align = uint32_t(a);
       } else if (x.s == ".v2") d.vec = 2;
       else if (x.s == ".v4") d.vec = 4;
-      else if (x.s == ".ptr" || x.s == ".global" || x.s == ".const" || x.s == ".shared" || x.s == ".local" || x.s == ".volatile") {
+      else if (x.s == ".ptr") after_ptr = true;
+      else if (x.s == ".global" || x.s == ".const" || x.s == ".shared" || x.s == ".local" || x.s == ".volatile") {
       } else if (x.s == ".attribute") {
         L.expect("(");
         while (!L.accept(")")) if (L.next().k == Tok::End) fail(x.line, "unterminated .attribute");
@@ -1561,9 +1563,13 @@ Cmp parse_cmp(std::string_view m, bool& ok) {
 bool Parser::decode_arith(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I) {
   Ty ty = T_None;
   bool ftz = false, sat = false, approx = false, hi = false, lo = false, wide = false, full = false, cc = false;
+  bool relu = false;
+  int packed16 = 0;  // .s16x2 (1) / .u16x2 (2): two 16-bit integers in a 32-bit register
   int rnd = 0;
   for (auto m : mods) {
     if (m == "ftz") ftz = true;
+    else if (m == "relu") relu = true;
+    else if (m == "s16x2" || m == "u16x2") { packed16 = m[0] == 's' ? 1 : 2; ty = T_B32; }
     else if (m == "sat") sat = true;
     else if (m == "approx") approx = true;
     else if (m == "full") full = true;
@@ -1590,6 +1596,11 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
   (void)full;
   (void)lo;
   if (ty == T_None) fail(I.line, std::string(base) + " without a type");
+  if ((packed16 || relu) && base != "min" && base != "max") {
+    mark_unsupported(I.line, std::string(base) + (packed16 ? " on 16x2 integers" : ".relu"));
+    return true;
+  }
+
   const bool isf = ty == T_F32 || ty == T_F64;
   const bool ishalf = ty == T_F16 || ty == T_F16X2 || ty == T_BF16 || ty == T_BF16X2;
   // Extended precision: add.cc, addc[.cc], sub.cc, subc[.cc], mad.lo/hi.cc, madc.lo/hi[.cc].
@@ -1742,6 +1753,21 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
   }
   if (base == "rem") { bin(pick_int<ORem>(ty)); return true; }
   if (base == "min" || base == "max") {
+    if (packed16) {
+      const bool mn = base == "min";
+      Handler h = packed16 == 1
+                      ? (mn ? (relu ? h_bin16x2<int16_t, OMin, true> : h_bin16x2<int16_t, OMin, false>)
+                            : (relu ? h_bin16x2<int16_t, OMax, true> : h_bin16x2<int16_t, OMax, false>))
+                      : (mn ? h_bin16x2<uint16_t, OMin, false> : h_bin16x2<uint16_t, OMax, false>);
+      if (relu && packed16 == 2) { mark_unsupported(I.line, std::string(base) + ".relu.u16x2"); return true; }
+      bin(h);
+      return true;
+    }
+    if (relu) {  // min/max.relu.s32: clamped at 0 (.relu.f16 forms are not implemented)
+      if (ty != T_S32) { mark_unsupported(I.line, std::string(base) + ".relu." + ty_name(ty)); return true; }
+      bin(base == "min" ? h_relu_s32<OMin> : h_relu_s32<OMax>);
+      return true;
+    }
     if (ishalf) { half(base == "min" ? 6 : 7, 2); return true; }
     if (ty == T_F32) { bin(base == "min" ? pick_fbin<OMin>(ftz, false) : pick_fbin<OMax>(ftz, false)); return true; }
     if (ty == T_F64) { bin(base == "min" ? h_bin<double, OMin> : h_bin<double, OMax>); return true; }
