@@ -300,6 +300,22 @@ cublasStatus_t cublasGetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t* m) {
   *m = h->atomics;
   return CUBLAS_STATUS_SUCCESS;
 }
+// Not in cuBLAS's headers; exported, and called by cuSOLVER on the handle it
+// creates (cusolverDnCreate fails without it). NVIDIA's library takes 0 or 1
+// and keeps it in the handle; so does this one. The server's cuBLAS (or
+// OpenBLAS on the sim device) has no use for it.
+extern "C" cublasStatus_t cublasSetEnvironmentMode(cublasHandle_t h, int mode) {
+  WH_HANDLE(h);
+  if (mode < 0 || mode > 1) return CUBLAS_STATUS_INVALID_VALUE;
+  h->environment_mode = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" cublasStatus_t cublasGetEnvironmentMode(cublasHandle_t h, int* mode) {
+  WH_HANDLE(h);
+  if (!mode) return CUBLAS_STATUS_INVALID_VALUE;
+  *mode = h->environment_mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
 // cuBLAS falls back to its own workspace pool: accepting the user's buffer
 // and not using it is within the API's contract.
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void*, size_t) {
