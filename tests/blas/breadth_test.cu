@@ -649,6 +649,14 @@ void level3(cublasHandle_t h) {
       for (int i = 0; i < m; i++)
         want[i + size_t(j) * ld] = al * cj<T>(A[j + size_t(i) * ld]) + be * Bm[i + size_t(j) * ld];
     check(p + "geam", dC.get(), want, tol<T>() * 4);
+    // A null beta (host pointer mode) reads no B: cuSOLVER's gesvd transposes so.
+    Dev<T> dT(C);
+    CB(PICK(T, cublasSgeam, cublasDgeam, cublasCgeam, cublasZgeam, h, CUBLAS_OP_C, CUBLAS_OP_C, m, n, &alT, dA.p, ld,
+            nullptr, dA.p, ld, dT.p, ld));
+    auto wt = C;
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < m; i++) wt[i + size_t(j) * ld] = al * cj<T>(A[j + size_t(i) * ld]);
+    check(p + "geam.null_beta", dT.get(), wt, tol<T>() * 4);
     for (cublasSideMode_t side : {CUBLAS_SIDE_LEFT, CUBLAS_SIDE_RIGHT}) {
       auto x = rnd<T>(size_t(2) * std::max(m, n));
       Dev<T> dx(x), dC2(C);

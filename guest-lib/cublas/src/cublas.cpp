@@ -363,14 +363,16 @@ cublasStatus_t cublasSgeam(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                            const float* alpha, const float* A, int lda, const float* beta, const float* Bm, int ldb,
                            float* C, int ldc) {
   WH_HANDLE(h);
-  if (!op_ok(ta) || !op_ok(tb) || m < 0 || n < 0 || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+  // A null beta (host pointer mode) reads no B, as a zero one (see l3's geam).
+  if (!op_ok(ta) || !op_ok(tb) || m < 0 || n < 0 || !alpha || (!beta && h->pmode != CUBLAS_POINTER_MODE_HOST))
+    return CUBLAS_STATUS_INVALID_VALUE;
   if (lda < max1(ta == CUBLAS_OP_N ? m : n) || ldb < max1(tb == CUBLAS_OP_N ? m : n) || ldc < max1(m))
     return CUBLAS_STATUS_INVALID_VALUE;
   BlasGeamReq rq{};
   rq.handle = h->server;
   rq.stream = sh(h);
   rq.alpha = fscalar(h, alpha);
-  rq.beta = fscalar(h, beta);
+  rq.beta = beta ? fscalar(h, beta) : 0;
   rq.A = dev(A), rq.B = dev(Bm), rq.C = dev(C);
   rq.lda = lda, rq.ldb = ldb, rq.ldc = ldc;
   rq.m = m, rq.n = n;

@@ -322,7 +322,10 @@ cublasStatus_t l3(cublasHandle_t h, const L3& a, const SA* alpha, const SB* beta
   if (!ok) return CUBLAS_STATUS_INVALID_VALUE;
   if (r != kL3Dgmm && !alpha) return CUBLAS_STATUS_INVALID_VALUE;
   const bool has_beta = r != kL3Trmm && r != kL3Trsm && r != kL3Dgmm;
-  if (has_beta && !beta) return CUBLAS_STATUS_INVALID_VALUE;
+  // geam with a null beta (host pointer mode): B is not read, as with a zero
+  // beta; NVIDIA's cuSOLVER transposes this way (gesvd).
+  const bool null_beta_ok = r == kL3Geam && h->pmode == CUBLAS_POINTER_MODE_HOST;
+  if (has_beta && !beta && !null_beta_ok) return CUBLAS_STATUS_INVALID_VALUE;
   BlasL3Req rq{};
   rq.handle = h->server, rq.stream = sh(h);
   rq.routine = r, rq.type = type_code<T>(), rq.mode = a.mode;
@@ -331,7 +334,7 @@ cublasStatus_t l3(cublasHandle_t h, const L3& a, const SA* alpha, const SB* beta
   rq.A = dev(a.A), rq.B = dev(a.B), rq.C = dev(a.C), rq.lda = a.lda, rq.ldb = a.ldb, rq.ldc = a.ldc;
   rq.strideA = a.sa, rq.strideB = a.sb, rq.strideC = a.sc;
   if (alpha) scalar(h, alpha, &rq.alpha, &rq.alpha_i);
-  if (has_beta) scalar(h, beta, &rq.beta, &rq.beta_i);
+  if (has_beta && beta) scalar(h, beta, &rq.beta, &rq.beta_i);  // else zero
   rq.flags = flags_of(h);
   return B::status(B::post<Op::BlasL3>(rq));
 }
