@@ -258,6 +258,25 @@ TEST(PtxParse, PtrAlignIsThePointeesAlignment) {
   EXPECT_EQ(guest["k"], want);
 }
 
+// The register estimate lets one block of the kernel's largest size fit
+// the SM's 64K registers, as ptxas allocates under .maxntid: CUB sizes its
+// grids by the occupancy API and divides by it (0 blocks per SM crashed it).
+TEST(PtxParse, RegisterEstimateFitsTheLargestBlock) {
+  auto src = [](const std::string& dirs) {
+    return ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()" + dirs +
+           "\n{\n  .reg .b64 %rd<600>;\n  ret;\n}\n";
+  };
+  std::string err;
+  for (auto [dirs, threads] : {std::pair<std::string, int>{"", 1024}, {" .maxntid 640", 640}, {" .maxntid 128, 1, 1", 128}}) {
+    auto m = Module::from_ptx(src(dirs), &err);
+    ASSERT_TRUE(m) << err;
+    const auto* k = m->kernel("k");
+    EXPECT_EQ(k->max_threads_per_block, threads) << dirs;
+    EXPECT_LE(k->num_regs, 255) << dirs;
+    EXPECT_GE(65536 / (k->num_regs * ((threads + 31) / 32 * 32)), 1) << dirs << ": " << k->num_regs << " registers";
+  }
+}
+
 // Library PTX (cuBLAS's, for one) loads through an L2 cache policy: createpolicy makes an
 // opaque 64-bit value and ld/st .L2::cache_hint take it as a third operand.
 TEST(PtxParse, L2CacheHintOperandsAreAccepted) {
