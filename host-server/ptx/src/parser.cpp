@@ -1007,12 +1007,22 @@ void Parser::parse_inst(const Tok& op, uint32_t guard, bool gneg) {
                           "mul24", "mad24", "addc", "subc", "madc", "div", "rem", "min", "max", "and", "or", "xor", "not", "cnot", "neg", "abs",
                           "copysign", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe", "bfi", "prmt", "lop3", "shf",
                           "sad", "rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh", "tex", "tld4", "txq",
-                          "suld", "sust", "suq"})
+                          "suld", "sust", "suq", "vshl", "vshr"})
       k.emplace(s, 1);
     return k;
   }();
   std::string_view base = op.s.substr(0, op.s.find('.'));
-  if (!known.count(base)) {  // unknown opcode: operands may use syntax we do not parse; fail at launch
+  // Video shifts with operand selectors (%r1.b0, .h1): not implemented, and
+  // not parsed either; the instruction fails at launch.
+  auto video_selectors = [&] {
+    if (base != "vshl" && base != "vshr") return false;
+    const std::string text = M.line_text(op.line);
+    for (const char* sel : {".b0", ".b1", ".b2", ".b3", ".h0", ".h1"})
+      for (size_t at = text.find(sel); at != std::string::npos; at = text.find(sel, at + 1))
+        if (at + 3 == text.size() || !std::isalnum(static_cast<unsigned char>(text[at + 3]))) return true;
+    return false;
+  };
+  if (!known.count(base) || video_selectors()) {  // unknown: operands may use syntax we do not parse; fail at launch
     for (;;) {
       Tok t = L.next();
       if (t.k == Tok::End) fail(t.line, "unexpected end of input in instruction");
@@ -2257,6 +2267,28 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     need(ops, 1, line, "activemask");
     I.d[0] = dst(ops[0]);
     I.fn = h_activemask;
+    emit(I);
+    return;
+  }
+  if (base == "vshl" || base == "vshr") {
+    // Scalar video shift: three types, .sat, .clamp/.wrap, optional .add/.min/.max.
+    std::vector<bool> sgn;
+    uint32_t a0 = base == "vshl" ? 32u : 0u, a1 = 0, modes = 0;
+    for (auto m : mods) {
+      if (m == "u32" || m == "s32") sgn.push_back(m[0] == 's');
+      else if (m == "sat") a0 |= 8;
+      else if (m == "clamp") modes++;
+      else if (m == "wrap") a0 |= 16, modes++;
+      else if (m == "add" || m == "min" || m == "max") a1 = m == "add" ? 1 : m == "min" ? 2 : 3;
+      else fail(line, "unknown modifier ." + std::string(m) + " on " + std::string(base));
+    }
+    if (sgn.size() != 3 || modes != 1) fail(line, std::string(base) + " needs three types and .clamp or .wrap");
+    need(ops, a1 ? 4 : 3, line, base);
+    a0 |= (sgn[0] ? 1u : 0u) | (sgn[1] ? 2u : 0u) | (sgn[2] ? 4u : 0u);
+    I.d[0] = dst(ops[0]);
+    for (size_t i = 1; i < ops.size(); i++) I.s[i - 1] = src(ops[i], T_U32);
+    I.a0 = a0, I.a1 = a1;
+    I.fn = h_vshift;
     emit(I);
     return;
   }
