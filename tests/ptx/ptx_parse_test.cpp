@@ -247,6 +247,42 @@ TEST(PtxParse, HandWrittenSeedParses) {
   EXPECT_EQ(m->globals().size(), 2u);
 }
 
+// `.ptr .align N` on a pointer parameter is the pointee's alignment (CUB's
+// kernels: `.param .u64 .ptr .align 1 p`): the parameter stays 8-aligned, in
+// the engine and in the guest's reading of the same PTX, as in the cubin.
+TEST(PtxParse, PtrAlignIsThePointeesAlignment) {
+  const std::string params =
+      ".param .u32 a, .param .u8 b, .param .u64 .ptr .align 1 p, .param .u64 .ptr .global .align 16 q, "
+      ".param .align 8 .b8 s[16]";
+  std::string err;
+  auto m = Module::from_ptx(wrap("  ret;", params), &err);
+  ASSERT_TRUE(m) << err;
+  std::vector<wh::fatbin::ParamInfo> want = {{0, 4}, {4, 1}, {8, 8}, {16, 8}, {24, 16}};
+  EXPECT_EQ(m->kernel("k")->params, want);
+  std::map<std::string, std::vector<wh::fatbin::ParamInfo>> guest;
+  ASSERT_TRUE(wh::fatbin::ptx_kernel_params(wrap("  ret;", params), guest, &err)) << err;
+  EXPECT_EQ(guest["k"], want);
+}
+
+// The register estimate lets one block of the kernel's largest size fit
+// the SM's 64K registers, as ptxas allocates under .maxntid: CUB sizes its
+// grids by the occupancy API and divides by it (0 blocks per SM crashed it).
+TEST(PtxParse, RegisterEstimateFitsTheLargestBlock) {
+  auto src = [](const std::string& dirs) {
+    return ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()" + dirs +
+           "\n{\n  .reg .b64 %rd<600>;\n  ret;\n}\n";
+  };
+  std::string err;
+  for (auto [dirs, threads] : {std::pair<std::string, int>{"", 1024}, {" .maxntid 640", 640}, {" .maxntid 128, 1, 1", 128}}) {
+    auto m = Module::from_ptx(src(dirs), &err);
+    ASSERT_TRUE(m) << err;
+    const auto* k = m->kernel("k");
+    EXPECT_EQ(k->max_threads_per_block, threads) << dirs;
+    EXPECT_LE(k->num_regs, 255) << dirs;
+    EXPECT_GE(65536 / (k->num_regs * ((threads + 31) / 32 * 32)), 1) << dirs << ": " << k->num_regs << " registers";
+  }
+}
+
 // Library PTX (cuBLAS's, for one) loads through an L2 cache policy: createpolicy makes an
 // opaque 64-bit value and ld/st .L2::cache_hint take it as a third operand.
 TEST(PtxParse, L2CacheHintOperandsAreAccepted) {

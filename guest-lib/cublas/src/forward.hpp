@@ -24,6 +24,7 @@ struct cublasContext {
   cublasPointerMode_t pmode = CUBLAS_POINTER_MODE_HOST;
   cublasMath_t math = CUBLAS_DEFAULT_MATH;
   cublasAtomicsMode_t atomics = CUBLAS_ATOMICS_NOT_ALLOWED;
+  int environment_mode = 0;  // cublasSetEnvironmentMode (undocumented; cuSOLVER sets it on its handle)
   int version = CUBLAS_VERSION;
 };
 

@@ -53,6 +53,9 @@ struct Fatbin {
   // whose PTX the sim device links (the linked one carries SASS only).
   std::vector<uint8_t> rdc_image;
   PerDevice<uint64_t> module;  // server handle once shipped (lazily, once per device)
+  // Why the device refused the image (it is not shipped again): a kernel
+  // of a library that cannot load fails when it is used.
+  cudaError_t load_error = cudaSuccess;
   std::map<std::string, std::vector<proto::ParamInfo>> params;  // from .nv.info / PTX
   bool params_parsed = false;
   std::vector<ManagedVarRec> managed;  // __managed__ variables (managed.cpp)

@@ -168,7 +168,12 @@ void build_kernels(ModuleImpl& M, std::string* err) {
     ki.static_shared_bytes = kd.static_shared;
     ki.local_bytes_per_thread = kd.local_stack;
     ki.max_threads_per_block = f.maxntid ? f.maxntid : 1024;
-    ki.num_regs = int(std::min<uint32_t>(f.nregs, 255));
+    // As a compiler allocates them: at most 255, and few enough that one
+    // block of max_threads_per_block fits the modeled 64K registers per SM
+    // (ptxas honours .maxntid so; occupancy must never come out 0 for a
+    // block size the kernel accepts: CUB divides by it).
+    const uint32_t block_regs = 65536u / (uint32_t((ki.max_threads_per_block + 31) / 32) * 32u);
+    ki.num_regs = int(std::min<uint32_t>({f.nregs, 255u, block_regs}));
     bool launches = false;
     for (uint32_t u : order) {
       ki.uses_heap |= M.funcs[u].calls_heap;

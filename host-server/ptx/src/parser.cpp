@@ -498,6 +498,7 @@ class Parser {
     Decl d;
     d.space = space;
     d.line = line;
+    bool after_ptr = false;  // `.ptr .space .align N`: N is the pointee's alignment, not the parameter's
     for (;;) {
       const Tok& t = L.peek();
       if (t.k != Tok::Dir) break;
@@ -505,10 +506,11 @@ class Parser {
       if (x.s == ".align") {
         uint64_t a = parse_uint(L.next(), 1u << 20);
         if (a == 0 || (a & (a - 1))) fail(x.line, "bad alignment");
-        d.align = uint32_t(a);
+        if (!after_ptr) d.align = uint32_t(a);
       } else if (x.s == ".v2") d.vec = 2;
       else if (x.s == ".v4") d.vec = 4;
-      else if (x.s == ".ptr" || x.s == ".global" || x.s == ".const" || x.s == ".shared" || x.s == ".local" || x.s == ".volatile") {
+      else if (x.s == ".ptr") after_ptr = true;
+      else if (x.s == ".global" || x.s == ".const" || x.s == ".shared" || x.s == ".local" || x.s == ".volatile") {
       } else if (x.s == ".attribute") {
         L.expect("(");
         while (!L.accept(")")) if (L.next().k == Tok::End) fail(x.line, "unterminated .attribute");
@@ -1171,12 +1173,22 @@ void Parser::parse_inst(const Tok& op, uint32_t guard, bool gneg) {
                           "mul24", "mad24", "addc", "subc", "madc", "div", "rem", "min", "max", "and", "or", "xor", "not", "cnot", "neg", "abs",
                           "copysign", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe", "bfi", "prmt", "lop3", "shf",
                           "sad", "rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh", "tex", "tld4", "txq",
-                          "suld", "sust", "suq", "wmma", "mma", "ldmatrix", "stmatrix"})
+                          "suld", "sust", "suq", "wmma", "mma", "ldmatrix", "stmatrix", "vshl", "vshr"})
       k.emplace(s, 1);
     return k;
   }();
   std::string_view base = op.s.substr(0, op.s.find('.'));
-  if (!known.count(base)) {  // unknown opcode: operands may use syntax we do not parse; fail at launch
+  // Video shifts with operand selectors (%r1.b0, .h1): not implemented, and
+  // not parsed either; the instruction fails at launch.
+  auto video_selectors = [&] {
+    if (base != "vshl" && base != "vshr") return false;
+    const std::string text = M.line_text(op.line);
+    for (const char* sel : {".b0", ".b1", ".b2", ".b3", ".h0", ".h1"})
+      for (size_t at = text.find(sel); at != std::string::npos; at = text.find(sel, at + 1))
+        if (at + 3 == text.size() || !std::isalnum(static_cast<unsigned char>(text[at + 3]))) return true;
+    return false;
+  };
+  if (!known.count(base) || video_selectors()) {  // unknown: operands may use syntax we do not parse; fail at launch
     for (;;) {
       Tok t = L.next();
       if (t.k == Tok::End) fail(t.line, "unexpected end of input in instruction");
@@ -1877,9 +1889,13 @@ Cmp parse_cmp(std::string_view m, bool& ok) {
 bool Parser::decode_arith(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I) {
   Ty ty = T_None;
   bool ftz = false, sat = false, approx = false, hi = false, lo = false, wide = false, full = false, cc = false;
+  bool relu = false;
+  int packed16 = 0;  // .s16x2 (1) / .u16x2 (2): two 16-bit integers in a 32-bit register
   int rnd = 0;
   for (auto m : mods) {
     if (m == "ftz") ftz = true;
+    else if (m == "relu") relu = true;
+    else if (m == "s16x2" || m == "u16x2") { packed16 = m[0] == 's' ? 1 : 2; ty = T_B32; }
     else if (m == "sat") sat = true;
     else if (m == "approx") approx = true;
     else if (m == "full") full = true;
@@ -1906,6 +1922,11 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
   (void)full;
   (void)lo;
   if (ty == T_None) fail(I.line, std::string(base) + " without a type");
+  if ((packed16 || relu) && base != "min" && base != "max") {
+    mark_unsupported(I.line, std::string(base) + (packed16 ? " on 16x2 integers" : ".relu"));
+    return true;
+  }
+
   const bool isf = ty == T_F32 || ty == T_F64;
   const bool ishalf = ty == T_F16 || ty == T_F16X2 || ty == T_BF16 || ty == T_BF16X2;
   // Extended precision: add.cc, addc[.cc], sub.cc, subc[.cc], mad.lo/hi.cc, madc.lo/hi[.cc].
@@ -2058,6 +2079,21 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
   }
   if (base == "rem") { bin(pick_int<ORem>(ty)); return true; }
   if (base == "min" || base == "max") {
+    if (packed16) {
+      const bool mn = base == "min";
+      Handler h = packed16 == 1
+                      ? (mn ? (relu ? h_bin16x2<int16_t, OMin, true> : h_bin16x2<int16_t, OMin, false>)
+                            : (relu ? h_bin16x2<int16_t, OMax, true> : h_bin16x2<int16_t, OMax, false>))
+                      : (mn ? h_bin16x2<uint16_t, OMin, false> : h_bin16x2<uint16_t, OMax, false>);
+      if (relu && packed16 == 2) { mark_unsupported(I.line, std::string(base) + ".relu.u16x2"); return true; }
+      bin(h);
+      return true;
+    }
+    if (relu) {  // min/max.relu.s32: clamped at 0 (.relu.f16 forms are not implemented)
+      if (ty != T_S32) { mark_unsupported(I.line, std::string(base) + ".relu." + ty_name(ty)); return true; }
+      bin(base == "min" ? h_relu_s32<OMin> : h_relu_s32<OMax>);
+      return true;
+    }
     if (ishalf) { half(base == "min" ? 6 : 7, 2); return true; }
     if (ty == T_F32) { bin(base == "min" ? pick_fbin<OMin>(ftz, false) : pick_fbin<OMax>(ftz, false)); return true; }
     if (ty == T_F64) { bin(base == "min" ? h_bin<double, OMin> : h_bin<double, OMax>); return true; }
@@ -2556,6 +2592,28 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     need(ops, 1, line, "activemask");
     I.d[0] = dst(ops[0]);
     I.fn = h_activemask;
+    emit(I);
+    return;
+  }
+  if (base == "vshl" || base == "vshr") {
+    // Scalar video shift: three types, .sat, .clamp/.wrap, optional .add/.min/.max.
+    std::vector<bool> sgn;
+    uint32_t a0 = base == "vshl" ? 32u : 0u, a1 = 0, modes = 0;
+    for (auto m : mods) {
+      if (m == "u32" || m == "s32") sgn.push_back(m[0] == 's');
+      else if (m == "sat") a0 |= 8;
+      else if (m == "clamp") modes++;
+      else if (m == "wrap") a0 |= 16, modes++;
+      else if (m == "add" || m == "min" || m == "max") a1 = m == "add" ? 1 : m == "min" ? 2 : 3;
+      else fail(line, "unknown modifier ." + std::string(m) + " on " + std::string(base));
+    }
+    if (sgn.size() != 3 || modes != 1) fail(line, std::string(base) + " needs three types and .clamp or .wrap");
+    need(ops, a1 ? 4 : 3, line, base);
+    a0 |= (sgn[0] ? 1u : 0u) | (sgn[1] ? 2u : 0u) | (sgn[2] ? 4u : 0u);
+    I.d[0] = dst(ops[0]);
+    for (size_t i = 1; i < ops.size(); i++) I.s[i - 1] = src(ops[i], T_U32);
+    I.a0 = a0, I.a1 = a1;
+    I.fn = h_vshift;
     emit(I);
     return;
   }

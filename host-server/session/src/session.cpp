@@ -806,6 +806,7 @@ int32_t Session::on_ModuleGetKernel(const ModuleGetKernelReq& rq, std::span<cons
   KernelEntry k;
   k.module = rq.module;
   if (Err e = ctx_->module_kernel(*m->mod, name, &k.k, &k.attrs); e != cudaSuccess) return e;
+  k.name = name;
   rs.param_bytes = k.attrs.param_bytes;
   rs.nparams = uint32_t(k.attrs.params.size());
   for (auto [off, size] : k.attrs.params) {
@@ -915,6 +916,12 @@ Err Session::run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_b
   add_output(kOutputStderr, kout.err);
   if (e != cudaSuccess) spdlog::info("session {}: launch failed: {}", id_, last_log_);
   if (is_sticky(e)) fault_detail_ = last_log_;  // told to the application by note_async
+  // A kernel the sim device refuses (an instruction it does not implement):
+  // the application hears which and why, once per kernel, on its stderr.
+  if (e == cudaErrorNotSupported && refused_kernels_.size() < 4096 && refused_kernels_.insert(k.name).second)
+    add_output(kOutputStderr, "wormhole: launch refused: " +
+                                  (last_log_.find(k.name) == std::string::npos ? "kernel " + k.name + ": " : "") +
+                                  last_log_ + "\n");
   return e;
 }
 

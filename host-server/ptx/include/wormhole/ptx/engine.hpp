@@ -103,7 +103,7 @@ struct KernelInfo {
   uint32_t static_shared_bytes;
   uint32_t local_bytes_per_thread;
   int max_threads_per_block;
-  int num_regs;  // estimate (registers declared by the entry, capped at 255)
+  int num_regs;  // estimate: registers declared by the entry, at most 255 and 65536 / max_threads_per_block
   bool uses_heap = false;  // its call graph calls malloc or free (or a kernel it may launch does)
 };
 

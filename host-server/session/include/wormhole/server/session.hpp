@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -188,6 +189,7 @@ class Session {
     std::unique_ptr<Kernel> k;
     uint64_t module;
     KernelAttrs attrs;
+    std::string name;  // as the module names it (for messages)
   };
   struct StreamEntry {
     std::unique_ptr<Stream> s;
@@ -353,6 +355,7 @@ class Session {
   uint64_t violations_ = 0;
   std::string last_log_;
   std::string fault_detail_;  // the engine's account of a launch fault, until reported
+  std::set<std::string> refused_kernels_;  // kernels whose refusal (unsupported instruction) was told
   uint32_t max_msg_ = 0;      // of the request being handled: bounds FetchOutput's reply
   // Device output not yet fetched, in order; consecutive text of one
   // stream shares a chunk. Bounded by kPendingOutputMax (the rest is counted).
