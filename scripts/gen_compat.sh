@@ -4,16 +4,26 @@
 #   - every function NVIDIA's library exports is a row;
 #   - a function the drop-in defines strongly is "forwarded", unless the
 #     drop-in's notes file lists it as "guest" (answered in the guest) or
-#     "noop" (accepted, with nothing to do, as on a GPU in that situation);
+#     "noop" (accepted, with nothing to do, as on a GPU in that situation),
+#     or as "like" another library's function that it only wraps (the
+#     driver's cuCtxSetCacheConfig is cudaDeviceSetCacheConfig): it then
+#     takes that function's status and note, so the two cannot disagree;
 #   - a function the drop-in only has as a weak stub (gen_weak_stubs.sh) is
 #     "not supported": it returns the library's not-supported status and
 #     logs its name once.
 # A notes entry for a function the drop-in does not define is an error, so
 # the notes cannot claim more than the library does.
-# Usage: gen_compat.sh OUT.md  TITLE NVIDIA.so DROPIN.so NOTES  [TITLE NVIDIA.so DROPIN.so NOTES]...
+# A hand-written section on what kernels themselves may use (device code:
+# no library exports it) follows the summary: --device FILE.
+# Usage: gen_compat.sh OUT.md [--device FILE] TITLE NVIDIA.so DROPIN.so NOTES  [TITLE NVIDIA.so DROPIN.so NOTES]...
 set -euo pipefail
 out=$1
 shift
+device=
+if [[ ${1:-} == --device ]]; then
+  device=$2
+  shift 2
+fi
 tmp=$(mktemp)
 trap 'rm -f "$tmp" "$tmp".*' EXIT
 
@@ -37,20 +47,37 @@ exported() { nm -D --defined-only "$1" | awk '$2 == "T" || $2 == "W" { sub(/@.*/
 
 : > "$tmp.body"
 : > "$tmp.sum"
+# Every library's guest/noop notes, for "like" lines.
+: > "$tmp.all"
+for ((i = 4; i <= $#; i += 4)); do
+  grep -v '^\s*#' "${!i}" | grep -v '^\s*$' | awk -F'\t' '$2 == "guest" || $2 == "noop"' >> "$tmp.all" || true
+done
 while (($#)); do
   title=$1 nv=$2 shim=$3 notes=$4
   shift 4
   exported "$nv" | awk '{print $1}' > "$tmp.nv"
   exported "$shim" > "$tmp.shim"
-  grep -v '^\s*#' "$notes" | grep -v '^\s*$' > "$tmp.notes" || true
-  # Every note must name a function the drop-in defines strongly.
+  grep -v '^\s*#' "$notes" | grep -v '^\s*$' > "$tmp.raw" || true
+  : > "$tmp.notes"
+  # Every note must name a function the drop-in defines strongly; a "like"
+  # line must name a guest or no-op function of some library.
   while IFS=$'\t' read -r name status note; do
-    case "$status" in guest|noop) ;; *) echo "gen_compat: $notes: '$name': status '$status' (guest|noop)" >&2; exit 1 ;; esac
+    case "$status" in
+      guest|noop) printf '%s\t%s\t%s\n' "$name" "$status" "$note" >> "$tmp.notes" ;;
+      like)
+        target=$(awk -F'\t' -v t="$note" '$1 == t { print $2 "\t" $3; exit }' "$tmp.all")
+        if [ -z "$target" ]; then
+          echo "gen_compat: $notes: '$name' is like '$note', which no notes file lists as guest or noop" >&2
+          exit 1
+        fi
+        printf '%s\t%s\t%s\n' "$name" "${target%%$'\t'*}" "as $note: ${target#*$'\t'}" >> "$tmp.notes" ;;
+      *) echo "gen_compat: $notes: '$name': status '$status' (guest|noop|like)" >&2; exit 1 ;;
+    esac
     if ! grep -qx "$name T" "$tmp.shim"; then
       echo "gen_compat: $notes lists '$name', which $(basename "$shim") does not define" >&2
       exit 1
     fi
-  done < "$tmp.notes"
+  done < "$tmp.raw"
   awk -F'\t' -v title="$title" -v sum="$tmp.sum" '
     FILENAME == ARGV[1] { status[$1] = $2; note[$1] = $3; next }
     FILENAME == ARGV[2] { bind[$1] = $2; next }
@@ -75,6 +102,10 @@ done
   echo "|---|---|---|---|---|---|"
   cat "$tmp.sum"
   echo
+  if [[ -n $device ]]; then
+    cat "$device"
+    echo
+  fi
   cat "$tmp.body"
 } > "$out.new"
 mv "$out.new" "$out"

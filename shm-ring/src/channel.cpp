@@ -184,19 +184,20 @@ Status ClientChannel::wait_attached(std::chrono::milliseconds timeout) {
 void ClientChannel::notify_server() { ring_bell(policy_, &ch_->server_sleeping, &ch_->req_bell); }
 
 Status ClientChannel::write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
-                                    Clock::time_point deadline, bool reader) {
+                                    Clock::time_point deadline, bool reader, uint64_t* end) {
   std::lock_guard lk(write_mu_);
-  return write_request_held(hdr, parts, deadline, reader);
+  return write_request_held(hdr, parts, deadline, reader, end);
 }
 
 Status ClientChannel::write_request_held(wh_msg_hdr& hdr,
                                          std::span<const std::span<const uint8_t>> parts,
-                                         Clock::time_point deadline, bool reader) {
+                                         Clock::time_point deadline, bool reader, uint64_t* end) {
   give_call_id(hdr);
   for (;;) {
     if (Status b = status(); b != Status::Ok) return b;
     Status s = writer_.write(hdr, parts);
     if (s == Status::Ok) {
+      if (end) *end = writer_.position();
       notify_server();
       return s;
     }
@@ -239,7 +240,7 @@ Status ClientChannel::wait_for_room(Clock::time_point deadline, bool reader) {
 
 Status ClientChannel::post(uint16_t opcode, uint32_t aux,
                            std::span<const std::span<const uint8_t>> parts, uint16_t version,
-                           std::chrono::milliseconds timeout) {
+                           std::chrono::milliseconds timeout, uint64_t* end) {
   wh_msg_hdr h{};
   h.version = version;
   h.opcode = opcode;
@@ -249,12 +250,12 @@ Status ClientChannel::post(uint16_t opcode, uint32_t aux,
   LockBias::Slot* const slot = LockBias::my_slot();
   if (bias_.enter(slot)) {
     // The bias holds write_mu_ for us: an even id, as under the lock.
-    Status s = write_request_held(h, parts, deadline, false);
+    Status s = write_request_held(h, parts, deadline, false, end);
     bias_.leave(slot);
     return s;
   }
   h.call_id = shared_call_id();
-  return write_request(h, parts, deadline, false);
+  return write_request(h, parts, deadline, false, end);
 }
 
 // Under read_mu_. Delivers every response in the ring to its waiter.

@@ -196,11 +196,21 @@ static std::unique_ptr<Region> map_fd(int fd, uint64_t want_size, const RegionCo
   return Region::adopt(p, size, fd, true, cfg != nullptr, cfg ? *cfg : RegionConfig{}, err);
 }
 
+// The memfd goes to a client that may be hostile: sealed at its size, so
+// that it can neither shrink it (the server's next touch of a lost page
+// would be a SIGBUS, ending every session) nor grow it. Its bytes stay
+// writable by both sides, which is what the region is for.
 std::unique_ptr<Region> Region::create_memfd(const char* name, const RegionConfig& cfg,
                                              std::string* err) {
-  int fd = memfd_create(name, MFD_CLOEXEC);
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return set_err(err, std::string("memfd_create: ") + strerror(errno)), nullptr;
-  return map_fd(fd, required_size(cfg), &cfg, err);
+  if (ftruncate(fd, off_t(required_size(cfg))) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    set_err(err, std::string("memfd size/seals: ") + strerror(errno));
+    close(fd);
+    return nullptr;
+  }
+  return map_fd(fd, 0, &cfg, err);
 }
 
 std::unique_ptr<Region> Region::create_file(const std::string& path, const RegionConfig& cfg,

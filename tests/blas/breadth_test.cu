@@ -649,6 +649,14 @@ void level3(cublasHandle_t h) {
       for (int i = 0; i < m; i++)
         want[i + size_t(j) * ld] = al * cj<T>(A[j + size_t(i) * ld]) + be * Bm[i + size_t(j) * ld];
     check(p + "geam", dC.get(), want, tol<T>() * 4);
+    // A null beta (host pointer mode) reads no B: cuSOLVER's gesvd transposes so.
+    Dev<T> dT(C);
+    CB(PICK(T, cublasSgeam, cublasDgeam, cublasCgeam, cublasZgeam, h, CUBLAS_OP_C, CUBLAS_OP_C, m, n, &alT, dA.p, ld,
+            nullptr, dA.p, ld, dT.p, ld));
+    auto wt = C;
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < m; i++) wt[i + size_t(j) * ld] = al * cj<T>(A[j + size_t(i) * ld]);
+    check(p + "geam.null_beta", dT.get(), wt, tol<T>() * 4);
     for (cublasSideMode_t side : {CUBLAS_SIDE_LEFT, CUBLAS_SIDE_RIGHT}) {
       auto x = rnd<T>(size_t(2) * std::max(m, n));
       Dev<T> dx(x), dC2(C);
@@ -903,6 +911,112 @@ void device_scalars_gemm(cublasHandle_t h) {
         tol<T>() * 8);
 }
 
+// More _64 forms (those NVIDIA's cuSOLVER calls): each gives what its 32-bit
+// form (checked against the host above) gives on the same operands, and
+// changes its output.
+static void forms64_same(cublasHandle_t h) {
+  const int n = 5;
+  // Runs f32 and f64 on copies of `init` (the output operand) and compares.
+  auto same = [&](const char* name, const std::vector<Cd>& init, auto f32, auto f64) {
+    Dev<cuDoubleComplex> o32(init), o64(init);
+    f32(o32.p);
+    f64(o64.p);
+    auto g32 = o32.get(), g64 = o64.get();
+    bool changed = false;
+    for (size_t i = 0; i < init.size(); i++) changed |= g32[i] != init[i];
+    check1(std::string(name) + "_64", g64 == g32 && changed ? 1 : 0, 1, 0);
+  };
+  auto A = rnd<cuDoubleComplex>(size_t(n) * n), Bm = rnd<cuDoubleComplex>(size_t(n) * n);
+  auto x = rnd<cuDoubleComplex>(n), y = rnd<cuDoubleComplex>(n), C = rnd<cuDoubleComplex>(size_t(n) * n);
+  Dev<cuDoubleComplex> dA(A), dB(Bm), dx(x), dy(y);
+  const cuDoubleComplex al = make_cuDoubleComplex(0.5, -1), be = make_cuDoubleComplex(2, 0.25);
+  const double c = 0.6, sn = 0.8, rbe = 1.5;
+  // rot writes its second vector too: each call gets its own copy.
+  Dev<cuDoubleComplex> y32(y), y64(y), x32(x), x64(x);
+  same("Zdrot", x, [&](cuDoubleComplex* o) { cublasZdrot(h, n, o, 1, y32.p, 1, &c, &sn); },
+       [&](cuDoubleComplex* o) { cublasZdrot_64(h, n, o, 1, y64.p, 1, &c, &sn); });
+  same("Zdscal", x, [&](cuDoubleComplex* o) { cublasZdscal(h, n, &c, o, 1); },
+       [&](cuDoubleComplex* o) { cublasZdscal_64(h, n, &c, o, 1); });
+  same("Zgerc", C, [&](cuDoubleComplex* o) { cublasZgerc(h, n, n, &al, dx.p, 1, dy.p, 1, o, n); },
+       [&](cuDoubleComplex* o) { cublasZgerc_64(h, n, n, &al, dx.p, 1, dy.p, 1, o, n); });
+  same("Zhemv", y, [&](cuDoubleComplex* o) { cublasZhemv(h, CUBLAS_FILL_MODE_LOWER, n, &al, dA.p, n, dx.p, 1, &be, o, 1); },
+       [&](cuDoubleComplex* o) { cublasZhemv_64(h, CUBLAS_FILL_MODE_LOWER, n, &al, dA.p, n, dx.p, 1, &be, o, 1); });
+  same("Ztrmv", x,
+       [&](cuDoubleComplex* o) { cublasZtrmv(h, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_C, CUBLAS_DIAG_NON_UNIT, n, dA.p, n, o, 1); },
+       [&](cuDoubleComplex* o) {
+         cublasZtrmv_64(h, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_C, CUBLAS_DIAG_NON_UNIT, n, dA.p, n, o, 1);
+       });
+  same("Zher2k", C,
+       [&](cuDoubleComplex* o) { cublasZher2k(h, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, n, n, &al, dA.p, n, dB.p, n, &rbe, o, n); },
+       [&](cuDoubleComplex* o) {
+         cublasZher2k_64(h, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, n, n, &al, dA.p, n, dB.p, n, &rbe, o, n);
+       });
+  same("Zhemm", C,
+       [&](cuDoubleComplex* o) {
+         cublasZhemm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, n, n, &al, dA.p, n, dB.p, n, &be, o, n);
+       },
+       [&](cuDoubleComplex* o) {
+         cublasZhemm_64(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, n, n, &al, dA.p, n, dB.p, n, &be, o, n);
+       });
+  // Real forms on the same bytes (a complex vector is two doubles per element).
+  auto* rA = reinterpret_cast<double*>(dA.p);
+  auto* rx = reinterpret_cast<double*>(dx.p);
+  same("Drot", x,
+       [&](cuDoubleComplex* o) {
+         cublasDrot(h, 2 * n, reinterpret_cast<double*>(o), 1, reinterpret_cast<double*>(x32.p), 1, &c, &sn);
+       },
+       [&](cuDoubleComplex* o) {
+         cublasDrot_64(h, 2 * n, reinterpret_cast<double*>(o), 1, reinterpret_cast<double*>(x64.p), 1, &c, &sn);
+       });
+  const double dal = -0.75, dbe = 0.5;
+  same("Dger", C, [&](cuDoubleComplex* o) { cublasDger(h, n, n, &dal, rx, 1, rx, 2, reinterpret_cast<double*>(o), 2 * n); },
+       [&](cuDoubleComplex* o) { cublasDger_64(h, n, n, &dal, rx, 1, rx, 2, reinterpret_cast<double*>(o), 2 * n); });
+  same("Dsymv", x,
+       [&](cuDoubleComplex* o) {
+         cublasDsymv(h, CUBLAS_FILL_MODE_UPPER, n, &dal, rA, 2 * n, rx, 1, &dbe, reinterpret_cast<double*>(o), 2);
+       },
+       [&](cuDoubleComplex* o) {
+         cublasDsymv_64(h, CUBLAS_FILL_MODE_UPPER, n, &dal, rA, 2 * n, rx, 1, &dbe, reinterpret_cast<double*>(o), 2);
+       });
+  same("Dsyr2k", C,
+       [&](cuDoubleComplex* o) {
+         cublasDsyr2k(h, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T, n, n, &dal, rA, 2 * n, rA, 2 * n, &dbe,
+                      reinterpret_cast<double*>(o), 2 * n);
+       },
+       [&](cuDoubleComplex* o) {
+         cublasDsyr2k_64(h, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T, n, n, &dal, rA, 2 * n, rA, 2 * n, &dbe,
+                         reinterpret_cast<double*>(o), 2 * n);
+       });
+}
+
+// GemmEx family on complex operands with the compute type of their
+// precision (CuPy's batched complex matmul): the cgemm/zgemm result.
+template <class T>
+void gemm_ex_complex(cublasHandle_t h) {
+  constexpr bool z = std::is_same_v<T, cuDoubleComplex>;
+  const cudaDataType dt = z ? CUDA_C_64F : CUDA_C_32F;
+  const cublasComputeType_t ct = z ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const int m = 4, n = 3, k = 5, batch = 2;
+  auto A = rnd<T>(size_t(m) * k * batch), Bm = rnd<T>(size_t(k) * n * batch), C = rnd<T>(size_t(m) * n * batch);
+  Dev<T> dA(A), dB(Bm), dC(C), dC1(C);
+  const T al = fromC<T>(Cd(0.5, -1)), be = fromC<T>(Cd(-1, 0.25));
+  CB(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &al, dA.p, dt, k, (long long)(m) * k, dB.p, dt, k,
+                                (long long)(k) * n, &be, dC.p, dt, m, (long long)(m) * n, batch, ct, CUBLAS_GEMM_DEFAULT));
+  std::vector<Cd> want;
+  for (int b = 0; b < batch; b++) {
+    std::vector<Cd> a(A.begin() + b * m * k, A.begin() + (b + 1) * m * k), bb(Bm.begin() + b * k * n, Bm.begin() + (b + 1) * k * n),
+        c(C.begin() + b * m * n, C.begin() + (b + 1) * m * n);
+    auto w = ref_gemm<T>(CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, toC(al), a, k, bb, k, toC(be), c, m);
+    want.insert(want.end(), w.begin(), w.end());
+  }
+  check(std::string(tname<T>()) + "GemmStridedBatchedEx.complex", dC.get(), want, tol<T>() * 4);
+  CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &al, dA.p, dt, k, dB.p, dt, k, &be, dC1.p, dt, m, ct,
+                  CUBLAS_GEMM_DEFAULT));
+  auto got1 = dC1.get();
+  check(std::string(tname<T>()) + "GemmEx.complex", std::vector<Cd>(got1.begin(), got1.begin() + m * n),
+        std::vector<Cd>(want.begin(), want.begin() + m * n), tol<T>() * 4);
+}
+
 // The _64 forms: the 32-bit body for sizes that fit, refused beyond.
 static void forms64(cublasHandle_t h) {
   const int64_t m = 5, n = 4, k = 3;
@@ -922,6 +1036,7 @@ static void forms64(cublasHandle_t h) {
   check1("Dnrm2_64", r, std::sqrt(w), 1e-12);
   const bool refused = cublasDnrm2_64(h, int64_t(1) << 33, x.p, 1, &r) == CUBLAS_STATUS_NOT_SUPPORTED;
   check1("Dnrm2_64.beyond_int", refused ? 0 : 1, 0, 0);
+  forms64_same(h);
 }
 
 // Per-thread handles and streams: each thread its own handle on its own
@@ -979,6 +1094,7 @@ int main() {
       device_scalars<cuDoubleComplex>(h);
   device_scalars_gemm<float>(h), device_scalars_gemm<double>(h), device_scalars_gemm<cuComplex>(h),
       device_scalars_gemm<cuDoubleComplex>(h);
+  gemm_ex_complex<cuComplex>(h), gemm_ex_complex<cuDoubleComplex>(h);
   forms64(h);
   threads();
   CK(cudaStreamSynchronize(s));

@@ -527,6 +527,27 @@ static void test_with_cublas(cublasLtHandle_t lt) {
   CK(cudaDeviceSynchronize());
   double e = rel_err(host_copy(d2, size_t(m) * n), host_copy(d1, size_t(m) * n));
   check(e <= 1e-6, "cublasSgemm and cublasLtMatmul agree (both libraries linked)", e, 1e-6);
+  // A cuBLAS handle used as a cuBLASLt handle (NVIDIA documents the cast; PyTorch's addmm does it),
+  // with a bias epilogue, against the host.
+  std::vector<float> bias(m);
+  for (auto& x : bias) x = rnd();
+  float* dbias = dev_copy(bias);
+  set(op, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS));
+  set(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, dbias);
+  CK(cudaMemset(d2, 0, size_t(m) * n * 4));
+  CB(cublasLtMatmul(reinterpret_cast<cublasLtHandle_t>(h), op, &one, dA, la, dB, lb, &zero, d2, ld, d2, ld, nullptr,
+                    nullptr, 0, 0));
+  CK(cudaDeviceSynchronize());
+  std::vector<float> want(size_t(m) * n);
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < m; i++) {
+      double s = bias[i];
+      for (int kk = 0; kk < k; kk++) s += double(A[size_t(kk) * m + i]) * B[size_t(j) * k + kk];
+      want[size_t(j) * m + i] = float(s);
+    }
+  e = rel_err(host_copy(d2, size_t(m) * n), want);
+  check(e <= 1e-5, "cublasLtMatmul with a cuBLAS handle cast to a cuBLASLt handle, bias epilogue", e, 1e-5);
+  cudaFree(dbias);
   CB(cublasDestroy(h));
   cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(ld);
   cublasLtMatmulDescDestroy(op);

@@ -17,7 +17,7 @@ using namespace wh::proto;
 
 namespace {
 
-constexpr int32_t kInvalidPlan = 1, kInvalidType = 3, kInvalidValue = 4, kInvalidSize = 8;
+constexpr int32_t kInvalidPlan = 1, kInvalidType = 3, kInvalidValue = 4, kInvalidSize = 8, kNotSupported = 16;
 
 struct Fixture : wh::test::SessionFixture {
   // Synchronises and returns what posted work left behind.
@@ -166,6 +166,34 @@ TEST_F(Fixture, InPlaceRealTransformsNeedThePaddedLayout) {
   uint64_t hd;
   ASSERT_EQ(plan(plan1d(64, kFftZ2D), &hd), 0);
   EXPECT_EQ(exec(hd, out, exact, kFftZ2D), cudaErrorInvalidValue);  // double precision needs twice the bytes
+}
+
+// 16-bit plans (cufftXtMakePlanMany): only single-precision kinds, power-of-two
+// sizes, one storage flag, no stride on the real side; their executions span
+// two bytes per real value (a half C2C of 64 points fits 256 bytes, not less),
+// and misaligned operands fault as on a GPU.
+TEST_F(Fixture, SixteenBitPlansAreChecked) {
+  auto narrow = [](int64_t n, int32_t type, uint32_t flags) {
+    FftPlanReq rq = plan1d(n, type);
+    rq.flags = flags;
+    return rq;
+  };
+  EXPECT_EQ(plan(narrow(64, kFftZ2Z, kFftHalf)), kInvalidType);
+  EXPECT_EQ(plan(narrow(64, kFftC2C, kFftHalf | kFftBf16)), kInvalidValue);
+  EXPECT_EQ(plan(narrow(64, kFftC2C, 1u << 7)), kInvalidValue);
+  EXPECT_EQ(plan(narrow(96, kFftC2C, kFftBf16)), kNotSupported);
+  FftPlanReq strided = narrow(64, kFftR2C, kFftHalf | kFftAdvanced);
+  strided.inembed[0] = 128, strided.onembed[0] = 33;
+  strided.istride = 2, strided.idist = 128, strided.ostride = 1, strided.odist = 33;
+  EXPECT_EQ(plan(strided), kNotSupported);
+  uint64_t h;
+  ASSERT_EQ(plan(narrow(64, kFftC2C, kFftHalf), &h), 0);
+  uint64_t exact = alloc(64 * 4), small = alloc(64 * 4 - 2);
+  EXPECT_EQ(exec(h, exact, exact, kFftC2C), 0);
+  EXPECT_EQ(exec(h, small, small, kFftC2C), cudaErrorInvalidValue);
+  uint64_t r;
+  ASSERT_EQ(plan(narrow(64, kFftR2C, kFftBf16), &r), 0);
+  EXPECT_EQ(exec(r, exact + 1, exact + 1, kFftR2C), cudaErrorMisalignedAddress);
 }
 
 }  // namespace

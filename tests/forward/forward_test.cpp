@@ -144,8 +144,19 @@ TEST_F(Forward, PinnedMemoryAtItsHostAddress) {
 TEST_F(Forward, ReductionSeries) { expect_pass(run({prog("reduce_series")}), "reduce_series"); }
 // exp, cos, sin, tan... in double, trigonometry of arguments up to 1e300, a Gabor filter bank.
 TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "double_math"); }
+// More pinned memory than the shared heap holds: every allocation works, copies are exact.
+TEST_F(Forward, PinnedMemoryBeyondTheSharedHeap) {
+  expect_pass(run({prog("pinned_beyond_heap")}), "pinned_beyond_heap");
+}
+// Polling an event and a stream while a long kernel runs: not ready, answered without waiting for it.
+TEST_F(Forward, QueriesWhileAKernelRuns) { expect_pass(run({prog("query_running")}), "query_running"); }
+// Driver functions through cudaGetDriverEntryPointByVersion (PyTorch's way to the driver), no cuInit.
+TEST_F(Forward, DriverFunctionsThroughTheRuntime) { expect_pass(run({prog("driver_entry")}), "driver_entry"); }
 // Programmatic dependent launch: CUB's merge sort, a producer/consumer pair, its events.
 TEST_F(Forward, ProgrammaticDependentLaunch) { expect_pass(run({prog("pdl")}), "pdl"); }
+// nvcuda::wmma GEMMs (f16, bf16, tf32, int8; row/col-major; alpha/beta on the accumulator
+// fragment) and an inline-PTX ldmatrix + mma.sync.m16n8k16 GEMM against host GEMMs.
+TEST_F(Forward, TensorCoreGemm) { expect_pass(run({prog("wmma_gemm")}), "wmma_gemm"); }
 // Managed buffers attached to single streams (cudaStreamAttachMemAsync) and its refusals.
 TEST_F(Forward, ManagedMemoryAttachedToStreams) {
   WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);
@@ -166,6 +177,15 @@ TEST_F(Forward, SeveralFatbins) { expect_pass(run({prog("multi_fatbin")}), "mult
 TEST_F(Forward, RelocatableDeviceCode) {
   WH_EXCLUDE_WHEN_STACKED(stacked_why::kSassOnly);
   expect_pass(run({prog("rdc")}), "rdc");
+}
+// Dynamic parallelism (-rdc=true -lcudadevrt): a recursive quicksort, the
+// fire-and-forget and tail-launch streams, stream order and events, three
+// launches deep; then the errors at the limits (depth, pending launches,
+// launch shapes, stream handles).
+TEST_F(Forward, DynamicParallelism) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kSassOnly);
+  expect_pass(run({prog("dynamic_parallelism")}), "dynamic_parallelism");
+  expect_pass(run({prog("dynamic_parallelism"), "limits"}), "dynamic_parallelism limits");
 }
 // More than a session's 1 TiB address window of cudaMalloc/cudaFree, live
 // allocations apart from each other and from mapped memory.
@@ -195,6 +215,30 @@ TEST_F(Forward, Texture3DLayeredMipmap) { expect_pass(run({prog("tex3d")}), "tex
 TEST_F(Forward, TexturePitch2DAndLinear) { expect_pass(run({prog("tex_pitch2d")}), "tex_pitch2d"); }
 // malloc/free and new/delete in kernels, the heap size limit fixed at first use.
 TEST_F(Forward, DeviceHeap) { expect_pass(run({prog("device_heap")}), "device_heap"); }
+// Virtual functions (objects made with device-side new, used through base
+// pointers, deleted), tables of function pointers, pointers read from
+// symbols and passed as kernel arguments, address initializers.
+TEST_F(Forward, VirtualFunctionsAndFunctionPointers) {
+  expect_pass(run({prog("virtual_functions")}), "virtual_functions");
+}
+// A call through a pointer that is not a function fails the launch: the
+// client's stderr names the kernel and the address; the server lives on.
+TEST_F(Forward, CallThroughADataPointerFails) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kDeviceOutput);
+  const std::string path = "/tmp/wh-fwd-badcall-" + std::to_string(getpid());
+  Process::Result r = Process::run({prog("virtual_functions"), "badcall"}, server.client_env(), 60s, path);
+  std::ifstream f(path);
+  std::stringstream b;
+  b << f.rdbuf();
+  unlink(path.c_str());
+  expect_pass(r, "virtual_functions badcall");
+  const std::string err = b.str();
+  EXPECT_NE(err.find("cudaErrorIllegalAddress"), std::string::npos) << err;
+  EXPECT_NE(err.find("apply_ptr"), std::string::npos) << err;
+  EXPECT_NE(err.find("indirect call to address 0x"), std::string::npos) << err;
+  EXPECT_NE(err.find("which is not a function"), std::string::npos) << err;
+  EXPECT_TRUE(server.alive());
+}
 // A fork child that exits leaves its parent's session alone; one that calls
 // CUDA gets cudaErrorInitializationError, never the parent's channel.
 TEST_F(Forward, ForkChildren) { expect_pass(run({prog("fork_child")}), "fork_child"); }

@@ -270,13 +270,16 @@ class Hostile : public ::testing::Test {
 
 TEST_F(Hostile, UnknownOpcodesWrongVersionsShortPayloads) {
   auto c = client();
-  for (uint16_t op : {uint16_t(kOpCount), uint16_t(kOpCount + 1), uint16_t(0x7fff), uint16_t(0xffff)})
+  // Past the last block, between blocks, and far out.
+  for (uint16_t op : {uint16_t(kOpLimit), uint16_t(kOpLimit + 1), uint16_t(kOpBlock - 1), uint16_t(0x7fff),
+                      uint16_t(0xffff)})
     EXPECT_EQ(c->raw(op, {}), kUnknownOp) << op;
   for (uint16_t v : {uint16_t(0), uint16_t(kVersion + 1), uint16_t(0xffff)})
     EXPECT_EQ(c->raw(uint16_t(Op::MemGetInfo), {}, nullptr, v), kBadRequest) << "version " << v;
   int n = 7;
   // The fixed part one byte short, for every opcode that has one.
-  for (uint16_t op = 1; op < kOpCount; op++) {
+  for (size_t i = 1; i < kOpCount; i++) {
+    const uint16_t op = kAllOps[i];
     size_t sz = request_size(op);
     if (!sz) continue;
     std::vector<uint8_t> p(sz - 1, 0xff);
@@ -292,8 +295,8 @@ TEST_F(Hostile, UnknownOpcodesWrongVersionsShortPayloads) {
   // More short payloads on a second session (the first would hit the limit).
   auto d = client();
   int m = 0;
-  for (uint16_t op = kOpCount - 1; op > 0 && m < 40; op--)
-    if (size_t sz = request_size(op); sz) {
+  for (size_t i = kOpCount - 1; i > 0 && m < 40; i--)
+    if (const uint16_t op = kAllOps[i]; size_t sz = request_size(op)) {
       std::vector<uint8_t> p(sz / 2, 0x5a);
       EXPECT_EQ(d->raw(op, p), kBadRequest) << op_name(op);
       m++;
@@ -306,7 +309,8 @@ TEST_F(Hostile, TailsWhereNoneAllowedAndOversizedTails) {
   auto c = client();
   const uint32_t max_msg = c->ch->max_msg();
   int n = 0;
-  for (uint16_t op = 1; op < kOpCount && n < 58; op++) {
+  for (size_t i = 1; i < kOpCount && n < 58; i++) {
+    const uint16_t op = kAllOps[i];
     if (request_tail_max(Op(op), max_msg) != 0) continue;
     std::vector<uint8_t> p(request_size(op) + 8, 0);
     EXPECT_EQ(c->raw(op, p), kBadRequest) << op_name(op);
@@ -752,7 +756,7 @@ TEST_F(Hostile, GraphCallNodesAreValidated) {
   EXPECT_EQ(inst(call_node(uint16_t(Op::BlasCreate), bytes(g))), inval);
   EXPECT_EQ(inst(call_node(uint16_t(Op::BlasDestroy), bytes(g))), inval);
   EXPECT_EQ(inst(call_node(uint16_t(Op::FftPlan), bytes(g))), inval);
-  EXPECT_EQ(inst(call_node(uint16_t(Op::Count) + 5, bytes(g))), inval);
+  EXPECT_EQ(inst(call_node(uint16_t(Op::Limit_) + 5, bytes(g))), inval);
   EXPECT_EQ(inst(call_node(uint16_t(Op::BlasGemm), bytes(g).first(8))), inval);
   EXPECT_EQ(inst(call_node(uint16_t(Op::BlasGemm), bytes(g), sizeof g + 8)), inval);
   EXPECT_EQ(inst(call_node(uint16_t(Op::BlasGemm), bytes(g), sizeof g - 8)), inval);
@@ -1294,6 +1298,28 @@ TEST_F(Hostile, RingGarbageDropsOnlyThatClient) {
   ASSERT_EQ(good->call<Op::MemcpyDtoH>({kPinnedHeapOffset, d, 4096, 0, 0}), 0);
   for (int i = 0; i < 4096; i++) ASSERT_EQ(good->data()[kPinnedHeapOffset + i], 0x5e) << i;
   EXPECT_FALSE(good->dropped(100ms));
+}
+
+// A client that truncates (or grows) the shared memory the server mapped:
+// the server would fault (SIGBUS) on the next touch of the lost pages and
+// every client would lose its session. The region is sealed against both.
+TEST_F(Hostile, SharedMemoryCannotBeResized) {
+  auto good = client();
+  uint64_t d = good->malloc(4096);
+  ASSERT_EQ(good->call<Op::Memset>({d, 4096, 0, 0x21, 0}), 0);
+  auto c = client();
+  const int fd = c->region->fd();
+  ASSERT_GE(fd, 0);
+  EXPECT_NE(ftruncate(fd, 0), 0) << "a client shrank its region";
+  EXPECT_NE(ftruncate(fd, off_t(c->region->size()) * 2), 0) << "a client grew its region";
+  // The session still works: the server's pages are all there.
+  uint64_t e = c->malloc(4096);
+  ASSERT_EQ(c->call<Op::Memset>({e, 4096, 0, 0x7a, 0}), 0);
+  ASSERT_EQ(c->call<Op::MemcpyDtoH>({kPinnedHeapOffset, e, 4096, 0, 0}), 0);
+  EXPECT_EQ(c->data()[kPinnedHeapOffset + 4095], 0x7a);
+  EXPECT_TRUE(server.alive()) << server.log();
+  ASSERT_EQ(good->call<Op::MemcpyDtoH>({kPinnedHeapOffset, d, 4096, 0, 0}), 0);
+  EXPECT_EQ(good->data()[kPinnedHeapOffset], 0x21);
 }
 
 // ---------------------------------------------------------------- the violation limit

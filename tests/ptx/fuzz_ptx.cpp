@@ -28,6 +28,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (m) {
     for (auto& k : m->kernels()) (void)m->kernel(k.name);
     for (auto& g : m->globals()) m->bind_global(g.name, 0x1000);
+    for (auto& g : m->globals()) {  // address initializers land inside their variable
+      std::vector<uint8_t> bytes(g.init);
+      if (bytes.size() == g.size) (void)m->apply_relocs(g, bytes.data());
+    }
   }
   std::map<std::string, std::vector<wh::fatbin::ParamInfo>> p;
   wh::fatbin::ptx_kernel_params(text, p, &err);

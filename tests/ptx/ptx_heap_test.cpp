@@ -11,36 +11,6 @@ using wh::ptx::Module;
 
 namespace {
 
-class HeapMem : public HostMem {
- public:
-  explicit HeapMem(uint64_t heap_bytes) : size_(heap_bytes) { base_ = next_ = alloc(heap_bytes); }
-  uint64_t device_malloc(uint64_t n) override {
-    std::lock_guard lk(mu_);
-    n = (n + 15) & ~uint64_t(15);
-    if (n > size_ - (next_ - base_)) return 0;
-    uint64_t a = next_;
-    next_ += n;
-    live_.insert(a);
-    ++mallocs;
-    return a;
-  }
-  bool device_free(uint64_t a) override {
-    std::lock_guard lk(mu_);
-    ++frees;
-    return live_.erase(a) == 1;
-  }
-  size_t live() {
-    std::lock_guard lk(mu_);
-    return live_.size();
-  }
-  uint64_t mallocs = 0, frees = 0;
-
- private:
-  std::mutex mu_;
-  uint64_t base_, next_, size_;
-  std::set<uint64_t> live_;
-};
-
 class PtxHeap : public ::testing::TestWithParam<bool> {
  protected:
   Module& mod() {

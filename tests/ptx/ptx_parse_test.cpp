@@ -28,7 +28,7 @@ TEST(PtxParse, MalformedInputIsAnErrorWithALine) {
       {".version 8.0\n.visible .entry k(\n{\n", "line"},
       {wrap("  .reg .b32 %r1;\n  ld.global.u32 %r1, [unknown_sym];"), "unknown symbol 'unknown_sym'"},
       {wrap("  .reg .b32 %r1;\n  call.uni nofunc, ();"), "undeclared function"},
-      {".version 8.0\n.global .u64 p = generic(x);\n", "unsupported initializer"},
+      {".version 8.0\n.global .u64 p = generic(x);\n", "unknown symbol 'x' in the initializer of 'p'"},
       {wrap("  \"unterminated"), "unterminated string"},
       {wrap("  .reg .b64 %rd<2>;\n  add.s64 %rd1, %rd1, 1.8e273;"), "out of range for an integer operand"},
   };
@@ -62,25 +62,31 @@ TEST(PtxParse, UnsupportedInstructionFailsOnlyThatKernelsLaunch) {
   EXPECT_NE(e.message.find("helper"), std::string::npos) << e.message;
 }
 
-// cvt to .tf32 (in one of NVIDIA's libcublas PTX modules): the module
-// loads, its other kernels run, and the kernel that uses it fails to launch
-// naming the instruction.
-TEST(PtxParse, CvtToTf32LoadsAndFailsOnlyItsKernel) {
+// cvt to .tf32 (in one of NVIDIA's libcublas PTX modules, and wmma::__float_to_tf32)
+// runs. A cvt form the sim device does not implement still lets the module load and
+// its other kernels run; only the kernel that uses it fails to launch, naming the
+// instruction.
+TEST(PtxParse, CvtToTf32RunsAndAnUnsupportedCvtFailsOnlyItsKernel) {
   std::string text = ".version 8.0\n.target sm_80\n.address_size 64\n"
-                     ".visible .entry good(.param .u64 p)\n{\n ret;\n}\n"
-                     ".visible .entry bad(.param .u64 p)\n{\n .reg .b32 %r<3>;\n mov.b32 %r1, 0;\n"
-                     " cvt.rn.tf32.f32 %r2, %r1;\n ret;\n}\n";
+                     ".visible .entry good(.param .u64 p)\n{\n .reg .b32 %r<3>;\n .reg .b64 %rd<2>;\n"
+                     " ld.param.u64 %rd1, [p];\n mov.b32 %r1, 0x3f803000;\n cvt.rn.tf32.f32 %r2, %r1;\n"
+                     " st.global.b32 [%rd1], %r2;\n ret;\n}\n"
+                     ".visible .entry bad(.param .u64 p)\n{\n .reg .b32 %r<3>;\n .reg .b16 %h;\n mov.b32 %r1, 0;\n"
+                     " cvt.rn.relu.f16.f32 %h, %r1;\n ret;\n}\n";
   std::string err;
   auto m = Module::from_ptx(text, &err);
   ASSERT_TRUE(m) << err;
   HostMem mem;
   Engine eng(1);
-  uint64_t p = 0;
+  uint64_t p = mem.alloc(4);
   auto e = eng.launch(*m, "good", cfg({1}, {32}), &p, 8, mem);
   EXPECT_EQ(e.kind, LaunchError::None) << e.message;
+  // 1 + 3*2^-11 lies halfway between two tf32 values: to the even one, 1 + 2^-9
+  EXPECT_EQ(mem.download<uint32_t>(p, 1)[0], 0x3f804000u);
   e = eng.launch(*m, "bad", cfg({1}, {32}), &p, 8, mem);
   EXPECT_EQ(e.kind, LaunchError::Unsupported);
-  EXPECT_NE(e.message.find("cvt.rn.tf32.f32"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("kernel bad"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("cvt.rn.relu.f16.f32"), std::string::npos) << e.message;
 }
 
 TEST(PtxParse, SharedLocalAndParamBoundsChecked) {
@@ -239,6 +245,42 @@ TEST(PtxParse, HandWrittenSeedParses) {
   std::vector<wh::fatbin::ParamInfo> want = {{0, 8}, {8, 16}, {24, 4}};
   EXPECT_EQ(m->kernel("k")->params, want);
   EXPECT_EQ(m->globals().size(), 2u);
+}
+
+// `.ptr .align N` on a pointer parameter is the pointee's alignment (CUB's
+// kernels: `.param .u64 .ptr .align 1 p`): the parameter stays 8-aligned, in
+// the engine and in the guest's reading of the same PTX, as in the cubin.
+TEST(PtxParse, PtrAlignIsThePointeesAlignment) {
+  const std::string params =
+      ".param .u32 a, .param .u8 b, .param .u64 .ptr .align 1 p, .param .u64 .ptr .global .align 16 q, "
+      ".param .align 8 .b8 s[16]";
+  std::string err;
+  auto m = Module::from_ptx(wrap("  ret;", params), &err);
+  ASSERT_TRUE(m) << err;
+  std::vector<wh::fatbin::ParamInfo> want = {{0, 4}, {4, 1}, {8, 8}, {16, 8}, {24, 16}};
+  EXPECT_EQ(m->kernel("k")->params, want);
+  std::map<std::string, std::vector<wh::fatbin::ParamInfo>> guest;
+  ASSERT_TRUE(wh::fatbin::ptx_kernel_params(wrap("  ret;", params), guest, &err)) << err;
+  EXPECT_EQ(guest["k"], want);
+}
+
+// The register estimate lets one block of the kernel's largest size fit
+// the SM's 64K registers, as ptxas allocates under .maxntid: CUB sizes its
+// grids by the occupancy API and divides by it (0 blocks per SM crashed it).
+TEST(PtxParse, RegisterEstimateFitsTheLargestBlock) {
+  auto src = [](const std::string& dirs) {
+    return ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()" + dirs +
+           "\n{\n  .reg .b64 %rd<600>;\n  ret;\n}\n";
+  };
+  std::string err;
+  for (auto [dirs, threads] : {std::pair<std::string, int>{"", 1024}, {" .maxntid 640", 640}, {" .maxntid 128, 1, 1", 128}}) {
+    auto m = Module::from_ptx(src(dirs), &err);
+    ASSERT_TRUE(m) << err;
+    const auto* k = m->kernel("k");
+    EXPECT_EQ(k->max_threads_per_block, threads) << dirs;
+    EXPECT_LE(k->num_regs, 255) << dirs;
+    EXPECT_GE(65536 / (k->num_regs * ((threads + 31) / 32 * 32)), 1) << dirs << ": " << k->num_regs << " registers";
+  }
 }
 
 // Library PTX (cuBLAS's, for one) loads through an L2 cache policy: createpolicy makes an

@@ -3,10 +3,12 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -82,12 +84,53 @@ class HostMem : public wh::ptx::DeviceMemory {
   uint64_t next_ = 0x7000'0000'0000ull;
 };
 
-// Allocates and initialises every module global, then binds it.
+// A device heap for kernels' malloc/free and new/delete: a bump allocator
+// over one allocation that counts live blocks (the sim backend has its own).
+class HeapMem : public HostMem {
+ public:
+  explicit HeapMem(uint64_t heap_bytes) : size_(heap_bytes) { base_ = next_ = alloc(heap_bytes); }
+  uint64_t device_malloc(uint64_t n) override {
+    std::lock_guard lk(mu_);
+    n = (n + 15) & ~uint64_t(15);
+    if (n > size_ - (next_ - base_)) return 0;
+    uint64_t a = next_;
+    next_ += n;
+    live_.insert(a);
+    ++mallocs;
+    return a;
+  }
+  bool device_free(uint64_t a) override {
+    std::lock_guard lk(mu_);
+    ++frees;
+    return live_.erase(a) == 1;
+  }
+  size_t live() {
+    std::lock_guard lk(mu_);
+    return live_.size();
+  }
+  uint64_t mallocs = 0, frees = 0;
+
+ private:
+  std::mutex mu_;
+  uint64_t base_, next_, size_;
+  std::set<uint64_t> live_;
+};
+
+// Allocates, binds and initialises every module global (initializers that
+// hold other variables' addresses once all are bound), as a backend does.
 inline void bind_globals(wh::ptx::Module& m, HostMem& mem) {
+  std::vector<uint64_t> at;
   for (auto& g : m.globals()) {
-    uint64_t a = mem.upload(g.init);
-    if (g.init.empty()) a = mem.alloc(1);
-    ASSERT_TRUE(m.bind_global(g.name, a));
+    at.push_back(mem.alloc(std::max<size_t>(g.init.size(), 1)));
+    ASSERT_TRUE(m.bind_global(g.name, at.back()));
+  }
+  for (size_t i = 0; i < m.globals().size(); ++i) {
+    const auto& g = m.globals()[i];
+    if (g.init.empty()) continue;
+    uint8_t* p = mem.translate(at[i], g.init.size(), true);
+    ASSERT_NE(p, nullptr);
+    std::memcpy(p, g.init.data(), g.init.size());
+    ASSERT_TRUE(m.apply_relocs(g, p)) << g.name;
   }
 }
 

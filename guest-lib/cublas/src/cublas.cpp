@@ -188,6 +188,13 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
   auto* h = new cublasContext();
   h->server = rs.handle;
   if (rs.version > 0) h->version = rs.version;
+  // Its cuBLASLt handle; none when the server has no cuBLASLt (the cast
+  // handle is then refused by cuBLASLt, as one never created).
+  LtCreateResp lt{};
+  if (B::call<Op::LtCreate>({}, &lt) == cudaSuccess) {
+    h->lt.server = lt.handle;
+    h->lt.magic = kLtHandleMagic;
+  }
   *handle = h;
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -195,6 +202,8 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
 cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
   WH_HANDLE(h);
   cudaError_t e = B::call<Op::BlasDestroy>({h->server}, nullptr);
+  if (h->lt.server) B::call<Op::LtDestroy>({h->lt.server}, nullptr);
+  h->lt.magic = 0;
   delete h;
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : B::status(e);
 }
@@ -300,6 +309,22 @@ cublasStatus_t cublasGetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t* m) {
   *m = h->atomics;
   return CUBLAS_STATUS_SUCCESS;
 }
+// Not in cuBLAS's headers; exported, and called by cuSOLVER on the handle it
+// creates (cusolverDnCreate fails without it). NVIDIA's library takes 0 or 1
+// and keeps it in the handle; so does this one. The server's cuBLAS (or
+// OpenBLAS on the sim device) has no use for it.
+extern "C" cublasStatus_t cublasSetEnvironmentMode(cublasHandle_t h, int mode) {
+  WH_HANDLE(h);
+  if (mode < 0 || mode > 1) return CUBLAS_STATUS_INVALID_VALUE;
+  h->environment_mode = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" cublasStatus_t cublasGetEnvironmentMode(cublasHandle_t h, int* mode) {
+  WH_HANDLE(h);
+  if (!mode) return CUBLAS_STATUS_INVALID_VALUE;
+  *mode = h->environment_mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
 // cuBLAS falls back to its own workspace pool: accepting the user's buffer
 // and not using it is within the API's contract.
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void*, size_t) {
@@ -347,14 +372,16 @@ cublasStatus_t cublasSgeam(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                            const float* alpha, const float* A, int lda, const float* beta, const float* Bm, int ldb,
                            float* C, int ldc) {
   WH_HANDLE(h);
-  if (!op_ok(ta) || !op_ok(tb) || m < 0 || n < 0 || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+  // A null beta (host pointer mode) reads no B, as a zero one (see l3's geam).
+  if (!op_ok(ta) || !op_ok(tb) || m < 0 || n < 0 || !alpha || (!beta && h->pmode != CUBLAS_POINTER_MODE_HOST))
+    return CUBLAS_STATUS_INVALID_VALUE;
   if (lda < max1(ta == CUBLAS_OP_N ? m : n) || ldb < max1(tb == CUBLAS_OP_N ? m : n) || ldc < max1(m))
     return CUBLAS_STATUS_INVALID_VALUE;
   BlasGeamReq rq{};
   rq.handle = h->server;
   rq.stream = sh(h);
   rq.alpha = fscalar(h, alpha);
-  rq.beta = fscalar(h, beta);
+  rq.beta = beta ? fscalar(h, beta) : 0;
   rq.A = dev(A), rq.B = dev(Bm), rq.C = dev(C);
   rq.lda = lda, rq.ldb = ldb, rq.ldc = ldc;
   rq.m = m, rq.n = n;

@@ -9,6 +9,7 @@
 
 #include "connection.hpp"  // guest-lib/cudart/src: wh::guest::Connection
 #include "library_call.hpp"
+#include "lt_handle.hpp"  // guest-lib/cublaslt/src
 #include "wormhole/proto/wire.hpp"
 
 extern "C" {
@@ -17,11 +18,13 @@ void* wh_guest_connection(void);
 
 // The guest side of a cuBLAS handle.
 struct cublasContext {
+  cublasLtContext lt;  // first: the handle cast to a cublasLtHandle_t is this one
   uint64_t server = 0;  // the session's handle (BlasCreate)
   cudaStream_t stream = nullptr;
   cublasPointerMode_t pmode = CUBLAS_POINTER_MODE_HOST;
   cublasMath_t math = CUBLAS_DEFAULT_MATH;
   cublasAtomicsMode_t atomics = CUBLAS_ATOMICS_NOT_ALLOWED;
+  int environment_mode = 0;  // cublasSetEnvironmentMode (undocumented; cuSOLVER sets it on its handle)
   int version = CUBLAS_VERSION;
 };
 

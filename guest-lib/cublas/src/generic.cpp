@@ -322,7 +322,10 @@ cublasStatus_t l3(cublasHandle_t h, const L3& a, const SA* alpha, const SB* beta
   if (!ok) return CUBLAS_STATUS_INVALID_VALUE;
   if (r != kL3Dgmm && !alpha) return CUBLAS_STATUS_INVALID_VALUE;
   const bool has_beta = r != kL3Trmm && r != kL3Trsm && r != kL3Dgmm;
-  if (has_beta && !beta) return CUBLAS_STATUS_INVALID_VALUE;
+  // geam with a null beta (host pointer mode): B is not read, as with a zero
+  // beta; NVIDIA's cuSOLVER transposes this way (gesvd).
+  const bool null_beta_ok = r == kL3Geam && h->pmode == CUBLAS_POINTER_MODE_HOST;
+  if (has_beta && !beta && !null_beta_ok) return CUBLAS_STATUS_INVALID_VALUE;
   BlasL3Req rq{};
   rq.handle = h->server, rq.stream = sh(h);
   rq.routine = r, rq.type = type_code<T>(), rq.mode = a.mode;
@@ -331,7 +334,7 @@ cublasStatus_t l3(cublasHandle_t h, const L3& a, const SA* alpha, const SB* beta
   rq.A = dev(a.A), rq.B = dev(a.B), rq.C = dev(a.C), rq.lda = a.lda, rq.ldb = a.ldb, rq.ldc = a.ldc;
   rq.strideA = a.sa, rq.strideB = a.sb, rq.strideC = a.sc;
   if (alpha) scalar(h, alpha, &rq.alpha, &rq.alpha_i);
-  if (has_beta) scalar(h, beta, &rq.beta, &rq.beta_i);
+  if (has_beta && beta) scalar(h, beta, &rq.beta, &rq.beta_i);  // else zero
   rq.flags = flags_of(h);
   return B::status(B::post<Op::BlasL3>(rq));
 }
@@ -370,6 +373,11 @@ bool ex_combo_ok(cudaDataType at, cudaDataType bt, cudaDataType ct, cublasComput
   return at == CUDA_R_64F && ct == CUDA_R_64F && s == 8;
 }
 
+template <class T>
+cublasStatus_t gemm_cx(cublasHandle_t h, uint32_t mode, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                       int k, const void* alpha, const void* A, int lda, long long sa, const void* Bm, int ldb,
+                       long long sb, const void* beta, void* C, int ldc, long long sc, int batch);
+
 cublasStatus_t gemm_ex(cublasHandle_t h, uint32_t mode, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                        int k, const void* alpha, const void* A, cudaDataType at, int lda, long long sa,
                        const void* Bm, cudaDataType bt, int ldb, long long sb, const void* beta, void* C,
@@ -381,6 +389,13 @@ cublasStatus_t gemm_ex(cublasHandle_t h, uint32_t mode, cublasOperation_t ta, cu
   if (lda < max1(ta == CUBLAS_OP_N ? m : k) || ldb < max1(tb == CUBLAS_OP_N ? k : n) || ldc < max1(m))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+  // Complex operands with the compute type of their precision are the typed
+  // routines' work (cgemm/zgemm; CuPy's batched complex matmul takes this way).
+  if (at == bt && at == ct && at == CUDA_C_32F && compute_scalar(compute) == 4 && compute != CUBLAS_COMPUTE_32F_FAST_16F &&
+      compute != CUBLAS_COMPUTE_32F_FAST_16BF && compute != CUBLAS_COMPUTE_32F_FAST_TF32)
+    return gemm_cx<cuComplex>(h, mode, ta, tb, m, n, k, alpha, A, lda, sa, Bm, ldb, sb, beta, C, ldc, sc, batch);
+  if (at == bt && at == ct && at == CUDA_C_64F && compute_scalar(compute) == 8)
+    return gemm_cx<cuDoubleComplex>(h, mode, ta, tb, m, n, k, alpha, A, lda, sa, Bm, ldb, sb, beta, C, ldc, sc, batch);
   if (!ex_combo_ok(at, bt, ct, compute)) {
     B::log_once("cublasGemmEx family: this type/compute combination is not forwarded; returning NOT_SUPPORTED");
     return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -839,6 +854,35 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
                  batch, compute, algo);
 }
 
+}  // extern "C"
+
+namespace {
+// GemmEx on complex operands, as the typed routine of their precision.
+template <class T>
+cublasStatus_t gemm_cx(cublasHandle_t h, uint32_t mode, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                       int k, const void* alpha, const void* A, int lda, long long sa, const void* Bm, int ldb,
+                       long long sb, const void* beta, void* C, int ldc, long long sc, int batch) {
+  constexpr bool z = std::is_same_v<T, cuDoubleComplex>;
+  auto al = static_cast<const T*>(alpha), be = static_cast<const T*>(beta);
+  if (mode == kBlasArrays) {
+    auto a = static_cast<const T* const*>(A), b = static_cast<const T* const*>(Bm);
+    auto c = static_cast<T* const*>(C);
+    if constexpr (z) return cublasZgemmBatched(h, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc, batch);
+    else return cublasCgemmBatched(h, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc, batch);
+  }
+  auto a = static_cast<const T*>(A), b = static_cast<const T*>(Bm);
+  auto c = static_cast<T*>(C);
+  if (mode == kBlasStrided) {
+    if constexpr (z) return cublasZgemmStridedBatched(h, ta, tb, m, n, k, al, a, lda, sa, b, ldb, sb, be, c, ldc, sc, batch);
+    else return cublasCgemmStridedBatched(h, ta, tb, m, n, k, al, a, lda, sa, b, ldb, sb, be, c, ldc, sc, batch);
+  }
+  if constexpr (z) return cublasZgemm_v2(h, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
+  else return cublasCgemm_v2(h, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
+}
+}  // namespace
+
+extern "C" {
+
 // ---------------------------------------------------------------- _64 forms
 // The 32-bit body serves them when every size fits an int; otherwise the
 // call is refused with CUBLAS_STATUS_NOT_SUPPORTED (no forwarded routine
@@ -995,6 +1039,88 @@ WH_64_DOT(cublasCdotc_v2, cuComplex)
 WH_64_DOT(cublasZdotu_v2, cuDoubleComplex)
 WH_64_DOT(cublasZdotc_v2, cuDoubleComplex)
 
+// Level-2 and the rest of level 3 and 1 in 64-bit form (NVIDIA's cuSOLVER
+// calls these).
+#define WH_64_L2(P, T)                                                                                              \
+  cublasStatus_t cublas##P##trmv_v2_64(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t,                 \
+                                       cublasDiagType_t d, int64_t n, const T* A, int64_t lda, T* x, int64_t incx) {\
+    WH_FITS(fits(n) && fits(lda) && fits(incx));                                                                    \
+    return cublas##P##trmv_v2(h, u, t, d, int(n), A, int(lda), x, int(incx));                                       \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##symv_v2_64(cublasHandle_t h, cublasFillMode_t u, int64_t n, const T* alpha,           \
+                                       const T* A, int64_t lda, const T* x, int64_t incx, const T* beta, T* y,      \
+                                       int64_t incy) {                                                              \
+    WH_FITS(fits(n) && fits(lda) && fits(incx) && fits(incy));                                                      \
+    return cublas##P##symv_v2(h, u, int(n), alpha, A, int(lda), x, int(incx), beta, y, int(incy));                  \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##syr2k_v2_64(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t, int64_t n,     \
+                                        int64_t k, const T* alpha, const T* A, int64_t lda, const T* Bm,            \
+                                        int64_t ldb, const T* beta, T* C, int64_t ldc) {                            \
+    WH_FITS(fits(n) && fits(k) && fits(lda) && fits(ldb) && fits(ldc));                                             \
+    return cublas##P##syr2k_v2(h, u, t, int(n), int(k), alpha, A, int(lda), Bm, int(ldb), beta, C, int(ldc));       \
+  }
+WH_64_L2(S, float)
+WH_64_L2(D, double)
+WH_64_L2(C, cuComplex)
+WH_64_L2(Z, cuDoubleComplex)
+
+#define WH_64_HERM(P, T, RT)                                                                                        \
+  cublasStatus_t cublas##P##hemv_v2_64(cublasHandle_t h, cublasFillMode_t u, int64_t n, const T* alpha,           \
+                                       const T* A, int64_t lda, const T* x, int64_t incx, const T* beta, T* y,      \
+                                       int64_t incy) {                                                              \
+    WH_FITS(fits(n) && fits(lda) && fits(incx) && fits(incy));                                                      \
+    return cublas##P##hemv_v2(h, u, int(n), alpha, A, int(lda), x, int(incx), beta, y, int(incy));                  \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##hemm_v2_64(cublasHandle_t h, cublasSideMode_t s, cublasFillMode_t u, int64_t m,       \
+                                       int64_t n, const T* alpha, const T* A, int64_t lda, const T* Bm,             \
+                                       int64_t ldb, const T* beta, T* C, int64_t ldc) {                             \
+    WH_FITS(fits(m) && fits(n) && fits(lda) && fits(ldb) && fits(ldc));                                             \
+    return cublas##P##hemm_v2(h, s, u, int(m), int(n), alpha, A, int(lda), Bm, int(ldb), beta, C, int(ldc));        \
+  }                                                                                                                 \
+  cublasStatus_t cublas##P##her2k_v2_64(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t, int64_t n,     \
+                                        int64_t k, const T* alpha, const T* A, int64_t lda, const T* Bm,            \
+                                        int64_t ldb, const RT* beta, T* C, int64_t ldc) {                           \
+    WH_FITS(fits(n) && fits(k) && fits(lda) && fits(ldb) && fits(ldc));                                             \
+    return cublas##P##her2k_v2(h, u, t, int(n), int(k), alpha, A, int(lda), Bm, int(ldb), beta, C, int(ldc));       \
+  }
+WH_64_HERM(C, cuComplex, float)
+WH_64_HERM(Z, cuDoubleComplex, double)
+
+#define WH_64_GER(NAME, T)                                                                                          \
+  cublasStatus_t NAME##_64(cublasHandle_t h, int64_t m, int64_t n, const T* alpha, const T* x, int64_t incx,        \
+                           const T* y, int64_t incy, T* A, int64_t lda) {                                           \
+    WH_FITS(fits(m) && fits(n) && fits(incx) && fits(incy) && fits(lda));                                           \
+    return NAME(h, int(m), int(n), alpha, x, int(incx), y, int(incy), A, int(lda));                                 \
+  }
+WH_64_GER(cublasSger_v2, float)
+WH_64_GER(cublasDger_v2, double)
+WH_64_GER(cublasCgeru_v2, cuComplex)
+WH_64_GER(cublasCgerc_v2, cuComplex)
+WH_64_GER(cublasZgeru_v2, cuDoubleComplex)
+WH_64_GER(cublasZgerc_v2, cuDoubleComplex)
+
+#define WH_64_ROT(NAME, T, C, S)                                                                                    \
+  cublasStatus_t NAME##_64(cublasHandle_t h, int64_t n, T* x, int64_t incx, T* y, int64_t incy, const C* c,         \
+                           const S* s) {                                                                            \
+    WH_FITS(fits(n) && fits(incx) && fits(incy));                                                                   \
+    return NAME(h, int(n), x, int(incx), y, int(incy), c, s);                                                       \
+  }
+WH_64_ROT(cublasSrot_v2, float, float, float)
+WH_64_ROT(cublasDrot_v2, double, double, double)
+WH_64_ROT(cublasCrot_v2, cuComplex, float, cuComplex)
+WH_64_ROT(cublasZrot_v2, cuDoubleComplex, double, cuDoubleComplex)
+WH_64_ROT(cublasCsrot_v2, cuComplex, float, float)
+WH_64_ROT(cublasZdrot_v2, cuDoubleComplex, double, double)
+
+cublasStatus_t cublasCsscal_v2_64(cublasHandle_t h, int64_t n, const float* alpha, cuComplex* x, int64_t incx) {
+  WH_FITS(fits(n) && fits(incx));
+  return cublasCsscal_v2(h, int(n), alpha, x, int(incx));
+}
+cublasStatus_t cublasZdscal_v2_64(cublasHandle_t h, int64_t n, const double* alpha, cuDoubleComplex* x,
+                                  int64_t incx) {
+  WH_FITS(fits(n) && fits(incx));
+  return cublasZdscal_v2(h, int(n), alpha, x, int(incx));
+}
 cublasStatus_t cublasScopy_v2_64(cublasHandle_t h, int64_t n, const float* x, int64_t incx, float* y, int64_t incy) {
   WH_FITS(fits(n) && fits(incx) && fits(incy));
   return cublasScopy_v2(h, int(n), x, int(incx), y, int(incy));

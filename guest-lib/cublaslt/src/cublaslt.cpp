@@ -29,6 +29,7 @@
 
 #include "wormhole/proto/cublaslt_check.hpp"
 #include "library_call.hpp"
+#include "lt_handle.hpp"
 #include "wormhole/proto/wire.hpp"
 
 extern "C" {
@@ -37,15 +38,10 @@ void wh_cublaslt_unsupported(const char* name);
 
 using namespace wh::proto;
 
-// The guest side of a cuBLASLt handle.
-struct cublasLtContext {
-  uint64_t server = 0;  // the session's handle (LtCreate)
-  uint64_t magic = 0;
-};
 
 namespace {
 
-constexpr uint64_t kHandleMagic = 0x746c4c4254484d57ull;  // "WMHTBLlt"
+constexpr uint64_t kHandleMagic = kLtHandleMagic;
 constexpr uint64_t kAlgoMagic = 0x6f676c414c484d57ull;    // "WMHLAlgo"
 constexpr uint32_t kDescMagic = 0x4c54444d, kLayoutMagic = 0x4c544c59, kPrefMagic = 0x4c545046;
 

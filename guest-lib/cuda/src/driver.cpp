@@ -2,6 +2,7 @@
 #include "driver.hpp"
 
 #include <cuda_profiler_api.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -53,6 +54,23 @@ bool valid_context(CUcontext c) {
   if (c == primary()) return true;
   std::lock_guard lk(g_mu);
   return g_created.count(reinterpret_cast<Context*>(c)) != 0;
+}
+
+bool foreign_runtime() {
+  static const bool foreign = [] {
+    // The object our cudaDriverGetVersion binds to must be the one that
+    // exports Wormhole's wh_guest_* functions.
+    Dl_info rt{};
+    if (!dladdr(reinterpret_cast<void*>(&cudaDriverGetVersion), &rt) || !rt.dli_fname) return false;
+    void* h = dlopen(rt.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    bool ours = h && dlsym(h, "wh_guest_connection");
+    if (h) dlclose(h);
+    if (!ours)
+      log_once(std::string("the CUDA runtime in this process is not Wormhole's (") + rt.dli_fname +
+               "): preload Wormhole's libcudart.so.13 (wormhole-run does), the driver API is refused");
+    return !ours;
+  }();
+  return foreign;
 }
 
 void log_once(const std::string& msg) {
@@ -162,6 +180,7 @@ extern "C" {
 // ---- initialisation, versions, errors
 CUresult cuInit(unsigned int flags) {
   if (flags) return CUDA_ERROR_INVALID_VALUE;
+  if (foreign_runtime()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!wh_guest_connection()) return CUDA_ERROR_NO_DEVICE;
   g_init = true;
   return CUDA_SUCCESS;
@@ -169,6 +188,7 @@ CUresult cuInit(unsigned int flags) {
 
 CUresult cuDriverGetVersion(int* v) {
   if (!v) return CUDA_ERROR_INVALID_VALUE;
+  if (foreign_runtime()) return CUDA_ERROR_NOT_INITIALIZED;
   return rt(cudaDriverGetVersion(v));
 }
 
@@ -590,6 +610,7 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint
   if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
   *pfn = nullptr;
+  if (foreign_runtime()) return CUDA_ERROR_NOT_INITIALIZED;
   if (flags & ~cuuint64_t(CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
     return CUDA_ERROR_INVALID_VALUE;
   const bool per_thread = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;

@@ -27,7 +27,7 @@ int wh_guest_module_unload(void* module);
 int wh_guest_module_function(void* module, const char* name, void** fn);
 int wh_guest_module_function_names(void* module, const char** names, size_t cap, size_t* count);
 int wh_guest_module_global(void* module, const char* name, uint64_t* dptr, size_t* bytes);
-int wh_guest_module_set_library(void* module);
+int wh_guest_library_load(const void* image, size_t size, void** lib);
 int wh_guest_module_managed(void* module, const char* name, void** ptr, size_t* bytes);
 void* wh_guest_module_of(void* fn);
 const char* wh_guest_function_name(void* fn);
@@ -63,6 +63,11 @@ void context_storage_destroyed(CUcontext ctx);
 // The single context's handle (the primary context) and its checks.
 CUcontext primary();
 bool valid_context(CUcontext c);
+// True when this library's runtime functions bind to a libcudart.so.13
+// that is not Wormhole's (NVIDIA's, loaded into the process first): every
+// driver call would re-enter that runtime, which may be calling us, so the
+// entry points a runtime starts with refuse instead (and say why, once).
+bool foreign_runtime();
 // Logs once per message to stderr (unsupported options and the like).
 void log_once(const std::string& msg);
 // Reads a whole file (cuModuleLoad, cuLibraryLoadFromFile, cuLinkAddFile).

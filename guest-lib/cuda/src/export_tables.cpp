@@ -374,6 +374,10 @@ const Known kKnown[] = {
 extern "C" __attribute__((visibility("default"))) CUresult cuGetExportTable(const void** table,
                                                                             const CUuuid* id) {
   if (!table || !id) return CUDA_ERROR_INVALID_VALUE;
+  if (wh::driver::foreign_runtime()) {
+    *table = nullptr;
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
   for (const Known& k : kKnown)
     if (std::memcmp(k.id, id->bytes, 16) == 0) {
       *table = k.table();

@@ -47,7 +47,7 @@ CUresult load(const void* image, size_t size, void** out) {
   return cu(cudaError_t(wh_guest_module_load(image, size, out)));
 }
 
-CUresult load_file(const char* path, void** out) {
+CUresult load_file(const char* path, void** out, bool library = false) {
   WH_INIT();
   std::string bytes;
   if (!path || !out) return CUDA_ERROR_INVALID_VALUE;
@@ -58,7 +58,8 @@ CUresult load_file(const char* path, void** out) {
     std::memcpy(&magic, bytes.data(), 4);
     if (magic != wh::fatbin::kFatbinMagic) bytes.push_back('\0');
   }
-  return cu(cudaError_t(wh_guest_module_load(bytes.data(), bytes.size(), out)));
+  return cu(cudaError_t(library ? wh_guest_library_load(bytes.data(), bytes.size(), out)
+                                 : wh_guest_module_load(bytes.data(), bytes.size(), out)));
 }
 
 CUresult function_of(void* module, const char* name, void** fn) {
@@ -301,14 +302,15 @@ CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
 CUresult cuLibraryLoadData(CUlibrary* lib, const void* code, CUjit_option* jo, void** jv, unsigned njo,
                            CUlibraryOption*, void**, unsigned) {
   jit_options(njo, jo, jv);
-  CUresult r = load(code, 0, reinterpret_cast<void**>(lib));
-  return r == CUDA_SUCCESS ? cu(cudaError_t(wh_guest_module_set_library(*lib))) : r;
+  WH_INIT();
+  if (!code || !lib) return CUDA_ERROR_INVALID_VALUE;
+  // Loaded on the device when first used (CUDA's lazy loading).
+  return cu(cudaError_t(wh_guest_library_load(code, 0, reinterpret_cast<void**>(lib))));
 }
 CUresult cuLibraryLoadFromFile(CUlibrary* lib, const char* path, CUjit_option* jo, void** jv, unsigned njo,
                                CUlibraryOption*, void**, unsigned) {
   jit_options(njo, jo, jv);
-  CUresult r = load_file(path, reinterpret_cast<void**>(lib));
-  return r == CUDA_SUCCESS ? cu(cudaError_t(wh_guest_module_set_library(*lib))) : r;
+  return load_file(path, reinterpret_cast<void**>(lib), true);
 }
 CUresult cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, const char* name) {
   WH_INIT();

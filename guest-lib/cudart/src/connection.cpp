@@ -69,6 +69,11 @@ ring::Message& Connection::reply_buffer() {
 
 std::span<uint8_t> Connection::data() const { return remote_ ? remote_->data() : chan_->data(); }
 uint32_t Connection::max_msg() const { return remote_ ? remote_->max_msg() : chan_->max_msg(); }
+bool Connection::handled(uint64_t end) const {
+  if (!end || remote_) return true;
+  const auto* st = reinterpret_cast<const proto::DataAreaStatus*>(chan_->data().data());
+  return __atomic_load_n(&st->handled_pos, __ATOMIC_ACQUIRE) >= end;
+}
 bool Connection::alive() const { return remote_ ? remote_->alive() : chan_->status() == ring::Status::Ok; }
 
 ring::Status Connection::remote_post(uint16_t op, std::span<const std::span<const uint8_t>> parts) {
@@ -179,6 +184,7 @@ void Connection::reset_status_page() {
   __atomic_store_n(&st->copy_error_seq, uint64_t(0), __ATOMIC_RELEASE);
   __atomic_store_n(&st->output_seq, uint64_t(0), __ATOMIC_RELEASE);
   __atomic_store_n(&st->copy_error, int32_t(0), __ATOMIC_RELEASE);
+  __atomic_store_n(&st->handled_pos, uint64_t(0), __ATOMIC_RELEASE);
 }
 
 // What the vmfunc transport did with this process's synchronous calls

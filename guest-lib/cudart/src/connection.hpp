@@ -81,17 +81,24 @@ class Connection {
     return cudaError_t(m.hdr.status);
   }
   // A posted call: returns as soon as the request is in the ring.
+  // *end (when given): where the request ends in the request stream, for
+  // handled() (0 over ucx://, which publishes no position).
   template <proto::Op O>
-  cudaError_t post(const typename proto::OpTraits<O>::Request& rq, std::span<const uint8_t> tail = {}) {
+  cudaError_t post(const typename proto::OpTraits<O>::Request& rq, std::span<const uint8_t> tail = {},
+                   uint64_t* end = nullptr) {
     auto fixed = proto::fixed_bytes(rq);
     std::array<std::span<const uint8_t>, 2> parts{fixed, tail};
+    if (end) *end = 0;
     // Posted requests always take the ring (they never wait; the gate holds
     // one request at a time). note_posted() counts them for vmfunc.
     ring::Status s = !note_posted() ? ring::Status::Closed
                      : remote_   ? remote_post(uint16_t(O), parts)
-                                 : chan_->post(uint16_t(O), 0, parts, version_);
+                                 : chan_->post(uint16_t(O), 0, parts, version_, std::chrono::milliseconds(0), end);
     return s == ring::Status::Ok ? cudaSuccess : link_error(s);
   }
+  // False when the server has certainly not handled yet the posted request
+  // that ended at `end` (post's *end); true when it has, or cannot be told.
+  bool handled(uint64_t end) const;
   // Either kind: posted when async, else a call.
   template <proto::Op O>
   cudaError_t send(bool async, const typename proto::OpTraits<O>::Request& rq, std::span<const uint8_t> tail = {}) {

@@ -99,7 +99,7 @@ __attribute__((visibility("default"))) int wh_guest_call(uint16_t op, const void
   // runs); anything else, which would have to run now or answer now, is
   // refused and invalidates the capture. Every request of the libraries
   // after BlasDestroy starts with its handle and stream.
-  if (capture_any() && op > uint16_t(Op::BlasDestroy) && op < uint16_t(Op::Count) && rq_len >= 16) {
+  if (capture_any() && op > uint16_t(Op::BlasDestroy) && op < uint16_t(Op::Limit_) && rq_len >= 16) {
     uint64_t stream;
     std::memcpy(&stream, static_cast<const uint8_t*>(rq) + 8, sizeof stream);
     if (stream_capturing(reinterpret_cast<cudaStream_t>(stream))) {
@@ -136,7 +136,7 @@ __attribute__((visibility("default"))) int wh_guest_call(uint16_t op, const void
 // Loads a module image: a fatbin (or its registration wrapper), an ELF cubin
 // or PTX text (NUL-terminated; several NUL-separated units are linked, as
 // cuLinkComplete produces them). `size` 0: taken from the image itself.
-__attribute__((visibility("default"))) int wh_guest_module_load(const void* image, size_t size, void** module) {
+static int module_load(const void* image, size_t size, void** module, bool library) {
   if (!image || !module) return cudaErrorInvalidValue;
   const void* start = image;
   if (!size) size = image_size(image, &start);
@@ -155,35 +155,79 @@ __attribute__((visibility("default"))) int wh_guest_module_load(const void* imag
     fb->wrapper = fb->image;  // parse_params reads the layouts from a fatbin directly
   else
     fb->params_parsed = true;  // PTX or cubin: the server's layouts are used
-  if (cudaError_t e = ensure_fatbin_module(*fb); e != cudaSuccess) {
-    delete fb;
-    return e;
-  }
+  fb->library = library;
+  if (!library)
+    if (cudaError_t e = ensure_fatbin_module(*fb); e != cudaSuccess) {
+      delete fb;
+      return e;
+    }
   std::lock_guard lk(rt().mu);
   rt().fatbins.push_back(fb);
   *module = fb;
   return cudaSuccess;
 }
 
-static Fatbin* driver_module(void* m) {
+__attribute__((visibility("default"))) int wh_guest_module_load(const void* image, size_t size, void** module) {
+  return module_load(image, size, module, false);
+}
+
+// cuLibraryLoadData / cuLibraryLoadFromFile: the image is kept here and goes
+// to the server when the library is first used (a kernel launched or
+// queried, a variable looked up), as CUDA's lazy loading does. A static
+// runtime loads every fatbin of its library when it starts (cuSPARSE has
+// SASS-only ones): only the kernels of an image the device cannot run fail,
+// when they are used, naming themselves.
+__attribute__((visibility("default"))) int wh_guest_library_load(const void* image, size_t size, void** lib) {
+  return module_load(image, size, lib, true);
+}
+
+// `load`: a library not loaded yet (or since a context reset) is loaded now,
+// its handle unchanged.
+static Fatbin* driver_module(void* m, bool load = true) {
   Fatbin* found = nullptr;
   {
     std::lock_guard lk(rt().mu);
     for (Fatbin* fb : rt().fatbins)
       if (fb == m && fb->driver && (fb->module || fb->library)) found = fb;
   }
-  // A library after a context reset: loaded again, its handle unchanged.
-  if (found && !found->module && ensure_fatbin_module(*found) != cudaSuccess) return nullptr;
+  if (load && found && !found->module && ensure_fatbin_module(*found) != cudaSuccess) return nullptr;
   return found;
 }
 
-// cuLibraryLoadData / cuLibraryLoadFromFile: the module is context-independent.
-__attribute__((visibility("default"))) int wh_guest_module_set_library(void* module) {
-  Fatbin* fb = driver_module(module);
-  if (!fb) return cudaErrorInvalidResourceHandle;
-  std::lock_guard lk(rt().mu);
-  fb->library = true;
-  return cudaSuccess;
+// The names of a driver module's kernels, from its image (a cubin's
+// .nv.info, else the PTX .entry lists), found once, sorted. Under g_load_mu.
+static const std::vector<std::string>& kernel_names_locked(Fatbin* fb) {
+  if (fb->names_known) return fb->kernel_names;
+  fb->names_known = true;
+  std::map<std::string, std::vector<wh::fatbin::ParamInfo>> found;
+  std::string err;
+  uint32_t magic;
+  std::memcpy(&magic, fb->image, sizeof magic);
+  const auto* b = fb->image;
+  if (magic == wh::fatbin::kFatbinMagic) {
+    std::vector<wh::fatbin::Entry> entries;
+    if (wh::fatbin::parse(fb->image, fb->size, entries, &err)) {
+      for (auto& e : entries)
+        if (e.kind == wh::fatbin::Entry::ELF && wh::fatbin::cubin_kernel_params(e.bytes, found, &err)) break;
+      if (found.empty())
+        for (auto& e : entries)
+          if (e.kind == wh::fatbin::Entry::PTX &&
+              wh::fatbin::ptx_kernel_params(
+                  std::string_view(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size()), found, &err))
+            break;
+    }
+  } else if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') {
+    wh::fatbin::cubin_kernel_params(fb->rdc_image, found, &err);
+  } else {
+    const char* p = reinterpret_cast<const char*>(fb->image);
+    for (size_t i = 0; i < fb->size;) {
+      size_t n = strnlen(p + i, fb->size - i);
+      if (n) wh::fatbin::ptx_kernel_params(std::string_view(p + i, n), found, &err);
+      i += n + 1;
+    }
+  }
+  for (auto& [name, ps] : found) fb->kernel_names.push_back(name);  // sorted: from a std::map
+  return fb->kernel_names;
 }
 
 __attribute__((visibility("default"))) int wh_guest_module_global(void* module, const char* name, uint64_t* dptr,
@@ -228,11 +272,11 @@ __attribute__((visibility("default"))) int wh_guest_module_managed(void* module,
 }
 
 __attribute__((visibility("default"))) int wh_guest_module_unload(void* module) {
-  Fatbin* fb = driver_module(module);
+  Fatbin* fb = driver_module(module, false);  // a library never used was never loaded
   if (!fb) return cudaErrorInvalidResourceHandle;
   Connection* c = Connection::get();
   if (!c) return cudaErrorDevicesUnavailable;
-  cudaError_t e = c->call<Op::ModuleUnload>({fb->module});
+  cudaError_t e = fb->module ? c->call<Op::ModuleUnload>({fb->module}) : cudaSuccess;
   // Its function records stay allocated but are no longer valid handles: a
   // stale CUfunction is refused, never followed.
   std::lock_guard ll(g_load_mu);
@@ -247,9 +291,10 @@ __attribute__((visibility("default"))) int wh_guest_module_unload(void* module) 
 // driver API calls a CUfunction (and CUkernel).
 __attribute__((visibility("default"))) int wh_guest_module_function(void* module, const char* name, void** fn) {
   if (!name || !fn) return cudaErrorInvalidValue;
-  Fatbin* fb = driver_module(module);
+  Fatbin* fb = driver_module(module, false);
   if (!fb) return cudaErrorInvalidResourceHandle;
   KernelRec* k;
+  bool deferred;  // a library not loaded yet: the kernel is found by name in its image, loaded on use
   {
     std::lock_guard lk(g_load_mu);
     auto it = fb->functions.find(name);
@@ -257,16 +302,23 @@ __attribute__((visibility("default"))) int wh_guest_module_function(void* module
       *fn = it->second;
       return cudaSuccess;
     }
+    deferred = fb->library && !fb->module;
+    if (deferred) {
+      const auto& names = kernel_names_locked(fb);
+      if (!std::binary_search(names.begin(), names.end(), std::string(name))) return cudaErrorSymbolNotFound;
+    }
     k = new KernelRec();
     k->fb = fb;
     k->name = name;
   }
-  if (cudaError_t e = ensure_kernel(k); e != cudaSuccess) {
-    delete k;
-    return e == cudaErrorInvalidDeviceFunction ? cudaErrorSymbolNotFound : e;
+  if (!deferred) {
+    if (cudaError_t e = ensure_kernel(k); e != cudaSuccess) {
+      delete k;
+      return e == cudaErrorInvalidDeviceFunction ? cudaErrorSymbolNotFound : e;
+    }
   }
   std::lock_guard lk(g_load_mu);
-  if (!fb->module) {  // unloaded meanwhile
+  if (!fb->module && !fb->library) {  // unloaded meanwhile
     delete k;
     return cudaErrorInvalidResourceHandle;
   }
@@ -284,40 +336,10 @@ __attribute__((visibility("default"))) int wh_guest_module_function(void* module
 __attribute__((visibility("default"))) int wh_guest_module_function_names(void* module, const char** names,
                                                                           size_t cap, size_t* count) {
   if (!count || (cap && !names)) return cudaErrorInvalidValue;
-  Fatbin* fb = driver_module(module);
+  Fatbin* fb = driver_module(module, false);
   if (!fb) return cudaErrorInvalidResourceHandle;
   std::lock_guard lk(g_load_mu);
-  if (!fb->names_known) {
-    fb->names_known = true;
-    std::map<std::string, std::vector<wh::fatbin::ParamInfo>> found;
-    std::string err;
-    uint32_t magic;
-    std::memcpy(&magic, fb->image, sizeof magic);
-    const auto* b = fb->image;
-    if (magic == wh::fatbin::kFatbinMagic) {
-      std::vector<wh::fatbin::Entry> entries;
-      if (wh::fatbin::parse(fb->image, fb->size, entries, &err)) {
-        for (auto& e : entries)
-          if (e.kind == wh::fatbin::Entry::ELF && wh::fatbin::cubin_kernel_params(e.bytes, found, &err)) break;
-        if (found.empty())
-          for (auto& e : entries)
-            if (e.kind == wh::fatbin::Entry::PTX &&
-                wh::fatbin::ptx_kernel_params(
-                    std::string_view(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size()), found, &err))
-              break;
-      }
-    } else if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') {
-      wh::fatbin::cubin_kernel_params(fb->rdc_image, found, &err);
-    } else {
-      const char* p = reinterpret_cast<const char*>(fb->image);
-      for (size_t i = 0; i < fb->size;) {
-        size_t n = strnlen(p + i, fb->size - i);
-        if (n) wh::fatbin::ptx_kernel_params(std::string_view(p + i, n), found, &err);
-        i += n + 1;
-      }
-    }
-    for (auto& [name, ps] : found) fb->kernel_names.push_back(name);
-  }
+  kernel_names_locked(fb);
   *count = fb->kernel_names.size();
   for (size_t i = 0; i < cap && i < fb->kernel_names.size(); i++) names[i] = fb->kernel_names[i].c_str();
   return cudaSuccess;

@@ -623,13 +623,12 @@ cudaError_t send_graph(uint64_t exec, const std::vector<uint8_t>& wire, uint32_t
     e = c->call<Op::GraphInstantiate>(rq, &rs, {wire.data(), wire.size()});
   } else {
     void* buf = nullptr;
-    if (cudaError_t a = cudaMallocHost(&buf, wire.size()); a != cudaSuccess) return a;
+    if (cudaError_t a = data_area_block(c, wire.size(), &buf, &rq.src_off); a != cudaSuccess) return a;
     std::memcpy(buf, wire.data(), wire.size());
-    in_data_area(buf, wire.size(), &rq.src_off);
     rq.bytes = wire.size();
     e = push_data_area(c, rq.src_off, wire.size());
     if (e == cudaSuccess) e = c->call<Op::GraphInstantiate>(rq, &rs);
-    cudaFreeHost(buf);
+    heap_free_block(rq.src_off);
   }
   if (e == cudaSuccess) *out = rs.exec;
   return e;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "progress.hpp"
 #include "state.hpp"
 #include "wormhole/proto/occupancy.hpp"
 #include "wormhole/ptx/fatbin.hpp"
@@ -54,15 +55,18 @@ void parse_params(Fatbin& fb) {
 // Ships the fatbin (once) through the data area's pinned heap.
 cudaError_t ensure_module(Connection* c, Fatbin& fb) {
   if (fb.module) return cudaSuccess;
+  if (fb.load_error != cudaSuccess) return fb.load_error;
   void* buf = nullptr;
-  if (cudaError_t e = cudaMallocHost(&buf, fb.size); e != cudaSuccess) return e;
-  std::memcpy(buf, fb.image, fb.size);
   uint64_t off = 0;
-  in_data_area(buf, fb.size, &off);
+  if (cudaError_t e = data_area_block(c, fb.size, &buf, &off); e != cudaSuccess) return e;
+  std::memcpy(buf, fb.image, fb.size);
   ModuleLoadResp rs{};
   cudaError_t e = push_data_area(c, off, fb.size);
   if (e == cudaSuccess) e = c->call<Op::ModuleLoad>({off, fb.size}, &rs);
-  cudaFreeHost(buf);
+  heap_free_block(off);
+  if (e == cudaErrorInvalidKernelImage || e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidPtx ||
+      e == cudaErrorUnsupportedPtxVersion)
+    fb.load_error = e;  // the image itself: the answer will not change
   if (e != cudaSuccess) return e;
   fb.module = rs.module;
   return bind_managed_vars(c, fb);
@@ -84,7 +88,14 @@ cudaError_t ensure_kernel(KernelRec* k) {
   std::lock_guard lk(g_load_mu);
   if (k->handle.load()) return cudaSuccess;
   WH_CONN(c);
-  if (cudaError_t e = ensure_module(c, *k->fb); e != cudaSuccess) return e;
+  if (cudaError_t e = ensure_module(c, *k->fb); e != cudaSuccess) {
+    // A library's image goes to the device when one of its kernels is first
+    // used: that kernel is what the caller sees refused.
+    if (k->fb->library)
+      log_once("kernel " + k->name + ": refused: the library image holding it did not load on the device (" +
+               cudaGetErrorName(e) + ")");
+    return e;
+  }
   parse_params(*k->fb);
   ModuleGetKernelResp rs{};
   std::vector<uint8_t> tail;
@@ -196,7 +207,10 @@ static cudaError_t send_launch(KernelRec* k, dim3 grid, dim3 block, const uint8_
   rq.block[0] = block.x, rq.block[1] = block.y, rq.block[2] = block.z;
   rq.shared_bytes = uint32_t(shared);
   rq.flags = flags;
-  return c->post<Op::Launch>(rq, {buf, k->param_bytes});
+  uint64_t end;
+  cudaError_t e = c->post<Op::Launch>(rq, {buf, k->param_bytes}, &end);
+  if (e == cudaSuccess) note_stream_end(c, rq.stream, end);
+  return e;
 }
 
 KernelRec* kernel_of(const void* host_fun) {

@@ -19,7 +19,6 @@ namespace wh::guest {
 using namespace wh::proto;
 
 bool heap_alloc_block(size_t n, uint64_t* off);  // memory.cpp
-bool heap_free_block(uint64_t off);
 
 namespace {
 

@@ -8,6 +8,7 @@
 // server publishes each finished chunk in the data area's status page.
 #include <sched.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -65,11 +66,18 @@ void heap_init(Connection* c) {
 }
 
 // First fit, 256-byte aligned blocks; freed blocks merge with neighbours.
-bool heap_alloc(Connection* c, size_t n, uint64_t* off) {
+// `keep`: leave at least that many bytes free (cudaHostAlloc keeps room for
+// the runtime's own transfers: module images, graph node lists).
+bool heap_alloc(Connection* c, size_t n, uint64_t* off, uint64_t keep = 0) {
   Runtime& r = rt();
   std::lock_guard lk(r.mu);
   heap_init(c);
   uint64_t need = (std::max<size_t>(n, 1) + 255) & ~uint64_t(255);
+  if (keep) {
+    uint64_t free = 0;
+    for (const auto& [o, len] : r.heap_free) free += len;
+    if (free < need + keep) return false;
+  }
   for (auto it = r.heap_free.begin(); it != r.heap_free.end(); ++it) {
     if (it->second < need) continue;
     *off = it->first;
@@ -256,6 +264,15 @@ bool heap_alloc_block(size_t n, uint64_t* off) {
   return c && heap_alloc(c, n, off);
 }
 bool heap_free_block(uint64_t off) { return heap_free(off); }
+
+cudaError_t data_area_block(Connection* c, size_t n, void** p, uint64_t* off) {
+  if (!heap_alloc(c, n, off)) {
+    log_once("pinned heap exhausted (wormhole-server --pinned-mb sets its size)");
+    return cudaErrorMemoryAllocation;
+  }
+  *p = (Connection::devices() > 1 ? Connection::of(0) : c)->data().data() + *off;
+  return cudaSuccess;
+}
 
 bool in_data_area(const void* p, size_t n, uint64_t* off) {
   Connection* c = Connection::devices() > 1 ? Connection::of(0) : Connection::get();
@@ -623,14 +640,50 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
   return cudaSuccess;
 }
 
+// Past the shared pinned heap (wormhole-server --pinned-mb), cudaHostAlloc
+// returns ordinary page-aligned memory instead of failing, as a GPU
+// machine with RAM to spare would succeed: copies with it are staged like
+// pageable memory's (slower, same results) and kernels cannot address it,
+// so an allocation that asks to be mapped is refused instead.
+static cudaError_t host_alloc_overflow(void** p, size_t size, unsigned int flags) {
+  if (flags & cudaHostAllocMapped) {
+    log_once("pinned heap full (wormhole-server --pinned-mb sets its size): a mapped cudaHostAlloc fails");
+    return cudaErrorMemoryAllocation;
+  }
+  void* q = nullptr;
+  if (posix_memalign(&q, 4096, std::max<size_t>(size, 1)) != 0) return cudaErrorMemoryAllocation;
+  log_once("pinned heap full (wormhole-server --pinned-mb sets its size): cudaHostAlloc returns pageable memory; "
+           "copies with it are staged and kernels cannot address it");
+  {
+    std::lock_guard lk(rt().mu);
+    rt().host_overflow[reinterpret_cast<uintptr_t>(q)] = {size, flags};
+  }
+  for_each_pinning_link([&](RemoteLink* r) { r->pin(q, size); });
+  *p = q;
+  return cudaSuccess;
+}
+
+// The overflow allocation that holds p (size and flags); `start`: only
+// one that begins at p (cudaFreeHost, cudaHostGetFlags).
+static bool host_overflow_of(const void* p, std::pair<size_t, unsigned>* out, bool start = true) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard lk(rt().mu);
+  auto it = rt().host_overflow.upper_bound(a);
+  if (it == rt().host_overflow.begin()) return false;
+  --it;
+  if (start ? it->first != a : a - it->first >= std::max<size_t>(it->second.first, 1)) return false;
+  if (out) *out = it->second;
+  return true;
+}
+
 cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
   if (!p) return set_error(cudaErrorInvalidValue);
   WH_CONN(c);
   uint64_t off;
-  if (!heap_alloc(c, size, &off)) {
-    log_once("pinned heap exhausted (wormhole-server --pinned-mb sets its size)");
-    return set_error(cudaErrorMemoryAllocation);
-  }
+  // An eighth of the heap (at most 32 MiB) stays for the runtime's own use.
+  const uint64_t heap = c->data().size() > kPinnedHeapOffset ? c->data().size() - kPinnedHeapOffset : 0;
+  if (!heap_alloc(c, size, &off, std::min<uint64_t>(heap / 8, 32ull << 20)))
+    return set_error(host_alloc_overflow(p, size, flags));
   *p = (Connection::devices() > 1 ? Connection::of(0) : c)->data().data() + off;
   if (c->remote()) for_each_pinning_link([&](RemoteLink* r) { r->pin(*p, size); });  // registered with UCX once
   // Unified addressing: kernels may use pinned memory at its host address
@@ -650,7 +703,17 @@ cudaError_t cudaMallocHost(void** p, size_t size) { return cudaHostAlloc(p, size
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
   uint64_t off;
-  if (!in_data_area(p, 1, &off)) return set_error(cudaErrorInvalidValue);
+  if (!in_data_area(p, 1, &off)) {
+    std::pair<size_t, unsigned> o;
+    if (!host_overflow_of(p, &o)) return set_error(cudaErrorInvalidValue);
+    for_each_pinning_link([&](RemoteLink* r) { r->unpin(p); });
+    {
+      std::lock_guard lk(rt().mu);
+      rt().host_overflow.erase(reinterpret_cast<uintptr_t>(p));
+    }
+    std::free(p);
+    return cudaSuccess;
+  }
   for_each_pinning_link([&](RemoteLink* r) { r->unpin(p); });
   if (!heap_free(off)) return set_error(cudaErrorInvalidValue);
   return cudaSuccess;
@@ -680,6 +743,10 @@ cudaError_t cudaHostGetDevicePointer(void** dptr, void* host, unsigned int flags
 
 cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
   uint64_t off;
+  if (std::pair<size_t, unsigned> o; flags && host_overflow_of(host, &o)) {
+    *flags = o.second;
+    return cudaSuccess;
+  }
   if (!flags || !in_data_area(host, 1, &off)) return set_error(cudaErrorInvalidValue);
   *flags = cudaHostAllocMapped;
   return cudaSuccess;
@@ -841,6 +908,9 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
     a->hostPointer = const_cast<void*>(p);
     std::lock_guard lk(rt().mu);  // its device address once the data area is mapped (cudaHostAlloc)
     if (rt().mapped_dptr) a->devicePointer = reinterpret_cast<void*>(rt().mapped_dptr + off);
+  } else if (host_overflow_of(p, nullptr, false)) {
+    a->type = cudaMemoryTypeHost;  // host memory of cudaHostAlloc, not device-addressable
+    a->hostPointer = const_cast<void*>(p);
   } else {
     a->type = cudaMemoryTypeUnregistered;
     a->hostPointer = const_cast<void*>(p);

@@ -3,6 +3,7 @@
 // device, the last error, the runtime version) never leaves the guest.
 #include <cstring>
 
+#include "progress.hpp"
 #include "state.hpp"
 
 namespace wh::guest {
@@ -255,6 +256,7 @@ cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithPrior
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
   WH_CONN(c);
+  forget_stream(stream_handle(s));
   return set_error(c->call<Op::StreamDestroy>({stream_handle(s)}));
 }
 
@@ -270,6 +272,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 cudaError_t cudaStreamQuery(cudaStream_t s) {
   if (capture_any() && stream_capturing(s)) return set_error(capture_check_unsafe(s));
   WH_CONN(c);
+  if (stream_surely_busy(c, stream_handle(s))) return cudaErrorNotReady;
   cudaError_t e = c->call<Op::StreamQuery>({stream_handle(s)});
   return e == cudaErrorNotReady ? e : set_error(e);
 }
@@ -326,7 +329,10 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t s, unsigned in
     if (capture_event_record(ev, s, flags, &e)) return set_error(e);
   }
   WH_CONN(c);
-  return set_error(c->post<Op::EventRecord>({reinterpret_cast<uint64_t>(ev), stream_handle(s)}));
+  uint64_t end;
+  cudaError_t e = c->post<Op::EventRecord>({reinterpret_cast<uint64_t>(ev), stream_handle(s)}, {}, &end);
+  if (e == cudaSuccess) note_event_end(c, reinterpret_cast<uint64_t>(ev), end);
+  return set_error(e);
 }
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) { return cudaEventRecordWithFlags(ev, s, 0); }
 
@@ -339,6 +345,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
 
 cudaError_t cudaEventQuery(cudaEvent_t ev) {
   WH_CONN(c);
+  if (event_surely_busy(c, reinterpret_cast<uint64_t>(ev))) return cudaErrorNotReady;
   cudaError_t e = c->call<Op::EventQuery>({reinterpret_cast<uint64_t>(ev)});
   return e == cudaErrorNotReady ? e : set_error(e);
 }
@@ -354,6 +361,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
 
 cudaError_t cudaEventDestroy(cudaEvent_t ev) {
   WH_CONN(c);
+  forget_event(reinterpret_cast<uint64_t>(ev));
   return set_error(c->call<Op::EventDestroy>({reinterpret_cast<uint64_t>(ev)}));
 }
 

@@ -53,6 +53,9 @@ struct Fatbin {
   // whose PTX the sim device links (the linked one carries SASS only).
   std::vector<uint8_t> rdc_image;
   PerDevice<uint64_t> module;  // server handle once shipped (lazily, once per device)
+  // Why the device refused the image (it is not shipped again): a kernel
+  // of a library that cannot load fails when it is used.
+  cudaError_t load_error = cudaSuccess;
   std::map<std::string, std::vector<proto::ParamInfo>> params;  // from .nv.info / PTX
   bool params_parsed = false;
   std::vector<ManagedVarRec> managed;  // __managed__ variables (managed.cpp)
@@ -104,6 +107,8 @@ struct Runtime {
   };
   std::map<uint64_t, Alloc> allocs;                     // device allocations by dptr
   std::map<uintptr_t, size_t> host_registered;          // cudaHostRegister'ed ranges
+  // cudaHostAlloc past the shared pinned heap: pageable memory (its size, flags).
+  std::map<uintptr_t, std::pair<size_t, unsigned>> host_overflow;
   // Pinned heap inside the data area: free blocks offset -> size, and live ones.
   std::map<uint64_t, uint64_t> heap_free, heap_used;
   bool heap_ready = false;
@@ -177,6 +182,11 @@ cudaError_t ensure_mapped(Connection* c, uint64_t* base);  // the data area's de
 bool managed_free(Connection* c, void* p, cudaError_t* e);
 cudaError_t bind_managed_vars(Connection* c, Fatbin& fb);
 cudaError_t managed_alloc(size_t size, void** p);  // managed memory (cudaMallocManaged)
+// A block of the shared pinned heap for the runtime's own transfers (module
+// images, graph node lists), freed with heap_free_block(off): unlike
+// cudaHostAlloc, never pageable memory the server cannot read.
+cudaError_t data_area_block(Connection* c, size_t n, void** p, uint64_t* off);
+bool heap_free_block(uint64_t off);
 // Host pointer -> data-area offset, if it lies inside the shared data area.
 bool in_data_area(const void* p, size_t n, uint64_t* off);
 // Host memory the server reaches itself (the data area, except over ucx://).

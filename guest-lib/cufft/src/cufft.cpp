@@ -12,8 +12,15 @@
 // on a GPU. The server's plan owns its work area, so cuFFT's work area
 // calls are accepted and the reported work size is the server's (0 on the
 // sim device).
+//
+// cufftXt: the single-GPU part of the Xt API (cufftXtMakePlanMany with its
+// data types, half and bf16 included; cufftXtExec; sizes and work-area
+// policy) maps onto the same plans. The multi-GPU part (cufftXtSetGPUs,
+// descriptors, cufftXtMemcpy) and callbacks (device code cuFFT would call
+// from its kernels) return CUFFT_NOT_SUPPORTED and log their names.
 #include <cuda_runtime_api.h>
 #include <cufft.h>
+#include <cufftXt.h>
 #include <library_types.h>
 
 #include <cstdio>
@@ -53,6 +60,7 @@ cufftResult status(cudaError_t e) {
 struct Plan {
   uint64_t server = 0;  // FftPlan's handle; 0 until cufftMakePlan*
   int type = 0;
+  uint32_t storage = 0;  // kFftHalf / kFftBf16 (cufftXtMakePlanMany), else 0
   cudaStream_t stream = nullptr;
   size_t work = 0;
 };
@@ -87,7 +95,7 @@ cufftResult check_args(int rank, const long long* n, int type, long long batch) 
 // the advanced layout; otherwise the basic one (strides and dists ignored).
 cufftResult make_plan(cufftHandle h, int rank, const long long* n, const long long* inembed, long long istride,
                       long long idist, const long long* onembed, long long ostride, long long odist, int type,
-                      long long batch, size_t* work) {
+                      long long batch, size_t* work, uint32_t storage = 0) {
   if (cufftResult r = check_args(rank, n, type, batch); r != CUFFT_SUCCESS) return r;
   Plan p;
   if (!get_plan(h, &p)) return CUFFT_INVALID_PLAN;
@@ -96,10 +104,11 @@ cufftResult make_plan(cufftHandle h, int rank, const long long* n, const long lo
   rq.rank = rank;
   rq.type = type;
   rq.batch = batch;
+  rq.flags = storage;
   for (int k = 0; k < rank; k++) rq.n[k] = n[k];
   if (inembed && onembed) {
     if (istride < 1 || ostride < 1 || idist < 1 || odist < 1) return CUFFT_INVALID_VALUE;
-    rq.flags = kFftAdvanced;
+    rq.flags |= kFftAdvanced;
     for (int k = 0; k < rank; k++) rq.inembed[k] = inembed[k], rq.onembed[k] = onembed[k];
     rq.istride = istride, rq.idist = idist, rq.ostride = ostride, rq.odist = odist;
   }
@@ -116,6 +125,7 @@ cufftResult make_plan(cufftHandle h, int rank, const long long* n, const long lo
   }
   it->second.server = rs.handle;
   it->second.type = type;
+  it->second.storage = storage;
   it->second.work = rs.work_size;
   if (work) *work = rs.work_size;
   return CUFFT_SUCCESS;
@@ -149,9 +159,38 @@ cufftResult estimate(int rank, const long long* n, int type, long long batch, si
   return CUFFT_SUCCESS;
 }
 
+// The cufftType and 16-bit storage flag of cufftXtMakePlanMany's data
+// types (cuFFT's table: the execution type is the complex type of the
+// precision; input and output make the kind).
+bool xt_kind(cudaDataType in, cudaDataType out, cudaDataType ex, int* type, uint32_t* storage) {
+  struct Row {
+    cudaDataType real, cplx;
+    int r2c, c2r, c2c;
+    uint32_t storage;
+  };
+  static const Row rows[] = {{CUDA_R_32F, CUDA_C_32F, CUFFT_R2C, CUFFT_C2R, CUFFT_C2C, 0},
+                             {CUDA_R_64F, CUDA_C_64F, CUFFT_D2Z, CUFFT_Z2D, CUFFT_Z2Z, 0},
+                             {CUDA_R_16F, CUDA_C_16F, CUFFT_R2C, CUFFT_C2R, CUFFT_C2C, kFftHalf},
+                             {CUDA_R_16BF, CUDA_C_16BF, CUFFT_R2C, CUFFT_C2R, CUFFT_C2C, kFftBf16}};
+  for (const Row& r : rows) {
+    if (ex != r.cplx) continue;
+    *storage = r.storage;
+    if (in == r.cplx && out == r.cplx) return *type = r.c2c, true;
+    if (in == r.real && out == r.cplx) return *type = r.r2c, true;
+    if (in == r.cplx && out == r.real) return *type = r.c2r, true;
+    return false;
+  }
+  return false;
+}
+
+// type < 0: cufftXtExec, which runs whatever the plan is.
 cufftResult exec(cufftHandle h, int type, const void* in, void* out, int direction) {
   Plan p;
-  if (!get_plan(h, &p) || !p.server || p.type != type) return CUFFT_INVALID_PLAN;
+  if (!get_plan(h, &p) || !p.server) return CUFFT_INVALID_PLAN;
+  if (type < 0)
+    type = p.type;
+  else if (p.type != type || p.storage)
+    return CUFFT_INVALID_PLAN;  // a typed cufftExec* runs only plans of its own type
   if (!in || !out) return CUFFT_INVALID_VALUE;
   const bool complex = type == CUFFT_C2C || type == CUFFT_Z2Z;
   if (complex && direction != CUFFT_FORWARD && direction != CUFFT_INVERSE) return CUFFT_INVALID_VALUE;
@@ -351,6 +390,43 @@ cufftResult cufftExecD2Z(cufftHandle plan, cufftDoubleReal* idata, cufftDoubleCo
 }
 cufftResult cufftExecZ2D(cufftHandle plan, cufftDoubleComplex* idata, cufftDoubleReal* odata) {
   return exec(plan, CUFFT_Z2D, idata, odata, 0);
+}
+
+// ------------------------------------------------------------ cufftXt (one GPU)
+
+cufftResult cufftXtMakePlanMany(cufftHandle plan, int rank, long long* n, long long* inembed, long long istride,
+                                long long idist, cudaDataType inputtype, long long* onembed, long long ostride,
+                                long long odist, cudaDataType outputtype, long long batch, size_t* workSize,
+                                cudaDataType executiontype) {
+  int type;
+  uint32_t storage;
+  if (!xt_kind(inputtype, outputtype, executiontype, &type, &storage)) return CUFFT_INVALID_TYPE;
+  return make_plan(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, workSize, storage);
+}
+
+cufftResult cufftXtGetSizeMany(cufftHandle h, int rank, long long* n, long long*, long long, long long,
+                               cudaDataType inputtype, long long*, long long, long long, cudaDataType outputtype,
+                               long long batch, size_t* workSize, cudaDataType executiontype) {
+  Plan p;
+  if (!get_plan(h, &p)) return CUFFT_INVALID_PLAN;
+  int type;
+  uint32_t storage;
+  if (!xt_kind(inputtype, outputtype, executiontype, &type, &storage)) return CUFFT_INVALID_TYPE;
+  return estimate(rank, n, type, batch, workSize);
+}
+
+cufftResult cufftXtExec(cufftHandle plan, void* input, void* output, int direction) {
+  return exec(plan, -1, input, output, direction);
+}
+
+// The server's plan owns its work area whatever the policy (as
+// cufftSetWorkArea); workSize is reserved by cuFFT and not touched.
+cufftResult cufftXtSetWorkAreaPolicy(cufftHandle h, cufftXtWorkAreaPolicy policy, size_t*) {
+  Plan p;
+  if (!get_plan(h, &p)) return CUFFT_INVALID_PLAN;
+  if (policy != CUFFT_WORKAREA_MINIMAL && policy != CUFFT_WORKAREA_USER && policy != CUFFT_WORKAREA_PERFORMANCE)
+    return CUFFT_INVALID_VALUE;
+  return CUFFT_SUCCESS;
 }
 
 }  // extern "C"

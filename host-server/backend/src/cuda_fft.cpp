@@ -5,11 +5,14 @@
 // layout the session resolved; before every execution the context is made
 // current again and the call's stream set on the plan. cuFFT allocates its
 // own work area (auto-allocation), so the guest's work area is not used.
+// 16-bit plans (half, bf16) are made with cufftXtMakePlanMany and run with
+// cufftXtExec, as the guest's program asked.
 //
 // NOTE: written without a GPU (none lent to the task that wrote it); it
 // compiles against the CUDA 13 headers but has NOT been run. See
 // docs/hardware.md.
 #include <cufft.h>
+#include <cufftXt.h>
 #include <dlfcn.h>
 
 #include <mutex>
@@ -32,7 +35,9 @@ namespace {
   X(cufftExecC2R)         \
   X(cufftExecZ2Z)         \
   X(cufftExecD2Z)         \
-  X(cufftExecZ2D)
+  X(cufftExecZ2D)          \
+  X(cufftXtMakePlanMany)  \
+  X(cufftXtExec)
 
 WH_VENDOR_LIBRARY(Lib, lib, "libcufft.so.12", WH_CUFFT_FUNCS)
 
@@ -94,8 +99,17 @@ class CudaFft final : public Fft {
       long long n[3], ie[3], oe[3];
       for (int k = 0; k < d.rank; k++) n[k] = d.n[k], ie[k] = l.in.embed[k], oe[k] = l.out.embed[k];
       size_t work = 0;
-      cufftResult r = lib().cufftMakePlanMany64(p.h, d.rank, n, ie, l.in.stride, l.in.dist, oe, l.out.stride,
-                                                l.out.dist, cufftType(d.type), d.batch, &work);
+      cufftResult r;
+      if (d.storage == FftStorage::Native) {
+        r = lib().cufftMakePlanMany64(p.h, d.rank, n, ie, l.in.stride, l.in.dist, oe, l.out.stride, l.out.dist,
+                                      cufftType(d.type), d.batch, &work);
+      } else {
+        const bool h = d.storage == FftStorage::Half;
+        const cudaDataType real = h ? CUDA_R_16F : CUDA_R_16BF, cplx = h ? CUDA_C_16F : CUDA_C_16BF;
+        const cudaDataType ti = fft_is_r2c(d.type) ? real : cplx, to = fft_is_c2r(d.type) ? real : cplx;
+        r = lib().cufftXtMakePlanMany(p.h, d.rank, n, ie, l.in.stride, l.in.dist, ti, oe, l.out.stride, l.out.dist,
+                                      to, d.batch, &work, cplx);
+      }
       if (r != CUFFT_SUCCESS) {
         lib().cufftDestroy(p.h);
         return map(r);
@@ -109,6 +123,10 @@ class CudaFft final : public Fft {
     void* i = reinterpret_cast<void*>(in);
     void* o = reinterpret_cast<void*>(out);
     cufftResult r;
+    if (d.storage != FftStorage::Native) {
+      const int dir = fft_is_r2c(d.type) ? CUFFT_FORWARD : fft_is_c2r(d.type) ? CUFFT_INVERSE : direction;
+      return map(lib().cufftXtExec(p.h, i, o, dir));
+    }
     switch (d.type) {
       case CUFFT_C2C: r = lib().cufftExecC2C(p.h, (cufftComplex*)i, (cufftComplex*)o, direction); break;
       case CUFFT_R2C: r = lib().cufftExecR2C(p.h, (cufftReal*)i, (cufftComplex*)o); break;

@@ -331,6 +331,8 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   }
   uint64_t device_malloc(uint64_t bytes) override { return heap_ready_ ? dheap_.alloc(bytes) : 0; }
   bool device_free(uint64_t addr) override { return heap_ready_ && dheap_.release(addr); }
+  // cudaDeviceGetAttribute in a kernel answers what the host's does.
+  bool device_attribute(int attr, int* value) override { return proto::attribute(device_, attr, value); }
 
   bool texture(uint64_t h, ptx::TexView& out) override { return find_tex(h, false, out); }
   bool surface(uint64_t h, ptx::TexView& out) override { return find_tex(h, true, out); }
@@ -592,12 +594,21 @@ class SimContext final : public Context, public ptx::DeviceMemory {
         return e;
       }
       m->globals.push_back(d);
-      // Reused device memory is not cleared, but a variable without an
-      // initializer starts as zero.
-      memset8(d, 0, std::max<uint64_t>(g.size, 1), nullptr);
-      if (!g.init.empty()) copy_htod(d, g.init.data(), std::min<uint64_t>(g.init.size(), g.size), nullptr);
       m->mod->bind_global(g.name, d);
       m->symbols[g.name] = {d, g.size};
+    }
+    // Initial values once every variable has its address: an initializer may
+    // hold another variable's (a pointer, a vtable's neighbours).
+    const auto& gs = m->mod->globals();
+    for (size_t i = 0; i < gs.size(); ++i) {
+      const auto& g = gs[i];
+      // Reused device memory is not cleared, but a variable without an
+      // initializer starts as zero.
+      memset8(m->globals[i], 0, std::max<uint64_t>(g.size, 1), nullptr);
+      if (g.init.empty()) continue;
+      std::vector<uint8_t> bytes(g.init.begin(), g.init.begin() + std::min<uint64_t>(g.init.size(), g.size));
+      if (bytes.size() == g.size) m->mod->apply_relocs(g, bytes.data());
+      copy_htod(m->globals[i], bytes.data(), bytes.size(), nullptr);
     }
     *out = std::move(m);
     return cudaSuccess;
@@ -649,6 +660,15 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     std::memcpy(to, from, size);
     if (!m.mod->bind_global(name, dptr)) return cudaErrorInvalidSymbol;
     it->second.first = dptr;
+    // Variables initialized with this one's address follow it.
+    const auto& gs = m.mod->globals();
+    for (size_t t = 0; t < gs.size(); ++t) {
+      if (gs[t].name != name) continue;
+      for (const auto& h : gs)
+        if (!h.relocs.empty())
+          if (auto hs = m.symbols.find(h.name); hs != m.symbols.end())
+            if (uint8_t* hp = span(hs->second.first, h.size)) m.mod->apply_relocs(h, hp, int64_t(t));
+    }
     auto g = std::find(m.globals.begin(), m.globals.end(), old);
     if (g != m.globals.end()) {
       m.globals.erase(g);
@@ -684,6 +704,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     cfg.cooperative = cooperative;
     cfg.cancel = &cancel_;
     cfg.timeout_ms = timeout_ms_;
+    cfg.pending_launch_limit = uint32_t(std::min<uint64_t>(limits_[cudaLimitDevRuntimePendingLaunchCount], UINT32_MAX));
     if (cooperative) {
       // What the occupancy API promises the guest is what is accepted (and
       // the engine holds at least that many blocks at once).

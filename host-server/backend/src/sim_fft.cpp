@@ -10,12 +10,21 @@
 // require exactly those properties to match. FFTW's planner is not
 // thread-safe (sessions run on their own threads): one mutex guards every
 // planner call, plan destruction included.
+//
+// 16-bit plans (cufftXtMakePlanMany with half or bf16 data) compute in
+// single precision, as cuFFT does: each side's span is widened into a float
+// copy with the same layout, transformed there, and the output span rounded
+// back (to nearest even). Elements of the output span that the transform
+// does not write go through the copy unchanged (16 -> 32 -> 16 bits is exact).
 #include <fftw3.h>
 
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
+#include <cstring>
 
+#include "wormhole/server/blaslt.hpp"
 #include "wormhole/server/fft.hpp"
 
 namespace wh::server {
@@ -33,6 +42,7 @@ using PlanKey = std::tuple<int, bool, int, int>;  // direction, in-place, alignm
 struct SimPlan : FftPlan {
   std::map<PlanKey, void*> plans;  // fftw_plan or fftwf_plan
   bool dbl = false;
+  std::vector<float> in32, out32;  // 16-bit plans: the widened spans
   ~SimPlan() override {
     std::lock_guard lk(planner_mutex());
     for (auto& [k, p] : plans) {
@@ -75,13 +85,50 @@ class SimFft final : public Fft {
     const uint64_t out_bytes = side_elems(d.rank, l.out_dims, l.out, d.batch) * uint64_t(l.out_es);
     // A GPU faults on a misaligned operand; the server must not form a
     // misaligned pointer either (device and host addresses share alignment).
-    const uint64_t align = p.dbl ? 8 : 4;
+    const bool narrow = d.storage != FftStorage::Native;
+    const uint64_t align = p.dbl ? 8 : narrow ? 2 : 4;
     if (in % align || out % align) return cudaErrorMisalignedAddress;
     uint8_t* hi = ctx_.host_view(in, in_bytes);
     uint8_t* ho = ctx_.host_view(out, out_bytes);
     if (!hi || !ho) return cudaErrorIllegalAddress;
     if (fft_is_r2c(d.type) || fft_is_c2r(d.type)) direction = 0;
     const bool in_place = in == out;
+    uint8_t *wide_in = hi, *wide_out = ho;
+    const bool bf16 = d.storage == FftStorage::Bf16;
+    if (narrow) {
+      widen(hi, in_bytes / 2, bf16, p.in32);
+      wide_in = reinterpret_cast<uint8_t*>(p.in32.data());
+      if (in_place) {
+        wide_out = wide_in;
+      } else {
+        widen(ho, out_bytes / 2, bf16, p.out32);
+        wide_out = reinterpret_cast<uint8_t*>(p.out32.data());
+      }
+    }
+    if (Err e = run(p, d, l, wide_in, wide_out, in_place, direction); e != cudaSuccess) return e;
+    if (narrow) {
+      const float* w = in_place ? p.in32.data() : p.out32.data();
+      for (uint64_t i = 0; i < out_bytes / 2; i++) {
+        const uint16_t v = bf16 ? lt_float_to_bf16(w[i]) : lt_float_to_half(w[i]);
+        std::memcpy(ho + 2 * i, &v, 2);
+      }
+    }
+    return cudaSuccess;
+  }
+
+ private:
+  static void widen(const uint8_t* src, uint64_t n, bool bf16, std::vector<float>& out) {
+    out.resize(n);
+    for (uint64_t i = 0; i < n; i++) {
+      uint16_t v;
+      std::memcpy(&v, src + 2 * i, 2);
+      out[i] = bf16 ? lt_bf16_to_float(v) : lt_half_to_float(v);
+    }
+  }
+
+  // The FFTW execution on memory in the plan's computing precision.
+  Err run(SimPlan& p, const FftDesc& d, const FftLayout& l, uint8_t* hi, uint8_t* ho, bool in_place,
+          int direction) {
     PlanKey key{direction, in_place, fftw_alignment_of(reinterpret_cast<double*>(hi)),
                 fftw_alignment_of(reinterpret_cast<double*>(ho))};
     void* plan;
@@ -116,7 +163,6 @@ class SimFft final : public Fft {
     return cudaSuccess;
   }
 
- private:
   // Called with the planner mutex held. The session bounded every size,
   // stride and distance to int (FFTW's argument type).
   static void* make_plan(const FftDesc& d, const FftLayout& l, uint8_t* hi, uint8_t* ho, int direction) {

@@ -115,7 +115,7 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
         if (!f.calls) continue;
         calls += f.calls;
         errors += f.errors;
-        ops.push_back(json{{"op", proto::op_name(uint16_t(i))},
+        ops.push_back(json{{"op", proto::op_name(proto::kAllOps[i])},
                            {"calls", f.calls},
                            {"errors", f.errors},
                            {"bytes_in", f.bytes_in},

@@ -110,7 +110,7 @@ std::string Server::metrics_text() {
   auto by_op = [&](const char* name, const char* type, const char* help, uint64_t OpFigures::*f) {
     head(o, name, type, help);
     for (size_t i = 1; i < proto::kOpCount; i++)
-      if (ops[i].calls) o << name << "{op=\"" << proto::op_name(uint16_t(i)) << "\"} " << ops[i].*f << '\n';
+      if (ops[i].calls) o << name << "{op=\"" << proto::op_name(proto::kAllOps[i]) << "\"} " << ops[i].*f << '\n';
   };
   by_op("wormhole_calls_total", "counter", "Calls served, by operation.", &OpFigures::calls);
   by_op("wormhole_call_errors_total", "counter", "Calls answered with an error, by operation.", &OpFigures::errors);
@@ -120,7 +120,7 @@ std::string Server::metrics_text() {
   head(o, "wormhole_call_duration_seconds", "histogram", "Service time of a call on the server, by operation.");
   for (size_t i = 1; i < proto::kOpCount; i++) {
     if (!ops[i].calls) continue;
-    const std::string op = proto::op_name(uint16_t(i));
+    const std::string op = proto::op_name(proto::kAllOps[i]);
     uint64_t cum = 0;
     for (size_t b = 0; b < kLatencyBuckets; b++) {
       cum += ops[i].latency[b];

@@ -131,6 +131,7 @@ bool ring_request(ring::ServerChannel& ch, Session& s, const ring::Message& msg,
     res.fixed.clear();
     res.tail.clear();
     s.note_violation();  // counts toward the limit like any malformed request
+    s.publish_handled(ch.read_pos());
     before_answer();
     if (!(h.flags & WH_MSG_F_POSTED)) {
       std::span<const uint8_t> none;
@@ -140,6 +141,7 @@ bool ring_request(ring::ServerChannel& ch, Session& s, const ring::Message& msg,
     return true;
   }
   bool respond = s.handle(h.opcode, h.flags, msg.payload, ch.max_msg(), res);
+  s.publish_handled(ch.read_pos());
   before_answer();
   if (respond) {
     std::array<std::span<const uint8_t>, 2> parts{std::span<const uint8_t>(res.fixed),

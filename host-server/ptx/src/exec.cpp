@@ -11,8 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include "cg_runtime.hpp"
 #include "devrt.hpp"
-#include "internal.hpp"
 #include "wormhole/ptx/link.hpp"
 
 namespace wh::ptx {
@@ -68,6 +68,11 @@ uint8_t* Ctx::gptr_slow(const Inst& I, uint64_t addr, uint32_t size, bool write,
   if (addr >= kGridWorkspace && gridws && addr - kGridWorkspace < kGridWorkspaceBytes &&
       size <= kGridWorkspaceBytes - (addr - kGridWorkspace))
     return gridws + (addr - kGridWorkspace);
+  if (addr >= kLaunchBufs && addr < kGridWorkspace) {
+    uint8_t* p = devrt_buffer(*this, addr, size, write);
+    if (!p) bad_access(I, addr, size, sp, write, "not inside a parameter buffer of this grid that is not launched yet");
+    return p;
+  }
   DeviceMemory::Region r;
   if (mem->region(addr, r) && r.host && addr >= r.base && addr - r.base < r.size && size <= r.size - (addr - r.base) &&
       (!write || r.writable)) {
@@ -94,13 +99,16 @@ void build_kernels(ModuleImpl& M, std::string* err) {
     std::vector<int> color(M.funcs.size(), 0);
     std::vector<uint32_t> order;
     bool recursive = false;
+    // Indirect calls may reach any address-taken function of their shape:
+    // those count for the stacks, shared variables and heap use.
     std::function<void(uint32_t)> dfs = [&](uint32_t u) {
       color[u] = 1;
       order.push_back(u);
-      for (uint32_t v : M.funcs[u].callees) {
-        if (color[v] == 1) recursive = true;
-        else if (color[v] == 0) dfs(v);
-      }
+      for (const auto* list : {&M.funcs[u].callees, &M.funcs[u].icallees})
+        for (uint32_t v : *list) {
+          if (color[v] == 1) recursive = true;
+          else if (color[v] == 0) dfs(v);
+        }
       color[u] = 2;
     };
     dfs(fi);
@@ -111,11 +119,12 @@ void build_kernels(ModuleImpl& M, std::string* err) {
       std::function<void(uint32_t)> depth = [&](uint32_t u) {
         if (lmemo[u] != UINT64_MAX) return;
         uint64_t l = 0, r = 0;
-        for (uint32_t v : M.funcs[u].callees) {
-          depth(v);
-          l = std::max(l, lmemo[v]);
-          r = std::max(r, rmemo[v]);
-        }
+        for (const auto* list : {&M.funcs[u].callees, &M.funcs[u].icallees})
+          for (uint32_t v : *list) {
+            depth(v);
+            l = std::max(l, lmemo[v]);
+            r = std::max(r, rmemo[v]);
+          }
         lmemo[u] = l + frame(u);
         rmemo[u] = r + M.funcs[u].nregs;
       };
@@ -161,13 +170,28 @@ void build_kernels(ModuleImpl& M, std::string* err) {
     ki.static_shared_bytes = kd.static_shared;
     ki.local_bytes_per_thread = kd.local_stack;
     ki.max_threads_per_block = f.maxntid ? f.maxntid : 1024;
-    ki.num_regs = int(std::min<uint32_t>(f.nregs, f.maxnreg ? uint32_t(f.maxnreg) : 255u));
+    // As a compiler allocates them: at most 255, and few enough that one
+    // block of max_threads_per_block fits the modeled 64K registers per SM
+    // (ptxas honours .maxntid so; occupancy must never come out 0 for a
+    // block size the kernel accepts: CUB divides by it).
+    const uint32_t block_regs = 65536u / (uint32_t((ki.max_threads_per_block + 31) / 32) * 32u);
+    ki.num_regs = int(std::min<uint32_t>({f.nregs, f.maxnreg ? uint32_t(f.maxnreg) : 255u, block_regs}));
     for (uint32_t g : kd.globals_used)
       if (M.globals[g].is_const) ki.const_bytes += uint32_t(std::min<uint64_t>(M.globals[g].size, 1u << 30));
-    for (uint32_t u : order) ki.uses_heap |= M.funcs[u].calls_heap;
+    bool launches = false;
+    for (uint32_t u : order) {
+      ki.uses_heap |= M.funcs[u].calls_heap;
+      launches |= M.funcs[u].launches;
+    }
+    // A kernel that launches kernels may start any kernel whose address the
+    // module takes: the heap must exist if any function uses it.
+    if (launches)
+      for (const Function& g : M.funcs) ki.uses_heap |= g.calls_heap;
     M.kernels.push_back(std::move(ki));
     M.kdata.push_back(std::move(kd));
   }
+  M.kernel_of_func.assign(M.funcs.size(), NOREG);
+  for (uint32_t k = 0; k < M.kdata.size(); ++k) M.kernel_of_func[M.kdata[k].func] = k;
   (void)err;
 }
 
@@ -179,8 +203,12 @@ Module::~Module() = default;
 
 std::unique_ptr<Module> Module::from_ptx(std::string_view text, std::string* err) {
   std::string linked;
-  if (detail::with_devrt(text, &linked)) text = linked;
+  if (detail::with_cg_runtime(text, &linked)) text = linked;
   std::unique_ptr<Module> m(new Module());
+  // Function addresses carry the module's tag: a pointer taken in another
+  // module is refused rather than calling whatever has its index here.
+  static std::atomic<uint32_t> next_tag{1};
+  m->impl_->tag = next_tag.fetch_add(1, std::memory_order_relaxed);
   if (!detail::parse_module(text, *m->impl_, err)) return nullptr;
   auto& M = *m->impl_;
   M.gaddr.assign(M.globals.size(), 0);
@@ -268,6 +296,17 @@ const KernelInfo* Module::kernel(std::string_view name) const {
 }
 const std::vector<GlobalVar>& Module::globals() const { return impl_->globals; }
 int Module::target_arch() const { return impl_->target_arch; }
+bool Module::apply_relocs(const GlobalVar& g, uint8_t* bytes, int64_t only_target) const {
+  for (const GlobalReloc& r : g.relocs) {
+    if (only_target >= 0 && r.target != uint64_t(only_target)) continue;
+    if (r.target >= impl_->globals.size() || !impl_->gbound[r.target] || r.size > 8 || r.offset > g.size ||
+        r.size > g.size - r.offset)
+      return false;
+    const uint64_t v = (impl_->gaddr[r.target] + uint64_t(r.addend)) >> r.shift;
+    std::memcpy(bytes + r.offset, &v, r.size);  // little-endian: the low bytes
+  }
+  return true;
+}
 bool Module::bind_global(std::string_view name, uint64_t addr) {
   for (size_t i = 0; i < impl_->globals.size(); ++i)
     if (impl_->globals[i].name == name) {
@@ -325,9 +364,11 @@ struct Job {
   uint32_t per_worker = 1;  // blocks a worker may hold resident (one modeled SM)
   std::chrono::steady_clock::time_point deadline{};
   bool has_deadline = false;
+  uint64_t timeout_ms = 0;  // of the host launch, for the message
   std::atomic<uint64_t> next{0};
   std::atomic<bool> abort{false};   // stop every worker (error, cancel or timeout recorded in err)
-  std::atomic<bool> cancel{false};  // Engine::cancel()
+  GridRt* rt = nullptr;             // device runtime (dynamic parallelism) of this grid
+  DevTree* tree = nullptr;          // the host launch it belongs to; tree->cancel: Engine::cancel()
   alignas(16) uint8_t gridws[kGridWorkspaceBytes] = {};
   std::mutex err_mu;
   LaunchError err;
@@ -489,6 +530,45 @@ std::string format_printf(Ctx& c, int lane, const std::string& fmt, uint64_t arg
   return out;
 }
 
+// An indirect call's target: a defined, non-kernel function of this module
+// whose parameters and results fit the call's prototype. Otherwise the launch
+// fails naming the address or the function (a GPU would fault or run garbage).
+bool check_icall(Ctx& c, const Inst& I, const CallSite& cs, uint32_t callee, uint64_t target) {
+  const ModuleImpl& M = *c.mod;
+  if (callee == NOREG) {
+    const uint32_t tag_mask = (1u << kFuncTagBits) - 1;
+    const bool other = (target & ~((uint64_t(1) << (kFuncTagShift + kFuncTagBits)) - 1)) == kFuncWindow &&
+                       ((target >> kFuncTagShift) & tag_mask) != (M.tag & tag_mask);
+    c.set_fault(LaunchError::BadAccess, I,
+                "indirect call to address " + hex(target) +
+                    (other ? ", a function address that is not of this module (function pointers are valid in the "
+                             "module that took them)"
+                           : ", which is not a function"));
+    return false;
+  }
+  const Function& f = M.funcs[callee];
+  if (f.is_entry) {
+    c.set_fault(LaunchError::BadAccess, I, "indirect call to kernel " + f.name + " (a __global__ function is launched, not called)");
+    return false;
+  }
+  if (f.builtin) {
+    c.set_fault(LaunchError::Unsupported, I, "indirect call to the built-in function '" + f.name + "'");
+    return false;
+  }
+  if (!cs.targets.empty() && std::find(cs.targets.begin(), cs.targets.end(), callee) == cs.targets.end()) {
+    c.set_fault(LaunchError::BadAccess, I, "indirect call to " + f.name + ", which is not in the call's .calltargets " + cs.proto);
+    return false;
+  }
+  bool fits = f.params.size() == cs.arg_size.size() && f.rets.size() == cs.ret_size.size();
+  for (size_t i = 0; fits && i < f.params.size(); ++i) fits = f.params[i].size <= cs.arg_size[i];
+  for (size_t i = 0; fits && i < f.rets.size(); ++i) fits = f.rets[i].size <= cs.ret_size[i];
+  if (!fits) {
+    c.set_fault(LaunchError::Trap, I, "indirect call to " + f.name + ", whose parameters or results do not match the call's prototype " + cs.proto);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 // Blocks one worker holds resident: the sim device's per-SM limits (it reports one SM
@@ -509,11 +589,17 @@ struct EngineImpl {
   std::mutex mu;
   std::condition_variable cv, done_cv;
   Job* job = nullptr;
+  DevTree* tree = nullptr;  // the host launch in progress (Engine::cancel)
   uint64_t gen = 0;
   unsigned running = 0;
   bool stop = false;
   std::mutex launch_mu;
   std::atomic<uint64_t> icount{0};
+
+  LaunchError run_grid(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg, std::vector<uint8_t> params,
+                       DeviceMemory& mem, GridRt& rt, DevTree& tree);
+  LaunchError run_tree(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg, std::vector<uint8_t> params,
+                       DeviceMemory& mem, DevTree& tree, uint32_t depth);
 
   void worker_main(unsigned idx) {
     uint64_t seen = 0;
@@ -538,7 +624,7 @@ struct EngineImpl {
   bool should_stop(Job& J) {
     if (J.abort.load(std::memory_order_relaxed)) return true;
     LaunchError::Kind k = LaunchError::None;
-    if (J.cancel.load(std::memory_order_relaxed) || (J.cfg.cancel && J.cfg.cancel->load(std::memory_order_relaxed)))
+    if (J.tree->cancel.load(std::memory_order_relaxed) || (J.cfg.cancel && J.cfg.cancel->load(std::memory_order_relaxed)))
       k = LaunchError::Cancelled;
     else if (J.has_deadline && std::chrono::steady_clock::now() >= J.deadline)
       k = LaunchError::Timeout;
@@ -547,7 +633,7 @@ struct EngineImpl {
     if (!J.err) {
       J.err.kind = k;
       J.err.message = "kernel " + J.mod->funcs[J.kd->func].name +
-                      (k == LaunchError::Cancelled ? ": cancelled" : ": watchdog: still running after " + std::to_string(J.cfg.timeout_ms) + " ms");
+                      (k == LaunchError::Cancelled ? ": cancelled" : ": watchdog: still running after " + std::to_string(J.timeout_ms) + " ms");
     }
     J.abort = true;
     return true;
@@ -597,6 +683,7 @@ struct EngineImpl {
       if (st == Step::Fault) { fail_job(W, J); break; }
       if (st == Step::Stop) break;
       if (st == Step::Done) {
+        J.rt->block_done(B.ctaid[0] + uint64_t(J.cfg.grid.x) * (B.ctaid[1] + uint64_t(J.cfg.grid.y) * B.ctaid[2]));
         W.free_blocks.push_back(&B);
         W.resident.erase(W.resident.begin() + ptrdiff_t(cur));
         if (cur >= W.resident.size()) cur = 0;
@@ -647,6 +734,7 @@ struct EngineImpl {
     c.gaddr = M.gaddr.data();
     c.gridws = cfg.cooperative ? J.gridws : nullptr;
     c.gridws_addr = cfg.cooperative ? kGridWorkspace : 0;
+    c.rt = J.rt;
     c.fault = false;
     c.tex_handle = 0;  // objects may change between launches
   }
@@ -730,6 +818,7 @@ struct EngineImpl {
     c.ctaid[0] = B.ctaid[0];
     c.ctaid[1] = B.ctaid[1];
     c.ctaid[2] = B.ctaid[2];
+    c.block_linear = B.ctaid[0] + uint64_t(c.nctaid.x) * (B.ctaid[1] + uint64_t(c.nctaid.y) * B.ctaid[2]);
     c.shared = B.shared.data();
     uint32_t rounds = 0;
     std::chrono::steady_clock::time_point qend{};
@@ -916,35 +1005,26 @@ struct EngineImpl {
           }
           break;
         }
-        case Ctl::Call: {
+        case Ctl::Call:
+        case Ctl::ICall: {
           if (!m) { ++pc; if (pc == fr->min_wait) merge(*fr, pc, active); break; }
           const CallSite& cs = fn->calls[I.a0];
-          uint32_t callee = cs.callee;
-          if (callee == kIndirect) {
-            // The lanes calling the first lane's target go now; the others
-            // stay at this call, to make theirs when these return.
-            const uint64_t* T = c.src(I.s[0]);
-            const uint64_t t0 = T[std::countr_zero(m)];
+          uint32_t callee = cs.callee, others = active & ~m;
+          if (I.ctl == Ctl::ICall) {
+            // Lanes may hold different targets (virtual calls on objects of
+            // several classes): the first lane's group calls now, the others
+            // stay at the call and take it when this group returns.
+            const uint64_t* P = c.src(I.s[0]);
+            const uint64_t target = P[std::countr_zero(m)];
             uint32_t same = 0;
-            for_lanes(m, [&](int l) { if (T[l] == t0) same |= 1u << l; });
-            const uint64_t ix = (t0 - kFuncAddrBase) / 16;
-            bool ok = t0 >= kFuncAddrBase && (t0 - kFuncAddrBase) % 16 == 0 && ix < M.funcs.size() &&
-                      M.funcs[ix].address_taken && M.funcs[ix].params.size() == cs.arg_size.size() &&
-                      M.funcs[ix].rets.size() == cs.ret_size.size();
-            for (size_t i = 0; ok && i < cs.arg_size.size(); ++i) ok = M.funcs[ix].params[i].size == cs.arg_size[i];
-            for (size_t i = 0; ok && i < cs.ret_size.size(); ++i) ok = M.funcs[ix].rets[i].size == cs.ret_size[i];
-            if (!ok) {
-              c.set_fault(LaunchError::BadAccess, I, "indirect call through " + hex(t0) +
-                                                         ", not the address of a function of this prototype");
+            for_lanes(m, [&](int l) { same |= uint32_t(P[l] == target) << l; });
+            callee = M.func_at(target);
+            if (!check_icall(c, I, cs, callee, target)) {
               save();
               return;
             }
-            if (same != m) {
-              park(*fr, m & ~same, pc);
-              active &= ~(m & ~same);
-              m = same;
-            }
-            callee = uint32_t(ix);
+            if (uint32_t rest = m & ~same) park(*fr, rest, pc);
+            m = same;
           }
           const Function& cf = M.funcs[callee];
           if (!cf.defined) {
@@ -959,7 +1039,6 @@ struct EngineImpl {
             save();
             return;
           }
-          uint32_t others = active & ~m;
           if (others) park(*fr, others, pc + 1);
           fr->pc = pc + 1;
           fr->active = 0;
@@ -1039,6 +1118,18 @@ struct EngineImpl {
                         "free() of address " + hex(bad_addr) + ", which is not a live device-heap (malloc) block");
             save();
             return;
+          }
+          ++pc;
+          if (pc == fr->min_wait) merge(*fr, pc, active);
+          break;
+        }
+        case Ctl::DevRt: {
+          if (m) {
+            const CallSite& cs = fn->calls[I.a0];
+            if (!devrt_call(c, I, M.funcs[cs.callee], cs, m)) {
+              save();
+              return;
+            }
           }
           ++pc;
           if (pc == fr->min_wait) merge(*fr, pc, active);
@@ -1211,7 +1302,7 @@ unsigned Engine::threads() const { return impl_->nthreads; }
 
 void Engine::cancel() {
   std::lock_guard lk(impl_->mu);
-  if (impl_->job) impl_->job->cancel = true;
+  if (impl_->tree) impl_->tree->cancel = true;
 }
 
 uint64_t Engine::max_coresident_blocks(const Module& mod, std::string_view kernel, const LaunchConfig& cfg) const {
@@ -1226,33 +1317,28 @@ uint64_t Engine::max_coresident_blocks(const Module& mod, std::string_view kerne
 }
 uint64_t Engine::instructions_executed() const { return impl_->icount.load(); }
 
-LaunchError Engine::launch(const Module& mod, std::string_view kernel, const LaunchConfig& cfg, const void* params,
-                           size_t params_size, DeviceMemory& mem) {
-  using detail::KernelData;
-  const detail::ModuleImpl& M = mod.impl();
+namespace detail {
+
+LaunchError check_launch(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg, size_t params_size) {
+  const Function& f = M.funcs[kd.func];
   LaunchError e;
   auto bad = [&](LaunchError::Kind k, std::string msg) {
     e.kind = k;
-    e.message = "kernel " + std::string(kernel) + ": " + msg;
+    e.message = "kernel " + f.name + ": " + msg;
     return e;
   };
-  const KernelData* kd = nullptr;
-  for (size_t i = 0; i < M.kernels.size(); ++i)
-    if (M.kernels[i].name == kernel) kd = &M.kdata[i];
-  if (!kd) return bad(LaunchError::InvalidConfig, "no such kernel in the module");
-  const detail::Function& f = M.funcs[kd->func];
   // unsupported constructs anywhere in the kernel's call closure fail the launch up front
   {
-    std::vector<uint32_t> stack{kd->func}, seen;
+    std::vector<uint32_t> stack{kd.func}, seen;
     while (!stack.empty()) {
       uint32_t u = stack.back();
       stack.pop_back();
       if (std::find(seen.begin(), seen.end(), u) != seen.end()) continue;
       seen.push_back(u);
-      const detail::Function& g = M.funcs[u];
+      const Function& g = M.funcs[u];
       if (!g.unsupported.empty())
         return bad(LaunchError::Unsupported, "unsupported " + g.unsupported + " at PTX line " + std::to_string(g.unsupported_line) +
-                                                 " `" + M.line_text(g.unsupported_line) + "`" + (u != kd->func ? " in function " + g.name : ""));
+                                                 " `" + M.line_text(g.unsupported_line) + "`" + (u != kd.func ? " in function " + g.name : ""));
       for (uint32_t v : g.callees) stack.push_back(v);
     }
   }
@@ -1264,61 +1350,143 @@ LaunchError Engine::launch(const Module& mod, std::string_view kernel, const Lau
   if (nthr > uint64_t(maxt) || bd.z > 64)
     return bad(LaunchError::InvalidConfig, "block of " + std::to_string(nthr) + " threads exceeds the limit of " + std::to_string(maxt));
   if (gd.y > 65535 || gd.z > 65535 || gd.x > 0x7fffffffu) return bad(LaunchError::InvalidConfig, "grid dimension too large");
-  if (params_size < f.param_bytes || (f.param_bytes && !params))
+  if (params_size < f.param_bytes)
     return bad(LaunchError::InvalidConfig, "parameter buffer of " + std::to_string(params_size) + " bytes, kernel needs " + std::to_string(f.param_bytes));
-  if (uint64_t(kd->static_shared) + cfg.dynamic_shared_bytes > (1u << 20))
-    return bad(LaunchError::InvalidConfig, "shared memory " + std::to_string(uint64_t(kd->static_shared) + cfg.dynamic_shared_bytes) + " bytes exceeds 1 MiB");
-  uint64_t regs_bytes = uint64_t((nthr + 31) / 32) * kd->reg_stack * 32 * 8, local_bytes = uint64_t((nthr + 31) / 32) * 32 * kd->local_stack;
-  if (regs_bytes > detail::kMaxBlockRegBytes)
+  if (uint64_t(kd.static_shared) + cfg.dynamic_shared_bytes > (1u << 20))
+    return bad(LaunchError::InvalidConfig, "shared memory " + std::to_string(uint64_t(kd.static_shared) + cfg.dynamic_shared_bytes) + " bytes exceeds 1 MiB");
+  uint64_t regs_bytes = uint64_t((nthr + 31) / 32) * kd.reg_stack * 32 * 8, local_bytes = uint64_t((nthr + 31) / 32) * 32 * kd.local_stack;
+  if (regs_bytes > kMaxBlockRegBytes)
     return bad(LaunchError::InvalidConfig, "a block of " + std::to_string(nthr) + " threads needs " + std::to_string(regs_bytes >> 20) +
-                                               " MiB of registers (" + std::to_string(kd->reg_stack) + " register slots of 8 bytes per thread" +
-                                               (kd->recursive ? ", recursion budget included" : "") + "), over the sim device's limit of " +
-                                               std::to_string(detail::kMaxBlockRegBytes >> 20) + " MiB per block");
+                                               " MiB of registers (" + std::to_string(kd.reg_stack) + " register slots of 8 bytes per thread" +
+                                               (kd.recursive ? ", recursion budget included" : "") + "), over the sim device's limit of " +
+                                               std::to_string(kMaxBlockRegBytes >> 20) + " MiB per block");
   if (local_bytes > (1ull << 30))
     return bad(LaunchError::InvalidConfig, "per-block local memory too large");
-  for (uint32_t g : kd->globals_used)
+  for (uint32_t g : kd.globals_used)
     if (!M.gbound[g]) return bad(LaunchError::InvalidConfig, "global variable '" + M.globals[g].name + "' is not bound to device memory");
+  return e;
+}
 
-  const uint64_t nblocks = uint64_t(gd.x) * gd.y * gd.z;
-  const uint32_t per_worker = detail::blocks_per_worker(*kd, cfg);
-  if (cfg.cooperative && nblocks > uint64_t(per_worker) * impl_->nthreads)
-    return bad(LaunchError::InvalidConfig, "cooperative launch of " + std::to_string(nblocks) + " blocks exceeds the " +
-                                               std::to_string(uint64_t(per_worker) * impl_->nthreads) +
-                                               " blocks of this shape the sim device runs concurrently");
-
-  std::lock_guard launch_lock(impl_->launch_mu);
-  detail::Job job;
+// Runs one grid on the worker pool (the launching thread works too).
+LaunchError EngineImpl::run_grid(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg,
+                                 std::vector<uint8_t> params, DeviceMemory& mem, GridRt& rt, DevTree& tree) {
+  Job job;
   job.mod = &M;
-  job.kd = kd;
+  job.kd = &kd;
   job.cfg = cfg;
-  job.params.assign(static_cast<const uint8_t*>(params), static_cast<const uint8_t*>(params) + params_size);
+  job.params = std::move(params);
   job.mem = &mem;
-  job.nblocks = nblocks;
-  job.per_worker = per_worker;
-  if (cfg.timeout_ms) {
-    job.has_deadline = true;
-    job.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.timeout_ms);
-  }
+  job.nblocks = uint64_t(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
+  job.per_worker = blocks_per_worker(kd, cfg);
+  job.rt = &rt;
+  job.tree = &tree;
+  job.has_deadline = tree.has_deadline;
+  job.deadline = tree.deadline;
+  job.timeout_ms = tree.timeout_ms;
   // grid_workspace {wsSize, barrier} as the driver lays it out
-  const uint32_t ws_size = detail::kGridWorkspaceBytes;
+  const uint32_t ws_size = kGridWorkspaceBytes;
   std::memcpy(job.gridws, &ws_size, 4);
-  unsigned helpers = unsigned(std::min<uint64_t>(impl_->threads.size(), job.nblocks - 1));
+  unsigned helpers = unsigned(std::min<uint64_t>(threads.size(), job.nblocks - 1));
   {
-    std::lock_guard lk(impl_->mu);
-    impl_->job = &job;
+    std::lock_guard lk(mu);
+    this->job = &job;
     if (helpers) {
-      impl_->running = unsigned(impl_->threads.size());
-      impl_->gen++;
+      running = unsigned(threads.size());
+      gen++;
     }
   }
-  if (helpers) impl_->cv.notify_all();
-  impl_->run_job(*impl_->workers[0], job);
+  if (helpers) cv.notify_all();
+  run_job(*workers[0], job);
   {
-    std::unique_lock lk(impl_->mu);
-    if (helpers) impl_->done_cv.wait(lk, [&] { return impl_->running == 0; });
-    impl_->job = nullptr;
+    std::unique_lock lk(mu);
+    if (helpers) done_cv.wait(lk, [&] { return running == 0; });
+    this->job = nullptr;
   }
   return job.err;
+}
+
+// A grid, then what it launched: its children (NULL stream, its streams,
+// fire-and-forget) in launch order, each with everything it launches in
+// turn, then its tail launches in order. Every child starts after its
+// parent grid completed, which the programming model allows (a parent may not
+// count on running alongside a child), and each launch after the ones before
+// it, which keeps every stream's order and every event dependency.
+LaunchError EngineImpl::run_tree(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg,
+                                 std::vector<uint8_t> params, DeviceMemory& mem, DevTree& tree, uint32_t depth) {
+  GridRt rt(M, tree, depth);
+  LaunchError e = run_grid(M, kd, cfg, std::move(params), mem, rt, tree);
+  rt.release_unlaunched();
+  rt.bufs.clear();  // out of reach once the grid ended; the launches hold copies
+  if (e) return e;
+  for (auto* list : {&rt.children, &rt.tails})
+    for (ChildLaunch& ch : *list) {
+      LaunchConfig cc;
+      cc.grid = ch.grid;
+      cc.block = ch.block;
+      cc.dynamic_shared_bytes = ch.shmem;
+      cc.output = cfg.output;
+      cc.cancel = cfg.cancel;
+      cc.pending_launch_limit = cfg.pending_launch_limit;
+      const KernelData& ckd = M.kdata[ch.kernel];
+      const uint64_t bytes = ch.params.size();
+      LaunchError ce = check_launch(M, ckd, cc, bytes);
+      if (!ce) ce = run_tree(M, ckd, cc, std::move(ch.params), mem, tree, depth + 1);
+      {
+        // a launch is pending until its grid completes
+        std::lock_guard lk(tree.mu);
+        tree.pending--;
+        tree.pending_bytes -= bytes;
+      }
+      if (ce) {
+        // name where the failing grid came from, once (the innermost parent)
+        static const std::string kFrom = " (a grid launched from the device by kernel ";
+        if (ce.message.find(kFrom) == std::string::npos)
+          ce.message += kFrom + M.funcs[kd.func].name + ", nesting depth " + std::to_string(depth + 1) + ")";
+        return ce;
+      }
+    }
+  return e;
+}
+
+}  // namespace detail
+
+LaunchError Engine::launch(const Module& mod, std::string_view kernel, const LaunchConfig& cfg, const void* params,
+                           size_t params_size, DeviceMemory& mem) {
+  using detail::KernelData;
+  const detail::ModuleImpl& M = mod.impl();
+  const KernelData* kd = nullptr;
+  for (size_t i = 0; i < M.kernels.size(); ++i)
+    if (M.kernels[i].name == kernel) kd = &M.kdata[i];
+  if (!kd) return {LaunchError::InvalidConfig, "kernel " + std::string(kernel) + ": no such kernel in the module"};
+  if (params_size && !params) params_size = 0;
+  if (LaunchError e = detail::check_launch(M, *kd, cfg, params_size)) return e;
+  const uint64_t nblocks = uint64_t(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
+  const uint32_t per_worker = detail::blocks_per_worker(*kd, cfg);
+  if (cfg.cooperative && nblocks > uint64_t(per_worker) * impl_->nthreads)
+    return {LaunchError::InvalidConfig, "kernel " + std::string(kernel) + ": cooperative launch of " + std::to_string(nblocks) +
+                                            " blocks exceeds the " + std::to_string(uint64_t(per_worker) * impl_->nthreads) +
+                                            " blocks of this shape the sim device runs concurrently"};
+
+  std::lock_guard launch_lock(impl_->launch_mu);
+  // One tree per host launch: the grids it leads to share its pending-launch
+  // budget, cancel flag and watchdog.
+  detail::DevTree tree(std::min(cfg.pending_launch_limit, detail::kMaxPendingLaunches));
+  if (cfg.timeout_ms) {
+    tree.has_deadline = true;
+    tree.timeout_ms = cfg.timeout_ms;
+    tree.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.timeout_ms);
+  }
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->tree = &tree;
+  }
+  std::vector<uint8_t> p(static_cast<const uint8_t*>(params), static_cast<const uint8_t*>(params) + params_size);
+  LaunchError e = impl_->run_tree(M, *kd, cfg, std::move(p), mem, tree, 0);
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->tree = nullptr;
+  }
+  return e;
 }
 
 }  // namespace wh::ptx

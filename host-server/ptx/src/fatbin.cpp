@@ -252,14 +252,17 @@ bool ptx_kernel_params(std::string_view ptx, std::map<std::string, std::vector<P
       if (t != ".param") return fail(err, "ptx: expected .param in parameter list of " + name);
       uint32_t align = 0, esize = 0;
       uint64_t count = 1;
+      bool after_ptr = false;  // `.ptr .space .align N`: N is the pointee's alignment
       for (;;) {
         t = L.next();
         if (t.empty()) return fail(err, "ptx: unterminated parameter list of " + name);
         if (t == ".align") {
           uint64_t a;
           if (!parse_uint(L.next(), a) || a == 0 || (a & (a - 1))) return fail(err, "ptx: bad .align in " + name);
-          align = uint32_t(a);
-        } else if (t == ".ptr" || t == ".global" || t == ".const" || t == ".shared" || t == ".local") {
+          if (!after_ptr) align = uint32_t(a);
+        } else if (t == ".ptr") {
+          after_ptr = true;
+        } else if (t == ".global" || t == ".const" || t == ".shared" || t == ".local") {
         } else if (uint32_t sz = type_size(t)) {
           esize = sz;
         } else if (t[0] == '.') {

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mma.hpp"
 #include "wormhole/ptx/engine.hpp"
 
 namespace wh::ptx::detail {
@@ -22,12 +23,20 @@ constexpr uint64_t kMaxBlockRegBytes = 1ull << 30;
 // {wsSize, barrier}) lives at this generic/global address inside the param window,
 // above any parameter offset, so backends need not allocate it.
 constexpr uint64_t kGridWorkspace = kParamWindow + 0x8000'0000ull;
-// A function's address (mov of a function name; the target of an indirect
-// call) is kFuncAddrBase + 16 * its index: below the windows, in no
-// allocation, so a load or store through it faults.
-constexpr uint64_t kFuncAddrBase = 0xFFFF'FC00'0000'0000ull;
-constexpr uint32_t kIndirect = 0xFFFF'FFFFu;  // CallSite::callee of an indirect call
 constexpr uint32_t kGridWorkspaceBytes = 16;
+// Dynamic parallelism: the parameter buffers cudaGetParameterBuffer(V2) hands
+// out live in the param window too, one 64 KiB slot each, below the workspace.
+constexpr uint64_t kLaunchBufs = kParamWindow + 0x4000'0000ull;
+constexpr uint32_t kLaunchBufSlotShift = 16, kLaunchBufSlots = 0x4000;
+// Function addresses (function pointers, vtable entries, kernels named by a
+// device-side launch): a reserved window no allocation or memory window
+// shares, so dereferencing one faults and calling a data address is caught.
+// Each holds the module's tag, so a pointer taken in another module is refused.
+constexpr uint64_t kFuncWindow = 0xFFFF'FD80'0000'0000ull;
+constexpr uint32_t kFuncTagBits = 11, kFuncTagShift = 28, kFuncIndexShift = 4;
+inline uint64_t func_addr(uint32_t tag, uint32_t index) {
+  return kFuncWindow | uint64_t(tag & ((1u << kFuncTagBits) - 1)) << kFuncTagShift | uint64_t(index) << kFuncIndexShift;
+}
 
 enum Ty : uint8_t {
   T_None, T_B8, T_B16, T_B32, T_B64, T_U8, T_U16, T_U32, T_U64, T_S8, T_S16, T_S32, T_S64,
@@ -53,7 +62,7 @@ const char* sp_name(Sp);
 // Address base kinds of a memory operand [base + off]
 enum AVK : uint8_t { AV_None, AV_Imm /*avar is an absolute offset (kernel param)*/, AV_Local, AV_Shared, AV_Global };
 
-enum class Ctl : uint8_t { None, Bra, Call, Ret, Exit, Bar, Trap, Printf, Assert, BadCall, Sreg, Yield, Malloc, Free };
+enum class Ctl : uint8_t { None, Bra, Call, Ret, Exit, Bar, Trap, Printf, Assert, BadCall, Sreg, Yield, Malloc, Free, ICall, DevRt };
 
 // Inst::sched bits: scheduling hints computed at load time.
 constexpr uint8_t kSchedPoll = 1;  // polls memory: volatile/acquire/relaxed ld, atom cas/exch, atom add/or/xor of 0
@@ -88,29 +97,37 @@ struct Param {
 };
 
 struct CallSite {
-  uint32_t callee;                 // function index (kIndirect: read from a register at run time)
+  uint32_t callee;                 // function index; NOREG for an indirect call
   std::vector<uint32_t> arg_off;   // caller frame offsets of the argument param vars
   std::vector<uint32_t> ret_off;   // caller frame offsets of the return param vars
-  std::vector<uint32_t> arg_size, ret_size;  // indirect: the .callprototype's, which the callee must match
+  // Indirect calls: the sizes the .callprototype declares (a callee's
+  // parameters and results must match them), its label, and the functions a
+  // .calltargets list allows (empty: any).
+  std::vector<uint32_t> arg_size, ret_size;
+  std::string proto;
+  std::vector<uint32_t> targets;
 };
 
 struct Function {
   std::string name;
   bool is_entry = false, defined = false, is_extern = false;
-  int builtin = 0;  // 1 vprintf, 2 __assertfail, 3 malloc, 4 free
+  int builtin = 0;  // 1 vprintf, 2 __assertfail, 3 malloc, 4 free, 5 device runtime (devrt)
+  uint8_t devrt = 0;  // builtin 5: which device-runtime function (devrt.hpp)
   bool calls_heap = false;  // calls malloc or free directly
+  bool addr_taken = false;  // its address is a value (function pointer, vtable, device launch)
+  bool calls_indirect = false, launches = false;  // has indirect calls; launches kernels (devrt)
+  std::vector<uint32_t> icallees;  // what its indirect calls may reach: address-taken functions of a matching shape
   std::vector<Param> params, rets;  // formal (entry: offsets in the param buffer; func: frame offsets)
   uint32_t param_bytes = 0;
   std::vector<Inst> code;
   std::vector<CallSite> calls;
   std::vector<uint32_t> spin_regs;  // registers polled by spin-wait loops (see Inst::sched)
+  std::vector<MmaOp> mma;           // tensor-core instructions' operands (Inst::a0 indexes it)
   uint32_t nregs = 0;        // register slots
   uint32_t frame_bytes = 0;  // per-lane local frame: formal params, rets, .local vars, call-site params
   int maxntid = 0;
   int maxnreg = 0;  // .maxnreg: the register count a GPU's compiler keeps to
   std::vector<uint32_t> callees, shared_used, globals_used;
-  bool address_taken = false;  // its address is a value (a possible indirect callee)
-  bool calls_indirect = false;
   uint32_t decl_line = 0;
   std::string unsupported;  // first unsupported construct (reported at launch)
   uint32_t unsupported_line = 0;
@@ -146,15 +163,31 @@ struct ModuleImpl {
   std::vector<uint64_t> cpool;  // rows of 32 identical values
   std::vector<KernelInfo> kernels;
   std::vector<KernelData> kdata;
+  std::vector<uint32_t> kernel_of_func;  // function index -> kdata index (NOREG: not a kernel)
+  uint32_t tag = 0;     // in function addresses (func_addr), unique per loaded module mod 2^11
   int target_arch = 0;  // from .target sm_XX (0: none given)
+  // The function a function address names, or NOREG.
+  uint32_t func_at(uint64_t a) const {
+    if ((a & ~((uint64_t(1) << (kFuncTagShift + kFuncTagBits)) - 1)) != kFuncWindow) return NOREG;
+    if (((a >> kFuncTagShift) & ((1u << kFuncTagBits) - 1)) != (tag & ((1u << kFuncTagBits) - 1))) return NOREG;
+    uint64_t off = a & ((uint64_t(1) << kFuncTagShift) - 1);
+    if (off & ((1u << kFuncIndexShift) - 1)) return NOREG;
+    off >>= kFuncIndexShift;
+    return off < funcs.size() ? uint32_t(off) : NOREG;
+  }
   std::string line_text(uint32_t line) const;
 };
 
 // Parse PTX into `m`; throws nothing, returns false with message.
 bool parse_module(std::string_view text, ModuleImpl& m, std::string* err);
 
+// The launch checks a host launch and a device-side launch share (block and
+// grid shape, shared memory, parameter size, registers, unsupported code).
+LaunchError check_launch(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg, size_t params_size);
+
 // ---- execution context (one per worker, describes the current warp) ----
 struct Warp;
+struct GridRt;
 struct Ctx {
   uint64_t* regs = nullptr;
   const uint64_t* cpool = nullptr;
@@ -178,6 +211,8 @@ struct Ctx {
   const uint64_t* gaddr = nullptr;
   uint8_t* gridws = nullptr;  // cooperative launch workspace (host memory), else null
   uint64_t gridws_addr = 0;   // its device address as %envreg1:%envreg2 report it (0: none)
+  GridRt* rt = nullptr;       // device runtime state of the grid (dynamic parallelism)
+  uint64_t block_linear = 0;  // the block's index in the grid
   bool fault = false;
   // The last texture/surface object resolved (kernels use one or two objects).
   uint64_t tex_handle = 0;

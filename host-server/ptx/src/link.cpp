@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "devrt.hpp"
 #include "wormhole/ptx/link.hpp"
 
 namespace wh::ptx {
@@ -192,11 +193,22 @@ std::string rename_ids(std::string_view text, const std::map<std::string, std::s
   return out;
 }
 
-// What the device provides: the engine's builtins, and the sim device's
-// device runtime (devrt.cpp), which stands in for libcudadevrt.
+// What the device provides: the engine's builtins, the device runtime's
+// functions (devrt.hpp), and the cooperative-groups functions of
+// libcudadevrt the sim device defines (cg_runtime.cpp).
 bool is_builtin(const std::string& n) {
-  return n == "vprintf" || n == "__assertfail" || n == "malloc" || n == "free" || n == "cudaCGGetIntrinsicHandle" ||
-         n == "cudaCGSynchronize";
+  return n == "vprintf" || n == "__assertfail" || n == "malloc" || n == "free" || detail::devrt_name(n) ||
+         n == "cudaCGGetIntrinsicHandle" || n == "cudaCGSynchronize";
+}
+
+// libcudadevrt's unit (linked into every -lcudadevrt program, dynamic
+// parallelism or not) wraps the GPU driver's device-side entry points
+// (`__cuda_syscall_*`, `cnp*`), which only a GPU has; the engine provides
+// the runtime's functions itself, so that unit is left out.
+bool device_runtime_unit(const std::vector<Item>& items) {
+  for (const Item& it : items)
+    if (it.kind == Item::Func && it.ext && it.name.starts_with("__cuda_syscall_")) return true;
+  return false;
 }
 
 }  // namespace
@@ -213,6 +225,16 @@ bool link_ptx_units(const std::vector<std::string_view>& units, std::string* lin
   std::vector<std::vector<Item>> items(units.size());
   for (size_t u = 0; u < units.size(); ++u)
     if (!split(units[u], items[u], err, u)) return false;
+  {
+    std::vector<std::string_view> kept;
+    for (size_t u = 0; u < units.size(); ++u)
+      if (!device_runtime_unit(items[u])) kept.push_back(units[u]);
+    if (kept.empty()) {
+      if (err) *err = "PTX link: no units besides the device runtime library's";
+      return false;
+    }
+    if (kept.size() != units.size()) return link_ptx_units(kept, linked, err);
+  }
   // Names at module scope, per unit; private definitions to rename where the
   // name appears in another unit too.
   std::map<std::string, std::set<size_t>> seen;

@@ -145,6 +145,63 @@ void h_bin(Ctx& c, const Inst& I, uint32_t m) {
   for_lanes(m, [&](int l) { D[l] = put<V>(Op::template f<V>(get<V>(A, l), get<V>(B, l))); });
 }
 
+// Two 16-bit integers packed in a 32-bit register (min/max .s16x2/.u16x2,
+// optionally .relu: a negative result becomes 0), halves computed apart.
+template <class H, class Op, bool Relu>
+void h_bin16x2(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  auto half = [](uint32_t a, uint32_t b) {
+    H r = Op::template f<H>(H(uint16_t(a)), H(uint16_t(b)));
+    if constexpr (Relu) r = r < H(0) ? H(0) : r;
+    return uint32_t(uint16_t(r));
+  };
+  for_lanes(m, [&](int l) {
+    const uint32_t a = uint32_t(A[l]), b = uint32_t(B[l]);
+    D[l] = half(a, b) | (half(a >> 16, b >> 16) << 16);
+  });
+}
+
+// Scalar video shifts, vshl/vshr.dtype.atype.btype{.sat}.mode{.op2} d, a, b{, c}
+// (no operand selectors): a and b widened by their types, the shift amount
+// clamped to 32 (.clamp) or taken mod 32 (.wrap), the shift done on the wide
+// value (arithmetic for a signed a), saturated into dtype under .sat, then
+// c added, or the min or max of the two taken; d keeps the low 32 bits.
+// a0 bits: 1 dtype signed, 2 atype signed, 4 btype signed, 8 .sat, 16 .wrap,
+// 32 shift left; a1: 0 no op2, 1 add, 2 min, 3 max.
+inline void h_vshift(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  const uint64_t* C = I.a1 ? c.src(I.s[2]) : nullptr;
+  const bool ds = I.a0 & 1, as = I.a0 & 2, bs = I.a0 & 4, sat = I.a0 & 8, wrap = I.a0 & 16, left = I.a0 & 32;
+  auto widen = [](uint64_t v, bool sgn) { return sgn ? int64_t(int32_t(uint32_t(v))) : int64_t(uint32_t(v)); };
+  for_lanes(m, [&](int l) {
+    const int64_t a = widen(A[l], as), b = widen(B[l], bs);
+    const int64_t n = wrap ? (b & 31) : (b < 0 ? 0 : b > 32 ? 32 : b);  // a negative clamped amount shifts nothing
+    int64_t t = left ? int64_t(uint64_t(a) << n) : (a >> n);
+    if (sat) t = ds ? std::clamp<int64_t>(t, INT32_MIN, INT32_MAX) : std::clamp<int64_t>(t, 0, UINT32_MAX);
+    if (C) {
+      const int64_t cv = widen(C[l], ds), tv = widen(uint64_t(t), ds);
+      t = I.a1 == 1 ? tv + cv : I.a1 == 2 ? std::min(tv, cv) : std::max(tv, cv);
+    }
+    D[l] = uint32_t(uint64_t(t));
+  });
+}
+
+// min/max.relu.s32: the result clamped at 0.
+template <class Op>
+void h_relu_s32(Ctx& c, const Inst& I, uint32_t m) {
+  uint64_t* D = c.dst(I.d[0]);
+  const uint64_t* A = c.src(I.s[0]);
+  const uint64_t* B = c.src(I.s[1]);
+  for_lanes(m, [&](int l) {
+    int32_t r = Op::template f<int32_t>(get<int32_t>(A, l), get<int32_t>(B, l));
+    D[l] = put<int32_t>(r < 0 ? 0 : r);
+  });
+}
+
 template <class V, class Op>
 void h_un(Ctx& c, const Inst& I, uint32_t m) {
   uint64_t* D = c.dst(I.d[0]);

@@ -45,7 +45,7 @@ template <Sp S>
     if (hi == kSharedWindow) return lane_ptr_slow<Sp::Shared>(c, I, l, a - kSharedWindow, sz, w);
     if (hi == kLocalWindow) return lane_ptr_slow<Sp::Local>(c, I, l, a - kLocalWindow, sz, w);
     if (hi == kParamWindow) {
-      if (a >= kGridWorkspace) return c.gptr(I, a, sz, w, Sp::Generic);  // resolved in gptr_slow
+      if (a >= kLaunchBufs) return c.gptr(I, a, sz, w, Sp::Generic);  // launch buffers, grid workspace: gptr_slow
       return lane_ptr_slow<Sp::KParam>(c, I, l, a - kParamWindow, sz, w);
     }
     return c.gptr(I, a, sz, w, Sp::Generic);

@@ -7,7 +7,9 @@
 #include <map>
 
 #include "ops_mem.hpp"
+#include "ops_mma.hpp"
 #include "ops_tex.hpp"
+#include "devrt.hpp"
 
 namespace wh::ptx::detail {
 
@@ -272,10 +274,12 @@ class Parser {
   uint32_t fidx = 0;
   std::vector<Scope> scopes;
   std::unordered_map<std::string_view, uint32_t> labels;
+  // .callprototype / .calltargets labels of the current function
   struct Proto {
-    std::vector<Param> params, rets;
+    std::vector<uint32_t> args, rets;  // sizes
+    std::vector<uint32_t> targets;     // .calltargets (empty: a prototype)
   };
-  std::unordered_map<std::string_view, Proto> protos;  // .callprototype labels of the function
+  std::unordered_map<std::string_view, Proto> protos;
   std::vector<std::pair<uint32_t, Tok>> fixups;
   std::vector<uint32_t> temps;
   size_t temps_used = 0;
@@ -409,7 +413,63 @@ class Parser {
     std::vector<uint8_t> init;
     bool has_init = false;
     uint32_t line = 0;
+    // Initializer elements naming a function or variable, resolved once the
+    // whole module is read (a vtable may precede the functions it lists).
+    struct Sym {
+      uint64_t offset;
+      uint8_t size, shift;
+      bool generic;
+      std::string_view name;
+      int64_t addend;
+      uint32_t line;
+    };
+    std::vector<Sym> syms;
   };
+  struct PendingSym {
+    uint32_t global;
+    Decl::Sym sym;
+  };
+  std::vector<PendingSym> pending_syms;
+  // An address expression in an initializer: name, name+off, generic(name)+off,
+  // or one byte of one, mask(expr) with mask 0xFF << 8k.
+  void parse_init_sym(Decl& d, Tok t) {
+    Decl::Sym s{d.init.size(), uint8_t(ty_bytes(d.ty)), 0, false, {}, 0, t.line};
+    bool masked = false;
+    if (t.k == Tok::Num) {
+      Num n;
+      if (!parse_num(t.s, n) || n.fk != 0 || !n.u || (n.u >> std::countr_zero(n.u)) != 0xFF || std::countr_zero(n.u) % 8)
+        fail(t.line, "bad initializer mask '" + std::string(t.s) + "' (0xFF, 0xFF00, ... 0xFF00000000000000)");
+      s.shift = uint8_t(std::countr_zero(n.u));
+      masked = true;
+      L.expect("(");
+      t = L.next();
+    }
+    if (t.k == Tok::Id && t.s == "generic" && L.peek().s == "(") {
+      L.next();
+      t = L.next();
+      if (t.k != Tok::Id) fail(t.line, "generic() needs a variable name");
+      L.expect(")");
+      s.generic = true;
+    }
+    if (t.k != Tok::Id || t.s[0] == '%') fail(t.line, "unsupported initializer '" + std::string(t.s) + "'");
+    s.name = t.s;
+    while (L.peek().s == "+" || L.peek().s == "-") {
+      bool neg = L.next().s == "-";
+      Tok x = L.next();
+      Num n;
+      if (x.k != Tok::Num || !parse_num(x.s, n) || n.fk) fail(x.line, "bad offset '" + std::string(x.s) + "' in an initializer");
+      s.addend = int64_t(uint64_t(s.addend) + (neg ? uint64_t(0) - n.u : n.u));
+    }
+    if (masked) L.expect(")");
+    else if (s.size != 8) fail(t.line, "the address of '" + std::string(s.name) + "' initializes a " + ty_name(d.ty) +
+                                           " element (an address needs .u64, .s64 or .b64)");
+    if (d.space == Sp::Shared || d.space == Sp::KParam || d.space == Sp::Local)
+      fail(t.line, "address initializers are allowed in .global and .const variables only");
+    if (d.init.size() + s.size > kMaxVar) fail(t.line, "initializer too large");
+    d.init.resize(d.init.size() + s.size, 0);
+    if (d.syms.size() >= (1u << 20)) fail(t.line, "too many address initializers");
+    d.syms.push_back(s);
+  }
   void parse_init_list(Decl& d, int depth) {
     if (depth > 8) fail(L.line(), "initializer nested too deeply");
     if (L.accept("{")) {
@@ -423,8 +483,12 @@ class Parser {
     Opd o;
     o.minus = L.accept("-");
     Tok t = L.next();
+    if (!o.minus && (t.k == Tok::Id || (t.k == Tok::Num && L.peek().s == "("))) {
+      parse_init_sym(d, t);
+      return;
+    }
     if (t.k != Tok::Num || !parse_num(t.s, o.num))
-      fail(t.line, "unsupported initializer '" + std::string(t.s) + "' (only numeric initializers are supported)");
+      fail(t.line, "unsupported initializer '" + std::string(t.s) + "'");
     int sz = ty_bytes(d.ty);
     uint64_t bits = imm_bits(o, d.ty);
     if (d.init.size() + size_t(sz) > kMaxVar) fail(t.line, "initializer too large");
@@ -434,6 +498,7 @@ class Parser {
     Decl d;
     d.space = space;
     d.line = line;
+    bool after_ptr = false;  // `.ptr .space .align N`: N is the pointee's alignment, not the parameter's
     for (;;) {
       const Tok& t = L.peek();
       if (t.k != Tok::Dir) break;
@@ -441,10 +506,11 @@ class Parser {
       if (x.s == ".align") {
         uint64_t a = parse_uint(L.next(), 1u << 20);
         if (a == 0 || (a & (a - 1))) fail(x.line, "bad alignment");
-        d.align = uint32_t(a);
+        if (!after_ptr) d.align = uint32_t(a);
       } else if (x.s == ".v2") d.vec = 2;
       else if (x.s == ".v4") d.vec = 4;
-      else if (x.s == ".ptr" || x.s == ".global" || x.s == ".const" || x.s == ".shared" || x.s == ".local" || x.s == ".volatile") {
+      else if (x.s == ".ptr") after_ptr = true;
+      else if (x.s == ".global" || x.s == ".const" || x.s == ".shared" || x.s == ".local" || x.s == ".volatile") {
       } else if (x.s == ".attribute") {
         L.expect("(");
         while (!L.accept(")")) if (L.next().k == Tok::End) fail(x.line, "unterminated .attribute");
@@ -496,13 +562,14 @@ class Parser {
       return;
     }
     if (d.unsized) fail(d.line, "unsized array '" + name + "' outside .extern .shared");
-    GlobalVar g{name, size, d.align, d.space == Sp::Const, {}};
+    GlobalVar g{name, size, d.align, d.space == Sp::Const, {}, {}};
     g.init = std::move(d.init);
     if (g.init.size() > size) fail(d.line, "initializer of '" + name + "' larger than the variable");
     g.init.resize(size, 0);
     for (auto& o : M.globals)
       if (o.name == name) fail(d.line, "duplicate variable '" + name + "'");
     M.globals.push_back(std::move(g));
+    for (const Decl::Sym& sy : d.syms) pending_syms.push_back({uint32_t(M.globals.size() - 1), sy});
     VarRef r{AV_Global, d.space, uint32_t(M.globals.size() - 1), size};
     if (module_scope) module_vars[d.name] = r;
     else scopes.back().vars[d.name] = r;
@@ -556,6 +623,10 @@ class Parser {
     else if (name == "__assertfail") f.builtin = 2;
     else if (name == "malloc") f.builtin = 3;
     else if (name == "free") f.builtin = 4;
+    else if (DevFnInfo d = devrt_function(name); d.fn != DF_None) {
+      f.builtin = 5;
+      f.devrt = d.fn;
+    }
     M.func_by_name[f.name] = uint32_t(M.funcs.size() - 1);
     return uint32_t(M.funcs.size() - 1);
   }
@@ -715,15 +786,8 @@ class Parser {
       }
       if (t.k == Tok::Id && L.peek().s == ":" ) {
         L.next();
-        if (L.peek().s == ".callprototype") {  // name : .callprototype (rets) _ (params);
-          L.next();
-          Proto pr;
-          std::vector<std::pair<std::string_view, VarRef>> ignored;
-          if (L.peek().s == "(") parse_params(pr.rets, false, ignored);
-          if (L.next().s != "_") fail(t.line, ".callprototype without '_'");
-          if (L.peek().s == "(") parse_params(pr.params, false, ignored);
-          L.expect(";");
-          protos[t.s] = std::move(pr);
+        if (L.peek().k == Tok::Dir && (L.peek().s == ".callprototype" || L.peek().s == ".calltargets")) {
+          parse_proto(t);
           continue;
         }
         if (!labels.emplace(t.s, uint32_t(F->code.size())).second) fail(t.line, "duplicate label '" + std::string(t.s) + "'");
@@ -740,6 +804,37 @@ class Parser {
       if (t.k != Tok::Id) fail(t.line, "expected an instruction, found '" + std::string(t.s) + "'");
       parse_inst(t, guard, gneg);
     }
+  }
+  // `label: .callprototype (ret params) _ (params);` or
+  // `label: .calltargets f1, f2, ...;` for indirect calls.
+  void parse_proto(const Tok& label) {
+    Tok d = L.next();
+    Proto p;
+    if (d.s == ".callprototype") {
+      std::vector<Param> rets, params;
+      std::vector<std::pair<std::string_view, VarRef>> names;
+      if (L.peek().s == "(") parse_params(rets, false, names);
+      Tok u = L.next();
+      if (u.s != "_") fail(u.line, "expected '_' in .callprototype, found '" + std::string(u.s) + "'");
+      if (L.peek().s == "(") parse_params(params, false, names);
+      while (L.peek().s == ".noreturn") L.next();
+      for (auto& x : params) p.args.push_back(x.size);
+      for (auto& x : rets) p.rets.push_back(x.size);
+    } else {
+      do {
+        Tok f = L.next();
+        auto it = M.func_by_name.find(std::string(f.s));
+        if (it == M.func_by_name.end() || M.funcs[it->second].is_entry)
+          fail(f.line, "'" + std::string(f.s) + "' in .calltargets is not a declared function");
+        if (p.targets.size() >= 4096) fail(f.line, "too many .calltargets");
+        p.targets.push_back(it->second);
+      } while (L.accept(","));
+      const Function& f0 = M.funcs[p.targets[0]];
+      for (auto& x : f0.params) p.args.push_back(x.size);
+      for (auto& x : f0.rets) p.rets.push_back(x.size);
+    }
+    L.expect(";");
+    if (!protos.emplace(label.s, std::move(p)).second) fail(label.line, "duplicate label '" + std::string(label.s) + "'");
   }
   void parse_reg_decl(uint32_t line) {
     Ty ty = T_None;
@@ -846,6 +941,13 @@ class Parser {
     o.name = t.s;
     return o;
   }
+  // A declared function's index (its address is taken), or NOREG.
+  uint32_t func_index(std::string_view name) {
+    auto it = M.func_by_name.find(std::string(name));
+    if (it == M.func_by_name.end()) return NOREG;
+    M.funcs[it->second].addr_taken = true;
+    return it->second;
+  }
   uint32_t carry_slot(uint32_t line) {
     if (carry == NOREG) carry = new_slot(line);
     return carry;
@@ -879,14 +981,6 @@ class Parser {
   void note_global(uint32_t i) {
     if (std::find(F->globals_used.begin(), F->globals_used.end(), i) == F->globals_used.end()) F->globals_used.push_back(i);
   }
-  // A function's address as a constant operand (marks it a possible indirect callee).
-  bool func_address(std::string_view name, uint32_t* slot) {
-    auto it = M.func_by_name.find(std::string(name));
-    if (it == M.func_by_name.end() || M.funcs[it->second].is_entry) return false;
-    M.funcs[it->second].address_taken = true;
-    *slot = cst(kFuncAddrBase + 16 * uint64_t(it->second));
-    return true;
-  }
   uint32_t src(const Opd& o, Ty t) {
     switch (o.k) {
       case Opd::Reg:
@@ -905,8 +999,10 @@ class Parser {
       case Opd::Name: {
         if (o.name == "WARP_SZ") return cst(32);
         const VarRef* v = lookup_var(o.name);
-        if (uint32_t fa; !v && func_address(o.name, &fa)) return fa;
-        if (!v) fail(o.line, "unknown symbol '" + std::string(o.name) + "'");
+        if (!v) {
+          if (uint32_t fi = func_index(o.name); fi != NOREG) return cst(func_addr(M.tag, fi));
+          fail(o.line, "unknown symbol '" + std::string(o.name) + "'");
+        }
         uint32_t tmp = temp(o.line);
         Inst I = base_inst(NOREG, false, o.line);
         I.fn = h_varaddr;
@@ -942,6 +1038,8 @@ class Parser {
 
   void parse_inst(const Tok& op, uint32_t guard, bool gneg);
   void parse_call(const Tok& op, uint32_t guard, bool gneg);
+  void resolve_initializers();
+  void link_indirect_calls();
   void decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t guard, bool gneg, uint32_t line);
   void decode_mem(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I);
   void decode_atom(bool red, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I);
@@ -949,6 +1047,7 @@ class Parser {
   bool decode_arith(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I);
   void apply_addr(Inst& I, const Opd& m, Sp& space);
   void decode_tex(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I);
+  void decode_mma(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I);
 };
 
 void Parser::run() {
@@ -1018,13 +1117,50 @@ void Parser::run() {
     fail(d.line, "unexpected directive '" + std::string(d.s) + "'");
   }
   if (!saw_version) fail(1, "missing .version directive");
-  // An indirect call may reach any function whose address is taken: they
-  // count as its callees (stack sizes, shared and global variables used).
-  for (auto& f : M.funcs)
-    if (f.calls_indirect)
-      for (uint32_t g = 0; g < M.funcs.size(); ++g)
-        if (M.funcs[g].address_taken && std::find(f.callees.begin(), f.callees.end(), g) == f.callees.end())
-          f.callees.push_back(g);
+  resolve_initializers();
+  link_indirect_calls();
+}
+
+// Initializers naming functions get their addresses now; those naming
+// variables become relocations, written when the variables are bound.
+void Parser::resolve_initializers() {
+  for (const PendingSym& p : pending_syms) {
+    const Decl::Sym& s = p.sym;
+    GlobalVar& g = M.globals[p.global];
+    auto mv = module_vars.find(s.name);
+    if (mv != module_vars.end()) {
+      if (mv->second.avk != AV_Global)
+        fail(s.line, "the address of .shared variable '" + std::string(s.name) + "' in the initializer of '" + g.name + "'");
+      g.relocs.push_back({s.offset, mv->second.idx, s.addend, s.size, s.shift});
+      continue;
+    }
+    uint32_t fi = func_index(s.name);
+    if (fi == NOREG) fail(s.line, "unknown symbol '" + std::string(s.name) + "' in the initializer of '" + g.name + "'");
+    if (s.generic) fail(s.line, "generic() of function '" + std::string(s.name) + "': it names variables");
+    const uint64_t v = (func_addr(M.tag, fi) + uint64_t(s.addend)) >> s.shift;
+    std::memcpy(g.init.data() + s.offset, &v, s.size);
+  }
+  pending_syms.clear();
+}
+
+// What each indirect call may reach: the address-taken functions whose
+// parameter and result counts match its prototype (or its .calltargets).
+// They size the kernel's stacks and shared memory (build_kernels).
+void Parser::link_indirect_calls() {
+  std::vector<uint32_t> taken;
+  for (uint32_t i = 0; i < M.funcs.size(); ++i)
+    if (M.funcs[i].addr_taken && !M.funcs[i].is_entry && !M.funcs[i].builtin) taken.push_back(i);
+  for (Function& f : M.funcs) {
+    if (!f.calls_indirect) continue;
+    for (const CallSite& cs : f.calls) {
+      if (cs.callee != NOREG) continue;
+      for (uint32_t t : cs.targets.empty() ? taken : cs.targets) {
+        const Function& g = M.funcs[t];
+        if (g.builtin || g.params.size() != cs.arg_size.size() || g.rets.size() != cs.ret_size.size()) continue;
+        if (std::find(f.icallees.begin(), f.icallees.end(), t) == f.icallees.end()) f.icallees.push_back(t);
+      }
+    }
+  }
 }
 
 void Parser::parse_inst(const Tok& op, uint32_t guard, bool gneg) {
@@ -1039,12 +1175,22 @@ void Parser::parse_inst(const Tok& op, uint32_t guard, bool gneg) {
                           "mul24", "mad24", "addc", "subc", "madc", "div", "rem", "min", "max", "and", "or", "xor", "not", "cnot", "neg", "abs",
                           "copysign", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe", "bfi", "prmt", "lop3", "shf",
                           "sad", "rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh", "tex", "tld4", "txq",
-                          "suld", "sust", "suq", "mbarrier"})
+                          "suld", "sust", "suq", "wmma", "mma", "ldmatrix", "stmatrix", "vshl", "vshr", "mbarrier"})
       k.emplace(s, 1);
     return k;
   }();
   std::string_view base = op.s.substr(0, op.s.find('.'));
-  if (!known.count(base)) {  // unknown opcode: operands may use syntax we do not parse; fail at launch
+  // Video shifts with operand selectors (%r1.b0, .h1): not implemented, and
+  // not parsed either; the instruction fails at launch.
+  auto video_selectors = [&] {
+    if (base != "vshl" && base != "vshr") return false;
+    const std::string text = M.line_text(op.line);
+    for (const char* sel : {".b0", ".b1", ".b2", ".b3", ".h0", ".h1"})
+      for (size_t at = text.find(sel); at != std::string::npos; at = text.find(sel, at + 1))
+        if (at + 3 == text.size() || !std::isalnum(static_cast<unsigned char>(text[at + 3]))) return true;
+    return false;
+  };
+  if (!known.count(base) || video_selectors()) {  // unknown: operands may use syntax we do not parse; fail at launch
     for (;;) {
       Tok t = L.next();
       if (t.k == Tok::End) fail(t.line, "unexpected end of input in instruction");
@@ -1081,48 +1227,49 @@ void Parser::parse_call(const Tok& op, uint32_t guard, bool gneg) {
   if (L.peek().s == "(") { list(rets); L.expect(","); }
   Tok fn = L.next();
   if (fn.k != Tok::Id) fail(fn.line, "expected function name in call");
-  std::string_view proto;
+  Tok proto;
   if (L.accept(",")) {
     if (L.peek().s == "(") {
       list(args);
-      if (L.accept(",")) proto = L.next().s;  // prototype label (or a list of targets)
+      if (L.accept(",")) proto = L.next();  // prototype label
     } else {
-      proto = L.next().s;
+      proto = L.next();
     }
   }
   L.expect(";");
-  uint32_t target;
-  if (lookup_reg(fn.s, target)) {  // indirect: call (rets), %reg, (args), prototype;
-    auto pt = protos.find(proto);
-    if (pt == protos.end()) fail(fn.line, "indirect call without a .callprototype of this function");
-    const Proto& pr = pt->second;
-    if (args.size() != pr.params.size() || rets.size() != pr.rets.size())
-      fail(fn.line, "indirect call with wrong number of arguments for its prototype");
+  auto resolve = [&](std::string_view n, uint32_t need_size) -> uint32_t {
+    const VarRef* v = lookup_var(n);
+    if (!v || v->avk != AV_Local) fail(fn.line, "call argument '" + std::string(n) + "' is not a .param variable");
+    if (v->size < need_size) fail(fn.line, "call argument '" + std::string(n) + "' too small");
+    return v->idx;
+  };
+  if (fn.s[0] == '%') {  // through a function pointer: call (r), %rd, (a), prototype;
+    uint32_t reg;
+    if (!lookup_reg(fn.s, reg)) fail(fn.line, "unknown register '" + std::string(fn.s) + "'");
+    if (proto.k != Tok::Id) fail(fn.line, "indirect call without a .callprototype or .calltargets label");
+    auto pit = protos.find(proto.s);
+    if (pit == protos.end()) fail(proto.line, "unknown call prototype '" + std::string(proto.s) + "'");
+    const Proto& pr = pit->second;
+    if (args.size() != pr.args.size() || rets.size() != pr.rets.size())
+      fail(fn.line, "indirect call with a different number of arguments than its prototype " + std::string(proto.s));
     CallSite cs;
-    cs.callee = kIndirect;
-    for (size_t i = 0; i < args.size(); ++i) {
-      const VarRef* v = lookup_var(args[i]);
-      if (!v || v->avk != AV_Local || v->size < pr.params[i].size) fail(fn.line, "bad indirect call argument");
-      cs.arg_off.push_back(v->idx);
-      cs.arg_size.push_back(pr.params[i].size);
-    }
-    for (size_t i = 0; i < rets.size(); ++i) {
-      const VarRef* v = lookup_var(rets[i]);
-      if (!v || v->avk != AV_Local || v->size < pr.rets[i].size) fail(fn.line, "bad indirect call return");
-      cs.ret_off.push_back(v->idx);
-      cs.ret_size.push_back(pr.rets[i].size);
-    }
+    cs.callee = NOREG;
+    for (size_t i = 0; i < args.size(); ++i) cs.arg_off.push_back(resolve(args[i], pr.args[i]));
+    for (size_t i = 0; i < rets.size(); ++i) cs.ret_off.push_back(resolve(rets[i], pr.rets[i]));
+    cs.arg_size = pr.args;
+    cs.ret_size = pr.rets;
+    cs.proto = std::string(proto.s);
+    cs.targets = pr.targets;
     Inst I = base_inst(guard, gneg, op.line);
     I.fn = h_nop;
-    I.ctl = Ctl::Call;
-    I.s[0] = target;
+    I.ctl = Ctl::ICall;
+    I.s[0] = reg;
     I.a0 = uint32_t(F->calls.size());
     F->calls.push_back(std::move(cs));
     F->calls_indirect = true;
     emit(I);
     return;
   }
-  if (fn.s[0] == '%') fail(fn.line, "unknown register '" + std::string(fn.s) + "'");
   auto it = M.func_by_name.find(std::string(fn.s));
   if (it == M.func_by_name.end()) fail(fn.line, "call to undeclared function '" + std::string(fn.s) + "'");
   uint32_t callee = it->second;
@@ -1132,19 +1279,22 @@ void Parser::parse_call(const Tok& op, uint32_t guard, bool gneg) {
     fail(fn.line, "call to '" + cf.name + "' with wrong number of arguments");
   CallSite cs;
   cs.callee = callee;
-  auto resolve = [&](std::string_view n, uint32_t need_size) -> uint32_t {
-    const VarRef* v = lookup_var(n);
-    if (!v || v->avk != AV_Local) fail(fn.line, "call argument '" + std::string(n) + "' is not a .param variable");
-    if (v->size < need_size) fail(fn.line, "call argument '" + std::string(n) + "' too small");
-    return v->idx;
-  };
   for (size_t i = 0; i < args.size(); ++i) cs.arg_off.push_back(resolve(args[i], cf.params[i].size));
   for (size_t i = 0; i < rets.size(); ++i) cs.ret_off.push_back(resolve(rets[i], cf.rets[i].size));
   Inst I = base_inst(guard, gneg, op.line);
   I.fn = h_nop;
-  static constexpr Ctl kBuiltinCtl[] = {Ctl::Call, Ctl::Printf, Ctl::Assert, Ctl::Malloc, Ctl::Free};
+  static constexpr Ctl kBuiltinCtl[] = {Ctl::Call, Ctl::Printf, Ctl::Assert, Ctl::Malloc, Ctl::Free, Ctl::DevRt};
   I.ctl = kBuiltinCtl[cf.builtin];
-  if (cf.builtin >= 3) {
+  if (cf.builtin == 5) {
+    // The device runtime reads its arguments with the sizes CUDA declares.
+    DevFnInfo d = devrt_function(cf.name);
+    bool ok = cf.params.size() == d.nargs && cf.rets.size() == 1 && cf.rets[0].size == d.ret;
+    for (size_t i = 0; ok && i < cf.params.size(); ++i) ok = cf.params[i].size == d.arg[i];
+    if (!ok) fail(fn.line, "call to '" + cf.name + "' with an unexpected signature");
+    if (d.fn == DF_LaunchDevice || d.fn == DF_LaunchDeviceV2) F->launches = true;
+    if (d.fn == DF_Malloc || d.fn == DF_Free) F->calls_heap = true;
+  }
+  if (cf.builtin == 3 || cf.builtin == 4) {
     // The heap calls read one 8-byte argument (malloc also returns 8 bytes).
     if (cs.arg_off.size() != 1 || cf.params[0].size != 8 || cs.ret_off.size() != (cf.builtin == 3 ? 1u : 0u) ||
         (cf.builtin == 3 && cf.rets[0].size != 8))
@@ -1404,6 +1554,95 @@ void Parser::decode_mem(std::string_view base, const std::vector<std::string_vie
   emit(I);
 }
 
+// Tensor-core instructions (mma.hpp): the form is checked against the PTX ISA's tables,
+// then every operand against the fragment sizes of that form.
+void Parser::decode_mma(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops,
+                        Inst I) {
+  MmaOp op;
+  std::string msg;
+  switch (mma_parse(base, mods, op, msg)) {
+    case MmaParse::Error: fail(I.line, msg);
+    case MmaParse::Unsupported: mark_unsupported(I.line, "instruction " + msg); return;
+    case MmaParse::Ok: break;
+  }
+  std::string name(base);
+  for (auto m : mods) name += "." + std::string(m);
+  // A brace-enclosed register list of exactly n elements (a single register may go bare).
+  auto regs = [&](const Opd& o, int n, uint32_t* out, bool is_dst, bool wide, const char* what) {
+    std::vector<const Opd*> el;
+    if (o.k == Opd::Vec) {
+      for (auto& e : o.el) el.push_back(&e);
+    } else if (o.k == Opd::Reg || o.k == Opd::Sink || o.k == Opd::Imm) {
+      el.push_back(&o);
+    } else {
+      fail(I.line, name + ": the " + what + " operand must be a {...} register list");
+    }
+    if (int(el.size()) != n)
+      fail(I.line, name + ": the " + what + " operand takes " + std::to_string(n) + " register" + (n == 1 ? "" : "s") +
+                       ", got " + std::to_string(el.size()));
+    for (int i = 0; i < n; ++i) {
+      if (el[size_t(i)]->k == Opd::Vec || el[size_t(i)]->k == Opd::Mem) fail(I.line, name + ": bad " + what + " register");
+      out[i] = is_dst ? dst(*el[size_t(i)]) : src(*el[size_t(i)], wide ? T_B64 : T_B32);
+    }
+  };
+  auto mem = [&](Opd& o) {
+    Sp space = Sp::Generic;
+    for (auto m : mods) {
+      bool ok;
+      Sp s = parse_space(m, ok);
+      if (ok) space = s;
+    }
+    apply_addr(I, o, space);
+    if (space != Sp::Generic && space != Sp::Global && space != Sp::Shared)
+      fail(I.line, name + ": the address must be in the global or shared space");
+    if ((op.kind == MK_LdMatrix || op.kind == MK_StMatrix) && space == Sp::Global)
+      fail(I.line, name + ": the address must be in the shared space");
+    I.space = space;
+  };
+  switch (op.kind) {
+    case MK_WLoad:
+    case MK_WStore: {
+      const bool load = op.kind == MK_WLoad;
+      if (ops.size() != 2 && ops.size() != 3) fail(I.line, name + " expects 2 or 3 operands (the stride is optional)");
+      Opd& frag = load ? ops[0] : ops[1];
+      Opd& addr = load ? ops[1] : ops[0];
+      if (addr.k != Opd::Mem) fail(I.line, name + ": expected a memory operand [..]");
+      regs(frag, op.g[0].nregs, op.r[0], load, op.g[0].bits == 64, "fragment");
+      mem(addr);
+      if (ops.size() == 3) {
+        if (ops[2].k != Opd::Reg && ops[2].k != Opd::Imm) fail(I.line, name + ": the stride must be a register or an integer");
+        I.s[0] = src(ops[2], T_U32);
+      }
+      I.fn = load ? h_wmma_ldst<false> : h_wmma_ldst<true>;
+      break;
+    }
+    case MK_WMma:
+    case MK_Mma: {
+      need(ops, 4, I.line, name);
+      static const char* what[] = {"d", "a", "b", "c"};
+      for (int f = 0; f < 4; ++f) regs(ops[size_t(f)], op.g[f].nregs, op.r[f], f == 0, op.g[f].bits == 64, what[f]);
+      I.fn = h_mma;
+      break;
+    }
+    case MK_LdMatrix:
+    case MK_StMatrix: {
+      const bool load = op.kind == MK_LdMatrix;
+      need(ops, 2, I.line, name);
+      Opd& frag = load ? ops[0] : ops[1];
+      Opd& addr = load ? ops[1] : ops[0];
+      if (addr.k != Opd::Mem) fail(I.line, name + ": expected a memory operand [..]");
+      regs(frag, op.num, op.r[0], load, false, "register");
+      mem(addr);
+      I.fn = load ? h_ldstmatrix<false> : h_ldstmatrix<true>;
+      break;
+    }
+  }
+  if (F->mma.size() >= kMaxInsts) fail(I.line, "function too large");
+  I.a0 = uint32_t(F->mma.size());
+  F->mma.push_back(op);
+  emit(I);
+}
+
 void Parser::decode_tex(std::string_view base, const std::vector<std::string_view>& mods, std::vector<Opd>& ops,
                         Inst I) {
   const uint32_t line = I.line;
@@ -1530,6 +1769,32 @@ template <class D, class S>
 Handler cvt_fast() { return h_cvt_fast<D, S>; }
 
 void Parser::decode_cvt(const std::vector<std::string_view>& mods, std::vector<Opd>& ops, Inst I) {
+  if (std::find(mods.begin(), mods.end(), "tf32") != mods.end()) {
+    // cvt.rna{.satfinite}.tf32.f32, cvt.{rn,rz}{.satfinite}{.relu}.tf32.f32 (wmma::__float_to_tf32)
+    int mode = -1;
+    bool sat = false, relu = false, to = false, from = false;
+    for (auto m : mods) {
+      int md = m == "rn" ? 0 : m == "rz" ? 1 : m == "rna" ? 2 : -1;
+      if (md >= 0) {
+        if (mode >= 0) fail(I.line, "cvt with two rounding modes");
+        mode = md;
+      } else if (m == "satfinite") sat = true;
+      else if (m == "relu") relu = true;
+      else if (m == "tf32" && !to && !from) to = true;
+      else if (m == "f32" && to && !from) from = true;
+      else fail(I.line, "cvt to .tf32: unexpected modifier ." + std::string(m) + " (cvt.rna/rn/rz{.satfinite}{.relu}.tf32.f32)");
+    }
+    if (mode < 0 || !from) fail(I.line, "cvt to .tf32 needs .rna, .rn or .rz and the source type .f32");
+    if (relu && mode == 2) fail(I.line, "cvt.rna.tf32.f32 takes no .relu");
+    need(ops, 2, I.line, "cvt");
+    I.d[0] = dst(ops[0]);
+    I.s[0] = src(ops[1], T_F32);
+    I.a0 = uint32_t(mode);
+    I.a1 = uint32_t(sat) | uint32_t(relu) << 1;
+    I.fn = h_cvt_tf32;
+    emit(I);
+    return;
+  }
   std::vector<Ty> tys;
   int mode = 0;
   bool sat = false, ftz = false;
@@ -1545,7 +1810,6 @@ void Parser::decode_cvt(const std::vector<std::string_view>& mods, std::vector<O
     else if (m == "sat") sat = true;
     else if (m == "ftz") ftz = true;
     else if (m == "relu" || m == "rna" || m == "satfinite" || m == "rs") { mark_unsupported(I.line, "cvt modifier ." + std::string(m)); return; }
-    else if (m == "tf32") { mark_unsupported(I.line, "cvt to .tf32"); return; }  // loads; traps if it runs
     else {
       Ty t = parse_ty(m);
       if (t == T_None) fail(I.line, "unknown cvt modifier ." + std::string(m));
@@ -1628,10 +1892,12 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
   Ty ty = T_None;
   bool ftz = false, sat = false, approx = false, hi = false, lo = false, wide = false, full = false, cc = false;
   bool relu = false, nan_op = false;
+  int packed16 = 0;  // .s16x2 (1) / .u16x2 (2): two 16-bit integers in a 32-bit register
   int rnd = 0;
   for (auto m : mods) {
     if (m == "ftz") ftz = true;
     else if (m == "relu") relu = true;
+    else if (m == "s16x2" || m == "u16x2") { packed16 = m[0] == 's' ? 1 : 2; ty = T_B32; }
     else if (m == "sat") sat = true;
     else if (m == "approx") approx = true;
     else if (m == "full") full = true;
@@ -1662,9 +1928,11 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
   if (ty == T_None) fail(I.line, std::string(base) + " without a type");
   const bool isf = ty == T_F32 || ty == T_F64;
   const bool ishalf = ty == T_F16 || ty == T_F16X2 || ty == T_BF16 || ty == T_BF16X2;
-  // .relu: fma, min and max of f16/bf16 (and their x2 forms) only.
-  if (relu && !(ishalf && (base == "fma" || base == "min" || base == "max")))
-    fail(I.line, ".relu on " + std::string(base) + " needs an f16 or bf16 type");
+  // .relu: min and max (s32, s16x2, f16/bf16), and fma of f16/bf16.
+  if ((packed16 || relu) && base != "min" && base != "max" && !(relu && ishalf && base == "fma")) {
+    mark_unsupported(I.line, std::string(base) + (packed16 ? " on 16x2 integers" : ".relu"));
+    return true;
+  }
   if (nan_op && !((ishalf || ty == T_F32) && (base == "min" || base == "max")))
     fail(I.line, ".NaN on " + std::string(base) + " needs min or max of f32, f16 or bf16");
   // Extended precision: add.cc, addc[.cc], sub.cc, subc[.cc], mad.lo/hi.cc, madc.lo/hi[.cc].
@@ -1817,7 +2085,22 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
   }
   if (base == "rem") { bin(pick_int<ORem>(ty)); return true; }
   if (base == "min" || base == "max") {
-    if (ishalf) { half(base == "min" ? 6 : 7, 2); return true; }
+    if (packed16) {
+      const bool mn = base == "min";
+      Handler h = packed16 == 1
+                      ? (mn ? (relu ? h_bin16x2<int16_t, OMin, true> : h_bin16x2<int16_t, OMin, false>)
+                            : (relu ? h_bin16x2<int16_t, OMax, true> : h_bin16x2<int16_t, OMax, false>))
+                      : (mn ? h_bin16x2<uint16_t, OMin, false> : h_bin16x2<uint16_t, OMax, false>);
+      if (relu && packed16 == 2) { mark_unsupported(I.line, std::string(base) + ".relu.u16x2"); return true; }
+      bin(h);
+      return true;
+    }
+    if (ishalf) { half(base == "min" ? 6 : 7, 2); return true; }  // .relu and .NaN included
+    if (relu) {  // min/max.relu.s32: clamped at 0
+      if (ty != T_S32) { mark_unsupported(I.line, std::string(base) + ".relu." + ty_name(ty)); return true; }
+      bin(base == "min" ? h_relu_s32<OMin> : h_relu_s32<OMax>);
+      return true;
+    }
     if (ty == T_F32 && nan_op) { bin(base == "min" ? pick_fbin<OMinNaN>(ftz, false) : pick_fbin<OMaxNaN>(ftz, false)); return true; }
     if (ty == T_F32) { bin(base == "min" ? pick_fbin<OMin>(ftz, false) : pick_fbin<OMax>(ftz, false)); return true; }
     if (ty == T_F64) { bin(base == "min" ? h_bin<double, OMin> : h_bin<double, OMax>); return true; }
@@ -1998,6 +2281,10 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     return;
   }
   if (base == "cvt") { decode_cvt(mods, ops, I); return; }
+  if (base == "wmma" || base == "mma" || base == "ldmatrix" || base == "stmatrix") {
+    decode_mma(base, mods, ops, I);
+    return;
+  }
   if (base == "mov") {
     need(ops, 2, line, "mov");
     Ty ty = last_ty();
@@ -2036,8 +2323,8 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     if (ops[1].k == Opd::Name && ops[1].name != "WARP_SZ") {
       const VarRef* v = lookup_var(ops[1].name);
       if (!v) {
-        if (uint32_t fa; func_address(ops[1].name, &fa)) {
-          I.s[0] = fa;
+        if (uint32_t fi = func_index(ops[1].name); fi != NOREG) {  // a function pointer
+          I.s[0] = cst(func_addr(M.tag, fi));
           I.fn = h_mov;
           emit(I);
           return;
@@ -2389,6 +2676,28 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     need(ops, 1, line, "activemask");
     I.d[0] = dst(ops[0]);
     I.fn = h_activemask;
+    emit(I);
+    return;
+  }
+  if (base == "vshl" || base == "vshr") {
+    // Scalar video shift: three types, .sat, .clamp/.wrap, optional .add/.min/.max.
+    std::vector<bool> sgn;
+    uint32_t a0 = base == "vshl" ? 32u : 0u, a1 = 0, modes = 0;
+    for (auto m : mods) {
+      if (m == "u32" || m == "s32") sgn.push_back(m[0] == 's');
+      else if (m == "sat") a0 |= 8;
+      else if (m == "clamp") modes++;
+      else if (m == "wrap") a0 |= 16, modes++;
+      else if (m == "add" || m == "min" || m == "max") a1 = m == "add" ? 1 : m == "min" ? 2 : 3;
+      else fail(line, "unknown modifier ." + std::string(m) + " on " + std::string(base));
+    }
+    if (sgn.size() != 3 || modes != 1) fail(line, std::string(base) + " needs three types and .clamp or .wrap");
+    need(ops, a1 ? 4 : 3, line, base);
+    a0 |= (sgn[0] ? 1u : 0u) | (sgn[1] ? 2u : 0u) | (sgn[2] ? 4u : 0u);
+    I.d[0] = dst(ops[0]);
+    for (size_t i = 1; i < ops.size(); i++) I.s[i - 1] = src(ops[i], T_U32);
+    I.a0 = a0, I.a1 = a1;
+    I.fn = h_vshift;
     emit(I);
     return;
   }

@@ -105,10 +105,11 @@ OpTable::~OpTable() {
 }
 
 OpCounters& OpTable::at(uint16_t op) {
-  OpCounters* c = ops_[op].load(std::memory_order_relaxed);
+  const size_t i = size_t(op_index(op));
+  OpCounters* c = ops_[i].load(std::memory_order_relaxed);
   if (!c) {
     c = new OpCounters();
-    ops_[op].store(c, std::memory_order_release);  // readers see it zeroed
+    ops_[i].store(c, std::memory_order_release);  // readers see it zeroed
   }
   return *c;
 }
@@ -142,14 +143,14 @@ std::string Stats::render() const {
   const double k = ns_per_tick();
   int width = 0;  // the longest name of an op that was called
   for (size_t i = 1; i < kOpCount; i++)
-    if (ops[i].calls) width = std::max(width, int(std::strlen(op_name(uint16_t(i)))));
+    if (ops[i].calls) width = std::max(width, int(std::strlen(op_name(kAllOps[i]))));
   for (size_t i = 1; i < kOpCount; i++) {
     uint64_t c = ops[i].calls;
     if (!c) continue;
     total += c;
     total_ns += double(ops[i].ticks) * k;
     char line[160];
-    std::snprintf(line, sizeof line, "  %-*s %10llu calls  %9.2f us mean service\n", width, op_name(uint16_t(i)),
+    std::snprintf(line, sizeof line, "  %-*s %10llu calls  %9.2f us mean service\n", width, op_name(kAllOps[i]),
                   (unsigned long long)c, double(ops[i].ticks) * k / 1e3 / double(c));
     o << line;
   }
@@ -279,12 +280,12 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
       out.fixed.clear();
       out.tail.clear();
       out.status = cudaErrorMemoryAllocation;
-      spdlog::warn("session {}: {} ran out of host memory", id_, opcode < kOpCount ? op_name(opcode) : "unknown-op");
+      spdlog::warn("session {}: {} ran out of host memory", id_, op_index(opcode) >= 0 ? op_name(opcode) : "unknown-op");
     } catch (const std::exception& e) {
       out.fixed.clear();
       out.tail.clear();
       out.status = cudaErrorUnknown;
-      spdlog::warn("session {}: {} failed: {}", id_, opcode < kOpCount ? op_name(opcode) : "unknown-op", e.what());
+      spdlog::warn("session {}: {} failed: {}", id_, op_index(opcode) >= 0 ? op_name(opcode) : "unknown-op", e.what());
     }
   }
   if (out.status == kBadRequest || out.status == kUnknownOp) {
@@ -292,7 +293,7 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
     stats_.rejected++;
   }
   const uint64_t dt = stat_clock() - t0;
-  if (opcode < kOpCount) {
+  if (op_index(opcode) >= 0) {
     OpCounters& c = ops_.at(opcode);
     SessionCounters::add(c.calls, 1);
     SessionCounters::add(c.ticks, dt);
@@ -311,7 +312,7 @@ void Session::account() {
   const Pending p = pending_;
   pending_.valid = false;
   const bool failed = p.status != cudaSuccess;
-  if (p.opcode < kOpCount) {
+  if (op_index(p.opcode) >= 0) {
     OpCounters& c = ops_.at(p.opcode);
     SessionCounters::add(c.bytes_in, p.in);
     if (!p.posted) SessionCounters::add(c.bytes_out, p.out);
@@ -333,7 +334,7 @@ void Session::account() {
   // --log-level trace: every call; debug: the failed ones.
   const auto level = failed ? spdlog::level::debug : spdlog::level::trace;
   if (spdlog::should_log(level))
-    spdlog::log(level, "session {}: {} -> {} ({:.1f} us{})", id_, p.opcode < kOpCount ? op_name(p.opcode) : "unknown-op",
+    spdlog::log(level, "session {}: {} -> {} ({:.1f} us{})", id_, op_index(p.opcode) >= 0 ? op_name(p.opcode) : "unknown-op",
                 p.status, double(p.ticks) * Stats::ns_per_tick() / 1e3, p.posted ? ", posted" : "");
 }
 
@@ -805,6 +806,7 @@ int32_t Session::on_ModuleGetKernel(const ModuleGetKernelReq& rq, std::span<cons
   KernelEntry k;
   k.module = rq.module;
   if (Err e = ctx_->module_kernel(*m->mod, name, &k.k, &k.attrs); e != cudaSuccess) return e;
+  k.name = name;
   rs.param_bytes = k.attrs.param_bytes;
   rs.nparams = uint32_t(k.attrs.params.size());
   rs.max_threads = uint32_t(std::max<int32_t>(k.attrs.max_threads, 0));
@@ -917,10 +919,12 @@ Err Session::run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_b
   add_output(kOutputStderr, kout.err);
   if (e != cudaSuccess) spdlog::info("session {}: launch failed: {}", id_, last_log_);
   if (is_sticky(e)) fault_detail_ = last_log_;  // told to the application by note_async
-  // A kernel using what the device lacks (an instruction the sim device does
-  // not run): the application learns which, not only the error code.
-  if (e == cudaErrorNotSupported && !last_log_.empty())
-    add_output(kOutputStderr, "wormhole: kernel launch failed, cudaErrorNotSupported: " + last_log_ + "\n");
+  // A kernel the sim device refuses (an instruction it does not implement):
+  // the application hears which and why, once per kernel, on its stderr.
+  if (e == cudaErrorNotSupported && refused_kernels_.size() < 4096 && refused_kernels_.insert(k.name).second)
+    add_output(kOutputStderr, "wormhole: launch refused: " +
+                                  (last_log_.find(k.name) == std::string::npos ? "kernel " + k.name + ": " : "") +
+                                  last_log_ + "\n");
   return e;
 }
 

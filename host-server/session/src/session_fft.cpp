@@ -21,7 +21,8 @@ namespace {
 // FFTW takes int sizes, strides and distances, and indexes each side with
 // int arithmetic: every value and every side's span stays below 2^31.
 constexpr int64_t kFftMax = INT32_MAX;
-constexpr int32_t kCufftInvalidPlan = 1, kCufftInvalidType = 3, kCufftInvalidValue = 4, kCufftInvalidSize = 8;
+constexpr int32_t kCufftInvalidPlan = 1, kCufftInvalidType = 3, kCufftInvalidValue = 4, kCufftInvalidSize = 8,
+                  kCufftNotSupported = 16;
 
 bool mul_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 bool add_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overflow(a, b, out); }
@@ -46,7 +47,8 @@ int32_t Session::on_FftPlan(const FftPlanReq& rq, std::span<const uint8_t>, FftP
     rs.result = r;
     return int32_t(cudaErrorInvalidValue);
   };
-  if (rq.flags & ~kFftAdvanced) return refuse(kCufftInvalidValue);
+  if (rq.flags & ~(kFftAdvanced | kFftHalf | kFftBf16) || (rq.flags & kFftHalf && rq.flags & kFftBf16))
+    return refuse(kCufftInvalidValue);
   if (!fft_valid_type(rq.type)) return refuse(kCufftInvalidType);
   if (rq.rank < 1 || rq.rank > 3 || rq.batch < 1 || rq.batch > kFftMax) return refuse(kCufftInvalidSize);
   FftDesc d;
@@ -54,9 +56,19 @@ int32_t Session::on_FftPlan(const FftPlanReq& rq, std::span<const uint8_t>, FftP
   d.type = rq.type;
   d.batch = rq.batch;
   d.advanced = rq.flags & kFftAdvanced;
+  d.storage = rq.flags & kFftHalf ? FftStorage::Half : rq.flags & kFftBf16 ? FftStorage::Bf16 : FftStorage::Native;
   for (int k = 0; k < d.rank; k++) {
     if (rq.n[k] < 1 || rq.n[k] > kFftMax) return refuse(kCufftInvalidSize);
     d.n[k] = rq.n[k];
+  }
+  // cuFFT's 16-bit transforms: single-precision kinds, power-of-two sizes,
+  // no stride on the real side of R2C/C2R.
+  if (d.storage != FftStorage::Native) {
+    if (fft_is_double(d.type)) return refuse(kCufftInvalidType);
+    for (int k = 0; k < d.rank; k++)
+      if (d.n[k] & (d.n[k] - 1)) return refuse(kCufftNotSupported);
+    if (d.advanced && ((fft_is_r2c(d.type) && rq.istride != 1) || (fft_is_c2r(d.type) && rq.ostride != 1)))
+      return refuse(kCufftNotSupported);
   }
   // Every transform (its last dimension padded as an in-place real side
   // is) fits the limit, so the basic layout's products cannot overflow.

@@ -298,6 +298,8 @@ class RingWriter {
   // A write past this ring position goes back to position 0 when the
   // consumer has drained the ring (see write()).
   static constexpr uint32_t kHotWindow = 4096;
+  // Bytes written so far: the stream position just past the last record.
+  uint64_t position() const { return tail_; }
 
  private:
   uint8_t* ring_ = nullptr;
@@ -554,6 +556,13 @@ class RingReader {
     copy_reads_++;
     return true;
   }
+
+ public:
+  // Bytes read so far: the stream position just past the last record read
+  // (the writer's position() when it wrote that record).
+  uint64_t position() const { return head_; }
+
+ private:
   const uint8_t* ring_ = nullptr;
   uint32_t size_ = 0;
   const uint64_t* tail_word_ = nullptr;
@@ -806,9 +815,13 @@ class ClientChannel {
   // Fire-and-forget request (flag WH_MSG_F_POSTED). Waits for ring space:
   // without a timeout (0) as long as the server lives; with one, gives up
   // with Timeout (a live server that stopped draining cannot block us).
+  // *end (when given): the request ring's stream position just past this
+  // request, which the server's ServerChannel::read_pos() reaches when it
+  // has read it (taken under the write lock, so positions follow ring order).
   Status post(uint16_t opcode, uint32_t aux, std::span<const std::span<const uint8_t>> parts,
               uint16_t version = 1,
-              std::chrono::milliseconds timeout = std::chrono::milliseconds(0) /*0: none*/);
+              std::chrono::milliseconds timeout = std::chrono::milliseconds(0) /*0: none*/,
+              uint64_t* end = nullptr);
   // Request and wait for the response with the same call id. The timeout
   // covers waiting for ring space as well as for the reply. The common
   // case (nobody else reading responses) is inline in the caller: out of
@@ -868,10 +881,10 @@ class ClientChannel {
  private:
   ClientChannel() = default;
   Status write_request(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
-                       Clock::time_point deadline, bool reader);
+                       Clock::time_point deadline, bool reader, uint64_t* end = nullptr);
   // write_request with write_mu_ already held (by this thread or its bias).
   Status write_request_held(wh_msg_hdr& hdr, std::span<const std::span<const uint8_t>> parts,
-                            Clock::time_point deadline, bool reader);
+                            Clock::time_point deadline, bool reader, uint64_t* end = nullptr);
   // call()'s exchange, by a caller that holds the reader role for the
   // whole call (read_mu_, or the bias): sends h (with write_mu_, or the
   // bias, which holds it) and reads until p's reply arrives or the channel
@@ -1033,6 +1046,8 @@ class ServerChannel {
   uint32_t index() const { return index_; }
   uint64_t generation() const { return generation_; }
   std::span<uint8_t> data() const { return data_; }
+  // The request stream position just past the last request read.
+  uint64_t read_pos() const { return reader_.position(); }
   uint32_t client_pid() const;
   uint32_t max_msg() const { return region_->geometry().max_msg; }
   // Requests read from the tail block's copy rather than the ring (region.h).

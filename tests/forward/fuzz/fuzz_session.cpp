@@ -4,7 +4,10 @@
 // Session::handle (no guest library pre-checks anything).
 //
 // Input format (little-endian), repeated until the input ends:
-//   u8  cmd     < 0xF0: a request; opcode = cmd % (kOpCount + 2), so every
+//   u8  cmd     < 0xF0: a request; i = cmd % (kOpCount + 2) names the
+//                       operation kAllOps[i] (the table's dense order: 0 is
+//                       Pad), kOpCount one past the last opcode and
+//                       kOpCount + 1 one between library blocks, so every
 //                       table entry and two unknown opcodes are reachable
 //               0xF0:   write the payload's bytes 4.. into the data area at
 //                       offset (payload u32 0) % size (lets inputs build
@@ -195,7 +198,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         continue;
       }
-      const uint16_t op = uint16_t(cmd % (kOpCount + 2));
+      const size_t idx = cmd % (kOpCount + 2);
+      const uint16_t op = idx < kOpCount ? kAllOps[idx] : idx == kOpCount ? uint16_t(kOpLimit) : uint16_t(kOpBlock - 1);
       for (size_t w = 0; w + 8 <= payload.size(); w += 8) {
         uint64_t v;
         std::memcpy(&v, payload.data() + w, 8);

@@ -13,8 +13,10 @@ import os
 import struct
 import sys
 
-# Opcodes: the order of proto/include/wormhole/proto/cudart_api.def then
-# cublas_api.def, starting at 1 (read from the table so seeds follow it).
+# Commands: an operation's index in the fuzzer's dense table (kAllOps), i.e.
+# its position in the .def files in wire.hpp's WH_OP_LIBRARIES order,
+# starting at 1 (read from the tables so seeds follow them). Not the opcode:
+# opcodes sit in per-library blocks.
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f)
           for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def", "cublaslt_api.def", "curand_api.def", "cudnn_api.def", "remote_api.def", "peer_api.def")]
@@ -308,7 +310,7 @@ def seeds():
     s.req("DeviceGetLimit", struct.pack("<iI", 1, 0), resp_words=1)
     s.req("SetDevice", struct.pack("<iI", 0, 0))
     s.req("GetStats")
-    s.b += struct.pack("<BBH", NOPS, 0, 0)  # the first unknown opcode
+    s.b += struct.pack("<BBH", NOPS, 0, 0)  # one past the last opcode: unknown
     s.b += struct.pack("<BBH", OP["Malloc"], 0, 3) + b"\x01\x02\x03"  # short
     s.b += struct.pack("<BBH", OP["Free"], 0, 16) + b"\x00" * 16  # tail where none allowed
     out["device_and_framing"] = s.b

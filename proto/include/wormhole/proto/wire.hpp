@@ -18,26 +18,74 @@
 #include "wormhole/proto/peer_api.def"
 #include "wormhole/region.h"
 
-// Every forwarded library's table, in one opcode numbering.
-#define WH_ALL_OPS(X) WH_CUDART_OPS(X) WH_CUBLAS_OPS(X) WH_CUFFT_OPS(X) WH_CUBLASLT_OPS(X) WH_CURAND_OPS(X) WH_CUDNN_OPS(X) WH_REMOTE_OPS(X) WH_PEER_OPS(X)
+// Every forwarded library's table. Each has a fixed block of opcodes
+// (WH_OP_LIBRARIES: table, first opcode of its block), in which its
+// entries are numbered in order: a function is added at the end of its own
+// library's table, so no opcode of any library ever moves. The opcodes
+// are pinned by proto/opcodes.lock (test proto.opcodes_stable). A new
+// library takes the next free block.
+#define WH_OP_LIBRARIES(L, X)      \
+  L(WH_CUDART_OPS, 0x0000, X)      \
+  L(WH_CUBLAS_OPS, 0x0200, X)      \
+  L(WH_CUFFT_OPS, 0x0400, X)       \
+  L(WH_CUBLASLT_OPS, 0x0600, X)    \
+  L(WH_CURAND_OPS, 0x0800, X)      \
+  L(WH_CUDNN_OPS, 0x0A00, X)       \
+  L(WH_REMOTE_OPS, 0x0C00, X)      \
+  L(WH_PEER_OPS, 0x0E00, X)
+#define WH_X_LIB_ALL(Table, Base, X) Table(X)
+#define WH_ALL_OPS(X) WH_OP_LIBRARIES(WH_X_LIB_ALL, X)
 
 namespace wh::proto {
 
 // Wire protocol version, negotiated in the socket handshake (min..max).
-constexpr uint16_t kVersion = 2;
-constexpr uint16_t kMinVersion = 2;
+// 3: opcodes in per-library blocks.
+constexpr uint16_t kVersion = 3;
+constexpr uint16_t kMinVersion = 3;
 
 enum class Kind : uint8_t { Sync, Posted, Either };
 
-// Opcode 0 is the ring's padding record (WH_OP_PAD); the table starts at 1.
+constexpr uint16_t kOpBlock = 0x0200;  // opcodes per library block
+
+// Opcode 0 is the ring's padding record (WH_OP_PAD); the runtime's table
+// starts at 1, every other library's at its block's first opcode. The
+// *Block_ enumerators only place the next table (they are no opcodes).
+#define WH_X_ENUM(Name, K, RQ, RS) Name,
+#define WH_X_LIB_ENUM(Table, Base, X) Table##Block_ = (Base) ? (Base) - 1 : WH_OP_PAD, Table(X)
 enum class Op : uint16_t {
   Pad = WH_OP_PAD,
-#define WH_X_ENUM(Name, K, RQ, RS) Name,
-  WH_ALL_OPS(WH_X_ENUM)
-#undef WH_X_ENUM
-  Count
+  WH_OP_LIBRARIES(WH_X_LIB_ENUM, WH_X_ENUM)
+  Limit_
 };
-constexpr size_t kOpCount = size_t(Op::Count);
+#undef WH_X_LIB_ENUM
+#undef WH_X_ENUM
+// Each table fits its block.
+#define WH_X_ONE(Name, K, RQ, RS) +1
+#define WH_X_LIB_FITS(Table, Base, X) static_assert(1 + 0 Table(X) <= kOpBlock, #Table " outgrew its opcode block");
+WH_OP_LIBRARIES(WH_X_LIB_FITS, WH_X_ONE)
+#undef WH_X_LIB_FITS
+
+// One past the highest opcode.
+constexpr size_t kOpLimit = size_t(Op::Limit_);
+// The table in dense order (index 0: Pad), for per-operation arrays and
+// for iterating over every operation: opcodes have gaps between blocks.
+constexpr uint16_t kAllOps[] = {WH_OP_PAD
+#define WH_X_OPCODE(Name, K, RQ, RS) , uint16_t(Op::Name)
+                                WH_ALL_OPS(WH_X_OPCODE)
+#undef WH_X_OPCODE
+};
+#undef WH_X_ONE
+constexpr size_t kOpCount = sizeof kAllOps / sizeof kAllOps[0];
+// Dense index of an opcode (-1: not an operation).
+inline constexpr auto kOpIndexTable = [] {
+  struct T {
+    int16_t v[kOpLimit];
+  } t{};
+  for (auto& x : t.v) x = -1;
+  for (size_t i = 0; i < kOpCount; i++) t.v[kAllOps[i]] = int16_t(i);
+  return t;
+}();
+inline int op_index(uint16_t op) { return op < kOpLimit ? kOpIndexTable.v[op] : -1; }
 
 #define WH_X_STRUCTS(Name, K, RQ, RS) \
   struct Name##Req RQ;                  \
@@ -146,7 +194,14 @@ struct DataAreaStatus {
   uint64_t output_seq;      // bumped whenever device output waits for FetchOutput
   int32_t copy_error;       // the cudaError_t of the copy at copy_error_seq
   uint32_t reserved;
-  uint8_t pad[4096 - 32];
+  // The request ring's stream position just past the last request the
+  // server has handled (ring transports). A request posted before that
+  // position has been handled; one after it has not, so an event recorded
+  // after it cannot have completed: the guest answers cudaEventQuery /
+  // cudaStreamQuery "not ready" without a round trip that would wait
+  // behind the kernel the server is running.
+  uint64_t handled_pos;
+  uint8_t pad[4096 - 40];
 };
 static_assert(sizeof(DataAreaStatus) == 4096);
 

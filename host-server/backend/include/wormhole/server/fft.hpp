@@ -29,10 +29,15 @@ struct FftSide {
   int64_t stride = 1, dist = 0;
 };
 
+// How a plan's elements are stored: the cufftType's own precision, or the
+// 16-bit formats of cufftXtMakePlanMany (computed in single precision).
+enum class FftStorage { Native, Half, Bf16 };
+
 struct FftDesc {
   int rank = 1;
   int64_t n[3] = {0, 0, 0};  // logical sizes (the real side's for R2C/C2R)
-  int type = 0;              // cufftType
+  int type = 0;              // cufftType (single precision when storage is 16-bit)
+  FftStorage storage = FftStorage::Native;
   int64_t batch = 1;
   bool advanced = false;  // the guest gave inembed/onembed (else basic layout)
   FftSide in, out;        // as given (advanced only)
@@ -57,7 +62,7 @@ inline bool fft_valid_type(int type) {
 inline FftLayout fft_layout(const FftDesc& d, bool in_place) {
   FftLayout l;
   const int r = d.rank;
-  const int real_es = fft_is_double(d.type) ? 8 : 4, cplx_es = 2 * real_es;
+  const int real_es = d.storage != FftStorage::Native ? 2 : fft_is_double(d.type) ? 8 : 4, cplx_es = 2 * real_es;
   const int64_t half = d.n[r - 1] / 2 + 1;
   for (int k = 0; k < r; k++) l.in_dims[k] = l.out_dims[k] = d.n[k];
   l.in_es = l.out_es = cplx_es;

@@ -71,6 +71,20 @@ struct DeviceMemory {
   virtual uint64_t device_malloc(uint64_t bytes) { return 0; }
   // False when addr is not a live device_malloc block: the launch traps.
   virtual bool device_free(uint64_t addr) { return false; }
+  // cudaDeviceGetAttribute called by a kernel (the device runtime of dynamic
+  // parallelism); false for an attribute the device does not have.
+  virtual bool device_attribute(int attr, int* value) { return false; }
+};
+
+// An initializer that holds the address of another variable (`generic(var)+off`,
+// or one byte of it, `0xFF00(generic(var))`): once every variable is bound,
+// bytes [offset, offset+size) of the holder get
+// (address of globals()[target] + addend) >> shift.
+struct GlobalReloc {
+  uint64_t offset;
+  uint32_t target;
+  int64_t addend;
+  uint8_t size, shift;
 };
 
 struct GlobalVar {
@@ -78,7 +92,8 @@ struct GlobalVar {
   uint64_t size;
   uint32_t align;
   bool is_const;              // .const space (else .global)
-  std::vector<uint8_t> init;  // zero-filled to size
+  std::vector<uint8_t> init;  // zero-filled to size; function addresses included
+  std::vector<GlobalReloc> relocs;  // variable addresses, written by Module::apply_relocs
 };
 
 struct KernelInfo {
@@ -88,9 +103,9 @@ struct KernelInfo {
   uint32_t static_shared_bytes;
   uint32_t local_bytes_per_thread;
   int max_threads_per_block;
-  int num_regs;  // estimate (registers declared by the entry, capped at 255 and by .maxnreg)
+  int num_regs;  // estimate: registers declared by the entry, at most 255 (or .maxnreg) and 65536 / max_threads_per_block
   uint32_t const_bytes = 0;  // the .const variables its call graph uses
-  bool uses_heap = false;  // its call graph calls malloc or free
+  bool uses_heap = false;  // its call graph calls malloc or free (or a kernel it may launch does)
 };
 
 // What a kernel prints, when the caller collects it: printf text, and
@@ -118,6 +133,10 @@ struct LaunchConfig {
   // workspace is provided through %envreg1/%envreg2); the grid must fit what the
   // engine runs concurrently (Engine::max_coresident_blocks), else InvalidConfig.
   bool cooperative = false;
+  // Dynamic parallelism: how many device-side launches may be pending
+  // (cudaLimitDevRuntimePendingLaunchCount); one more fails in the kernel with
+  // cudaErrorLaunchPendingCountExceeded.
+  uint32_t pending_launch_limit = 2048;
 };
 
 struct LaunchError {
@@ -153,6 +172,10 @@ class Module {
   const std::vector<GlobalVar>& globals() const;
   // Returns false if no such variable.
   bool bind_global(std::string_view name, uint64_t device_addr);
+  // Writes into `bytes` (the holder's size, e.g. a copy of g.init) the bound
+  // addresses its relocations name; only those naming globals()[only_target]
+  // when that is >= 0 (after that variable moved). False if a target is unbound.
+  bool apply_relocs(const GlobalVar& holder, uint8_t* bytes, int64_t only_target = -1) const;
   // The architecture the PTX targets (75 for `.target sm_75`; 0 if none).
   int target_arch() const;
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,8 +58,9 @@ class OpTable {
   OpTable(const OpTable&) = delete;
   OpTable& operator=(const OpTable&) = delete;
   ~OpTable();
-  OpCounters& at(uint16_t op);  // the session's thread only; op < kOpCount
-  const OpCounters* find(size_t op) const { return ops_[op].load(std::memory_order_acquire); }
+  OpCounters& at(uint16_t op);  // the session's thread only; an operation's opcode (op_index >= 0)
+  // By dense index (proto::kAllOps).
+  const OpCounters* find(size_t index) const { return ops_[index].load(std::memory_order_acquire); }
 
  private:
   std::array<std::atomic<OpCounters*>, proto::kOpCount> ops_{};
@@ -66,7 +68,8 @@ class OpTable {
 
 // Server-wide counters, shown by `make demo` and GetStats.
 struct Stats {
-  // Per-opcode figures of every session, ended and live, indexed by opcode.
+  // Per-operation figures of every session, ended and live, indexed as
+  // proto::kAllOps (dense: opcodes have gaps between libraries).
   std::vector<OpFigures> ops() const;
   // A live session's table: ops() reads it until detach() folds it into
   // the ended sessions' figures.
@@ -134,6 +137,12 @@ class Session {
   // otherwise the next handle() does.
   void account();
   // A protocol violation caught before handle() (bad framing, wrong version).
+  // The request stream position just past the request handled last
+  // (ring transports), published in the data area's status page.
+  void publish_handled(uint64_t pos) {
+    if (data_.size() >= sizeof(proto::DataAreaStatus))
+      __atomic_store_n(&reinterpret_cast<proto::DataAreaStatus*>(data_.data())->handled_pos, pos, __ATOMIC_RELEASE);
+  }
   void note_violation() {
     violations_++;
     stats_.rejected++;
@@ -180,6 +189,7 @@ class Session {
     std::unique_ptr<Kernel> k;
     uint64_t module;
     KernelAttrs attrs;
+    std::string name;  // as the module names it (for messages)
   };
   struct StreamEntry {
     std::unique_ptr<Stream> s;
@@ -345,6 +355,7 @@ class Session {
   uint64_t violations_ = 0;
   std::string last_log_;
   std::string fault_detail_;  // the engine's account of a launch fault, until reported
+  std::set<std::string> refused_kernels_;  // kernels whose refusal (unsupported instruction) was told
   uint32_t max_msg_ = 0;      // of the request being handled: bounds FetchOutput's reply
   // Device output not yet fetched, in order; consecutive text of one
   // stream shares a chunk. Bounded by kPendingOutputMax (the rest is counted).

@@ -1,0 +1,42 @@
+#!/bin/sh
+# run_test.sh SERVER WORMHOLE_RUN GUEST_LIB_DIR SCRIPT: runs SCRIPT with the
+# pinned PyTorch venv (torch-env.sh) on a private sim-device server.
+# Exit 77 (skip) when the venv cannot be built (no network).
+set -u
+server=$1 run=$2 lib=$3 script=$4
+here=$(cd "$(dirname "$0")" && pwd)
+# A sanitizer's runtime must be the first library of the process: drop-ins
+# built with one cannot be preloaded into Python.
+if readelf -d "$lib/libcudart.so.13" 2>/dev/null | grep -qE 'lib[at]san'; then
+  echo "SKIP: the guest libraries are built with a sanitizer; they cannot be preloaded into Python"
+  exit 77
+fi
+env=$("$here/torch-env.sh") || {
+  echo "SKIP: cannot build the PyTorch venv (PyPI not reachable?); see tests/torch/torch-env.sh"
+  exit 77
+}
+dir=$(mktemp -d /tmp/wh-torch.XXXXXX)
+trap 'kill $spid 2>/dev/null; wait $spid 2>/dev/null; rm -rf "$dir"' EXIT
+"$server" --backend sim --socket "$dir/s.sock" --admin-socket off --no-stats >"$dir/server.log" 2>&1 &
+spid=$!
+i=0
+while [ ! -S "$dir/s.sock" ]; do
+  i=$((i + 1))
+  [ $i -lt 100 ] && kill -0 $spid 2>/dev/null || { echo "FAIL: server did not start"; cat "$dir/server.log"; exit 1; }
+  sleep 0.1
+done
+# PyTorch's libraries find NVIDIA's copies through their DT_RPATH, searched
+# before LD_LIBRARY_PATH: Wormhole's drop-ins are preloaded (docs/pytorch.md).
+pre=""
+for l in libcudart.so.13 libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcufft.so.12 libcurand.so.10 \
+         libcudnn.so.9 libnvrtc.so.13; do
+  [ -e "$lib/$l" ] && pre="$pre${pre:+:}$lib/$l"
+done
+# Jiterated kernels compiled afresh each run (no disk cache), with the NVRTC
+# of the PyTorch wheel (Wormhole's libnvrtc drives NVIDIA's).
+nvrtc=$(ls "$env"/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13 2>/dev/null | head -1)
+export USE_PYTORCH_KERNEL_CACHE=0 WORMHOLE_NVRTC_LIB="${WORMHOLE_NVRTC_LIB:-$nvrtc}"
+LD_PRELOAD="$pre" "$run" --lib-dir "$lib" --socket "$dir/s.sock" "$env/bin/python" "$script"
+rc=$?
+[ $rc -eq 0 ] || { echo "--- server log"; cat "$dir/server.log"; }
+exit $rc
