@@ -5,7 +5,10 @@
 # outside the repository, one per requirements file content and Python
 # version: ${XDG_CACHE_HOME:-~/.cache}/wormhole/pyenv-<hash>, so CI and
 # repeated runs reuse one and a fresh machine builds it (pip, from PyPI).
-# Progress goes to stderr; only the path goes to stdout.
+# Exit 77 (with a SKIPPED line) when it must be built and the package index
+# cannot be reached; any other failure (a broken requirement) is an error.
+# Pip's own settings apply (PIP_NO_DEPS=1 for a list that pins every
+# dependency). Progress goes to stderr; only the path goes to stdout.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 req=${1:-$here/../tests/python/requirements.txt}
@@ -25,7 +28,19 @@ if [ ! -e "$env/.complete" ]; then
   echo "python-env.sh: building $env (Python $pyver, $(basename "$req"))" >&2
   start=$(date +%s)
   "$py" -m venv "$env" >&2
-  "$env/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" >&2
+  if ! "$env/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" >&2; then
+    # No index reachable (pip's own configuration says where it is): skip;
+    # reachable, the install itself failed: an error.
+    if ! "$env/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+         --dest "$env/.probe" "pip" >/dev/null 2>&1; then
+      rm -rf "$env"
+      echo "SKIPPED: cannot build the Python environment: the package index is unreachable" >&2
+      exit 77
+    fi
+    rm -rf "$env"
+    echo "python-env.sh: pip install -r $req failed" >&2
+    exit 1
+  fi
   echo "python-env.sh: built in $(( $(date +%s) - start )) s" >&2
   cp "$req" "$env/requirements.txt"
   touch "$env/.complete"

@@ -11,10 +11,7 @@ if readelf -d "$lib/libcudart.so.13" 2>/dev/null | grep -qE 'lib[at]san'; then
   echo "SKIP: the guest libraries are built with a sanitizer; they cannot be preloaded into Python"
   exit 77
 fi
-env=$("$here/torch-env.sh") || {
-  echo "SKIP: cannot build the PyTorch venv (PyPI not reachable?); see tests/torch/torch-env.sh"
-  exit 77
-}
+env=$("$here/torch-env.sh") || exit $?  # 77: no package index (skip); else an error
 dir=$(mktemp -d /tmp/wh-torch.XXXXXX)
 trap 'kill $spid 2>/dev/null; wait $spid 2>/dev/null; rm -rf "$dir"' EXIT
 "$server" --backend sim --socket "$dir/s.sock" --admin-socket off --no-stats >"$dir/server.log" 2>&1 &
