@@ -4,7 +4,8 @@
 # the export tables and registers its fatbins, which reach the server as
 # module loads. Those that carry PTX load; the first SASS-only one is
 # refused with a message that says so, cublasCreate fails, the program
-# hears why, and nothing crashes.
+# hears why, and nothing crashes. Loading is eager (CUDA_MODULE_LOADING):
+# lazily, the SASS-only images would fail only when their kernels run.
 # The order in which the runtime loads its fatbins follows addresses (8 to
 # 71 loaded before the refusal, measured with CUDA 13.0's libcublas), so the
 # program runs RUNS times: in every run exactly one module load fails on the
@@ -21,7 +22,7 @@ dir=$(mktemp -d /tmp/wh-nvblas-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail=0 total=0 with_ptx=0
 for i in $(seq "$runs"); do
-  LD_PRELOAD="$cudalib/libcublasLt.so.13 $cudalib/libcublas.so.13" \
+  CUDA_MODULE_LOADING=EAGER LD_PRELOAD="$cudalib/libcublasLt.so.13 $cudalib/libcublas.so.13" \
     "$here/forwarded.sh" "$build" --backend sim --server-log "$dir/server.log" -- "$prog" >"$dir/out.txt" 2>&1
   rc=$?
   bad=0

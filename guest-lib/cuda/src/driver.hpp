@@ -28,6 +28,7 @@ int wh_guest_module_function(void* module, const char* name, void** fn);
 int wh_guest_module_function_names(void* module, const char** names, size_t cap, size_t* count);
 int wh_guest_module_global(void* module, const char* name, uint64_t* dptr, size_t* bytes);
 int wh_guest_library_load(const void* image, size_t size, void** lib);
+int wh_guest_library_module(void* lib);
 int wh_guest_module_managed(void* module, const char* name, void** ptr, size_t* bytes);
 void* wh_guest_module_of(void* fn);
 const char* wh_guest_function_name(void* fn);

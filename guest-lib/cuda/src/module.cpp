@@ -1,6 +1,9 @@
 // Modules and libraries, functions and kernels, launches, occupancy, and
 // the PTX linker (cuLink*).
+#include <strings.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -47,6 +50,30 @@ CUresult load(const void* image, size_t size, void** out) {
   return cu(cudaError_t(wh_guest_module_load(image, size, out)));
 }
 
+// CUDA_MODULE_LOADING=EAGER, as NVIDIA's driver reads it: a library loads
+// on the device when it is loaded. Otherwise (LAZY, the default) when one
+// of its kernels or variables is first used.
+bool eager_loading() {
+  static const bool eager = [] {
+    const char* v = std::getenv("CUDA_MODULE_LOADING");
+    return v && strcasecmp(v, "EAGER") == 0;
+  }();
+  return eager;
+}
+
+// A library just loaded by the runtime: loaded on the device now when
+// loading is eager (an image the device cannot run fails here).
+CUresult library_loaded(int e, void** lib) {
+  if (e == cudaSuccess && eager_loading()) {
+    e = wh_guest_library_module(*lib);
+    if (e != cudaSuccess) {
+      wh_guest_module_unload(*lib);
+      *lib = nullptr;
+    }
+  }
+  return cu(cudaError_t(e));
+}
+
 CUresult load_file(const char* path, void** out, bool library = false) {
   WH_INIT();
   std::string bytes;
@@ -58,8 +85,8 @@ CUresult load_file(const char* path, void** out, bool library = false) {
     std::memcpy(&magic, bytes.data(), 4);
     if (magic != wh::fatbin::kFatbinMagic) bytes.push_back('\0');
   }
-  return cu(cudaError_t(library ? wh_guest_library_load(bytes.data(), bytes.size(), out)
-                                 : wh_guest_module_load(bytes.data(), bytes.size(), out)));
+  if (library) return library_loaded(wh_guest_library_load(bytes.data(), bytes.size(), out), out);
+  return cu(cudaError_t(wh_guest_module_load(bytes.data(), bytes.size(), out)));
 }
 
 CUresult function_of(void* module, const char* name, void** fn) {
@@ -294,6 +321,8 @@ CUresult cuModuleEnumerateFunctions(CUfunction* fns, unsigned cap, CUmodule m) {
 CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
   WH_INIT();
   if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  // Eager as far as the runtime asking can tell: a kernel it gets is
+  // usable at once (a library's image is shipped on that first use).
   *mode = CU_MODULE_EAGER_LOADING;
   return CUDA_SUCCESS;
 }
@@ -304,8 +333,10 @@ CUresult cuLibraryLoadData(CUlibrary* lib, const void* code, CUjit_option* jo, v
   jit_options(njo, jo, jv);
   WH_INIT();
   if (!code || !lib) return CUDA_ERROR_INVALID_VALUE;
-  // Loaded on the device when first used (CUDA's lazy loading).
-  return cu(cudaError_t(wh_guest_library_load(code, 0, reinterpret_cast<void**>(lib))));
+  // Loaded on the device when first used (CUDA's lazy loading), unless
+  // CUDA_MODULE_LOADING=EAGER.
+  return library_loaded(wh_guest_library_load(code, 0, reinterpret_cast<void**>(lib)),
+                        reinterpret_cast<void**>(lib));
 }
 CUresult cuLibraryLoadFromFile(CUlibrary* lib, const char* path, CUjit_option* jo, void** jv, unsigned njo,
                                CUlibraryOption*, void**, unsigned) {
@@ -331,6 +362,7 @@ CUresult cuLibraryGetModule(CUmodule* m, CUlibrary lib) {
   WH_INIT();
   if (!m) return CUDA_ERROR_INVALID_VALUE;
   if (!lib) return CUDA_ERROR_INVALID_HANDLE;
+  if (int e = wh_guest_library_module(lib); e != cudaSuccess) return cu(cudaError_t(e));
   *m = reinterpret_cast<CUmodule>(lib);
   return CUDA_SUCCESS;
 }

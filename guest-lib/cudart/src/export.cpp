@@ -194,6 +194,15 @@ static Fatbin* driver_module(void* m, bool load = true) {
   return found;
 }
 
+// cuLibraryGetModule: a library not loaded yet is loaded now, as CUDA loads
+// a lazily loaded library's module in the current context; an image the
+// device cannot run is refused here rather than at its first launch.
+__attribute__((visibility("default"))) int wh_guest_library_module(void* lib) {
+  Fatbin* fb = driver_module(lib, false);
+  if (!fb) return cudaErrorInvalidResourceHandle;
+  return fb->module ? cudaSuccess : ensure_fatbin_module(*fb);
+}
+
 // The names of a driver module's kernels, from its image (a cubin's
 // .nv.info, else the PTX .entry lists), found once, sorted. Under g_load_mu.
 static const std::vector<std::string>& kernel_names_locked(Fatbin* fb) {

@@ -58,6 +58,7 @@ namespace {
   X(cuMemsetD8Async, "cuMemsetD8Async")                  \
   X(cuLibraryLoadData, "cuLibraryLoadData")              \
   X(cuLibraryUnload, "cuLibraryUnload")                  \
+  X(cuLibraryGetModule, "cuLibraryGetModule")            \
   X(cuLibraryGetKernel, "cuLibraryGetKernel")            \
   X(cuLibraryGetGlobal, "cuLibraryGetGlobal")            \
   X(cuKernelGetFunction, "cuKernelGetFunction")          \
@@ -612,6 +613,15 @@ class CudaContext final : public Context {
     }
     if (r != CUDA_SUCCESS) {
       if (log) *log = "cuLibraryLoadData failed: " + std::to_string(int(r));
+      return map(r);
+    }
+    // Loaded in this context now (a lazily loading driver would defer it to
+    // the first launch): an image the device cannot run fails this load,
+    // as it does on the sim device, instead of a launch posted later.
+    if (CUmodule mod = nullptr; (r = d_.cuLibraryGetModule(&mod, m->lib)) != CUDA_SUCCESS) {
+      if (log) *log = "the driver could not load the image: " + std::to_string(int(r));
+      d_.cuLibraryUnload(m->lib);
+      m->lib = nullptr;
       return map(r);
     }
     *out = std::move(m);
