@@ -255,6 +255,7 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
   const uint64_t t0 = stat_clock();
   const bool posted = flags & WH_MSG_F_POSTED;
   max_msg_ = max_msg;
+  copy_error_published_ = false;
   if (sticky_ != cudaSuccess && Op(opcode) != Op::GetDeviceProps && Op(opcode) != Op::GetDeviceCount &&
       Op(opcode) != Op::GetStats && Op(opcode) != Op::DeviceReset && Op(opcode) != Op::FetchOutput) {
     // (cudaDeviceReset is the way out of a sticky error: on_DeviceReset clears it.)
@@ -301,7 +302,8 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
   // The rest of the accounting is done by account(), after the answer left.
   pending_ = {true, posted, opcode, int32_t(out.status), dt, payload.size(), out.fixed.size() + out.tail.size()};
   if (posted) {
-    if (out.status != cudaSuccess && out.status > 0) note_async(out.status);
+    // (A staged copy's error was published to the guest waiting for it.)
+    if (out.status != cudaSuccess && out.status > 0 && !copy_error_published_) note_async(out.status);
     return false;
   }
   return true;
@@ -370,6 +372,15 @@ Err Session::note_async(Err e) {
   return e;
 }
 
+// A synchronising call's own error (the device's answer when it waited):
+// a fault stays sticky; any other is reported now, once, standing for the
+// posted work's error it may be.
+Err Session::sync_error(Err e) {
+  if (is_sticky(e)) return note_async(e);
+  deferred_ = cudaSuccess;
+  return e;
+}
+
 Err Session::take_deferred() {
   Err e = deferred_;
   deferred_ = cudaSuccess;
@@ -412,6 +423,7 @@ void Session::publish_copy_done(uint64_t seq, Err e) {
   if (!seq) return;
   auto* st = reinterpret_cast<DataAreaStatus*>(data_.data());
   if (e != cudaSuccess) {
+    copy_error_published_ = true;
     __atomic_store_n(&st->copy_error, e, __ATOMIC_RELAXED);
     __atomic_store_n(&st->copy_error_seq, seq, __ATOMIC_RELEASE);
   }
@@ -478,7 +490,7 @@ int32_t Session::on_SetDevice(const SetDeviceReq& rq, std::span<const uint8_t>, 
 
 int32_t Session::on_DeviceSynchronize(const DeviceSynchronizeReq&, std::span<const uint8_t>, DeviceSynchronizeResp&,
                                       std::vector<uint8_t>&) {
-  if (Err e = ctx_->synchronize(); e != cudaSuccess) return note_async(e);
+  if (Err e = ctx_->synchronize(); e != cudaSuccess) return sync_error(e);
   ctx_->pool_sync_point();
   return take_deferred();
 }
@@ -723,6 +735,19 @@ int32_t Session::on_MemcpyDtoH(const MemcpyDtoHReq& rq, std::span<const uint8_t>
   if (e == cudaSuccess) e = ctx_->copy_dtoh(dst, rq.src, rq.bytes, s);
   if (e == cudaSuccess && rq.done_seq) e = ctx_->stream_synchronize(s);
   if (e == cudaSuccess) count_bytes(&Stats::bytes_dtoh, rq.bytes);
+  // A copy to the host is where a program looks at results: the error of
+  // posted work before it (a launch the device refused) is reported with
+  // it, as CUDA's copies report errors of earlier launches, never a
+  // success over stale data. Once: a staged copy publishes it to the
+  // waiting guest, an answered copy returns it, a posted one defers it again.
+  if (e == cudaSuccess) {
+    Err earlier = take_deferred();
+    if (rq.done_seq) {
+      publish_copy_done(rq.done_seq, earlier);
+      return cudaSuccess;
+    }
+    return earlier;
+  }
   publish_copy_done(rq.done_seq, e);
   return e;
 }
@@ -952,7 +977,7 @@ int32_t Session::on_StreamSynchronize(const StreamSynchronizeReq& rq, std::span<
                                       StreamSynchronizeResp&, std::vector<uint8_t>&) {
   Stream* s;
   if (Err e = resolve_stream(rq.stream, &s); e != cudaSuccess) return e;
-  if (Err e = ctx_->stream_synchronize(s); e != cudaSuccess) return note_async(e);
+  if (Err e = ctx_->stream_synchronize(s); e != cudaSuccess) return sync_error(e);
   ctx_->pool_sync_point();
   return take_deferred();
 }
@@ -999,7 +1024,7 @@ int32_t Session::on_EventSynchronize(const EventSynchronizeReq& rq, std::span<co
   EventEntry* ev = events_.get(rq.event);
   if (!ev) return cudaErrorInvalidResourceHandle;
   if (!ev->recorded) return cudaSuccess;
-  if (Err e = ctx_->event_synchronize(*ev->e); e != cudaSuccess) return note_async(e);
+  if (Err e = ctx_->event_synchronize(*ev->e); e != cudaSuccess) return sync_error(e);
   ctx_->pool_sync_point();
   return take_deferred();
 }

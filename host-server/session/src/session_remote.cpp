@@ -30,7 +30,7 @@ int32_t Session::on_MemcpyDtoHInline(const MemcpyDtoHInlineReq& rq, std::span<co
     return e;
   }
   count_bytes(&Stats::bytes_dtoh, rq.bytes);
-  return cudaSuccess;
+  return take_deferred();  // an earlier launch's error comes with the copy (on_MemcpyDtoH)
 }
 
 // ---- peer copies between servers (peer_api.def). Tickets and pushes exist

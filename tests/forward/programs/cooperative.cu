@@ -105,9 +105,15 @@ int main() {
   // A grid larger than the device holds at once is refused.
   cudaError_t e = cudaLaunchCooperativeKernel((const void*)grid_sum, dim3(per_sm * sms * 4 + 1), dim3(256), args, 0,
                                               nullptr);
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  // A launch the device refuses after it was posted: the next copy to the
+  // host reports it (never a success over stale data), and only that copy.
+  long long back = -1;
+  if (e == cudaSuccess) e = cudaMemcpy(&back, total, sizeof back, cudaMemcpyDeviceToHost);
   EXPECT(e == cudaErrorCooperativeLaunchTooLarge, "oversized cooperative grid: %s", cudaGetErrorName(e));
   cudaGetLastError();
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(&back, total, sizeof back, cudaMemcpyDeviceToHost));
+  EXPECT(back == expect, "the refused grid wrote nothing: %lld", back);
 
   // Clusters: the device has none, so a 2x1x1 cluster is refused.
   attr[0].id = cudaLaunchAttributeClusterDimension;

@@ -301,6 +301,7 @@ class Session {
   void publish_copy_done(uint64_t seq, Err e);
   Err note_async(Err e);  // remembers an error of posted work
   Err take_deferred();
+  Err sync_error(Err e);  // the error a synchronising call reports now
   // Queues text for the application's stdout or stderr (FetchOutput) and
   // tells the guest through the status page's output_seq.
   void add_output(uint32_t stream, std::string_view text);
@@ -351,6 +352,7 @@ class Session {
   std::map<uint64_t, uint64_t> array_mem_;  // arrays' device memory: dptr -> bytes
   std::map<uint64_t, bool> texobjs_;         // live texture (false) and surface (true) objects
   Err deferred_ = cudaSuccess;  // first error of posted work, not yet reported
+  bool copy_error_published_ = false;  // this call's error went to a waiting guest
   Err sticky_ = cudaSuccess;    // a kernel fault: the context is unusable
   uint64_t violations_ = 0;
   std::string last_log_;
