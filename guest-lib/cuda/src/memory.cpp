@@ -779,7 +779,7 @@ CUresult cuGraphAddHostNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps
   cudaHostNodeParams r{p->fn, p->userData};
   return rt(cudaGraphAddHostNode(N(out), G(g), N(deps), n, &r));
 }
-// Graph memory nodes: the runtime keeps graph memory (graph.cpp); the driver
+// Graph memory nodes: the runtime keeps graph memory (graph_model.cpp); the driver
 // structures are field-for-field the runtime's.
 static_assert(sizeof(CUmemAccessDesc) == sizeof(cudaMemAccessDesc));
 CUresult cuGraphAddMemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,

@@ -220,7 +220,7 @@ cudaError_t launch_kernel_packed(KernelRec* k, dim3 grid, dim3 block, const void
 
 inline uint64_t stream_handle(cudaStream_t s) { return reinterpret_cast<uint64_t>(s); }
 
-// ---- stream capture (graph.cpp). While a stream captures, work issued to
+// ---- stream capture (graph_capture.cpp). While a stream captures, work issued to
 // it is recorded into the capture's graph instead of being sent.
 extern std::atomic<int> g_captures;  // captures in progress: the launch path's one-load test
 inline bool capture_any() { return g_captures.load(std::memory_order_relaxed) != 0; }
