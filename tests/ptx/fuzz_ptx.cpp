@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "wormhole/ptx/engine.hpp"
-#include "wormhole/ptx/fatbin.hpp"
+#include "wormhole/common/fatbin.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string err;

@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "ptx_test_util.hpp"
-#include "wormhole/ptx/fatbin.hpp"
+#include "wormhole/common/fatbin.hpp"
 
 using namespace whtest;
 using wh::ptx::Engine;

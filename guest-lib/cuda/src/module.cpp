@@ -12,8 +12,8 @@
 
 #include "driver.hpp"
 #include "wormhole/proto/occupancy.hpp"
-#include "wormhole/ptx/fatbin.hpp"
-#include "wormhole/ptx/link.hpp"
+#include "wormhole/common/fatbin.hpp"
+#include "wormhole/common/ptx_link.hpp"
 
 using namespace wh::driver;
 
@@ -221,7 +221,7 @@ CUresult potential_block(int* min_grid, int* block_out, CUfunction f, CUoccupanc
 }
 
 // ---- the linker: PTX units collected and linked in the guest (the PTX
-// linker the sim device uses, wormhole/ptx/link.hpp); cuLinkComplete's image
+// linker the sim device uses, wormhole/common/ptx_link.hpp); cuLinkComplete's image
 // is one PTX module with its NUL, which every device loads and which stays
 // a valid image when the caller copies it (its size is its text's).
 struct LinkState {

@@ -10,7 +10,7 @@
 #include "connection.hpp"
 #include "state.hpp"
 #include "wormhole/proto/graph_wire.hpp"
-#include "wormhole/ptx/fatbin.hpp"
+#include "wormhole/common/fatbin.hpp"
 
 using namespace wh::guest;
 using namespace wh::proto;

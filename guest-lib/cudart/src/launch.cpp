@@ -12,7 +12,7 @@
 #include "progress.hpp"
 #include "state.hpp"
 #include "wormhole/proto/occupancy.hpp"
-#include "wormhole/ptx/fatbin.hpp"
+#include "wormhole/common/fatbin.hpp"
 
 namespace wh::guest {
 

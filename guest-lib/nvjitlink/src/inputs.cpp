@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "wormhole/ptx/fatbin.hpp"
+#include "wormhole/common/fatbin.hpp"
 
 namespace wh::nvjitlink {
 namespace {

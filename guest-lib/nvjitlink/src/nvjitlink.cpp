@@ -3,7 +3,7 @@
 // sim device cannot run. Here the result is one PTX module:
 //  * PTX inputs (given as PTX, or found in a fatbin, a host object or a
 //    library) are linked in the guest by Wormhole's PTX linker (the sim
-//    device's, wormhole/ptx/link.hpp);
+//    device's, wormhole/common/ptx_link.hpp);
 //  * LTO-IR inputs go through NVIDIA's nvJitLink with -lto -ptx for the
 //    virtual architecture (compute_XX), and its PTX joins the others.
 // nvJitLinkGetLinkedCubin answers with that PTX (with its NUL), which
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "inputs.hpp"
-#include "wormhole/ptx/link.hpp"
+#include "wormhole/common/ptx_link.hpp"
 
 namespace {
 

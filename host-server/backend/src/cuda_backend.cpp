@@ -23,7 +23,7 @@
 #include "wormhole/server/fft.hpp"
 #include "wormhole/server/dnn.hpp"
 #include "vendor_lib.hpp"
-#include "wormhole/ptx/fatbin.hpp"  // magic numbers
+#include "wormhole/common/fatbin.hpp"  // magic numbers
 #include "wormhole/server/rand.hpp"
 
 namespace wh::server {

@@ -20,7 +20,7 @@
 #include "wormhole/proto/device_attrs.hpp"
 #include "wormhole/proto/occupancy.hpp"
 #include "wormhole/ptx/engine.hpp"
-#include "wormhole/ptx/fatbin.hpp"
+#include "wormhole/common/fatbin.hpp"
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/blaslt.hpp"

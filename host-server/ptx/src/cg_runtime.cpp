@@ -7,7 +7,7 @@
 // dynamic-parallelism part is devrt.cpp's builtins.)
 #include "cg_runtime.hpp"
 
-#include "wormhole/ptx/link.hpp"
+#include "wormhole/common/ptx_link.hpp"
 
 namespace wh::ptx::detail {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "cg_runtime.hpp"
 #include "devrt.hpp"
-#include "wormhole/ptx/link.hpp"
+#include "wormhole/common/ptx_link.hpp"
 
 namespace wh::ptx {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "wormhole/ptx/fatbin.hpp"
+#include "wormhole/common/fatbin.hpp"
 
 namespace wh::ptx {
 

@@ -4,7 +4,7 @@
 //     u32 compressed_size @16, u32 ? @20, u16 minor @24, u16 major @26, u32 arch @28,
 //     u32 name_off @32, u32 name_len @36, u64 flags @40 (0x8000 zstd, 0x2000 lz4), u64 ? @48,
 //     u64 uncompressed_size @56
-#include "wormhole/ptx/fatbin.hpp"
+#include "wormhole/common/fatbin.hpp"
 
 #include <gelf.h>
 #include <libelf.h>

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "devrt.hpp"
-#include "wormhole/ptx/link.hpp"
+#include "wormhole/common/devrt_names.hpp"
+#include "wormhole/common/ptx_link.hpp"
 
 namespace wh::ptx {
 namespace {
@@ -194,8 +194,8 @@ std::string rename_ids(std::string_view text, const std::map<std::string, std::s
 }
 
 // What the device provides: the engine's builtins, the device runtime's
-// functions (devrt.hpp), and the cooperative-groups functions of
-// libcudadevrt the sim device defines (cg_runtime.cpp).
+// functions (devrt_names.hpp), and the cooperative-groups functions of
+// libcudadevrt the sim device defines (host-server/ptx/src/cg_runtime.cpp).
 bool is_builtin(const std::string& n) {
   return n == "vprintf" || n == "__assertfail" || n == "malloc" || n == "free" || detail::devrt_name(n) ||
          n == "cudaCGGetIntrinsicHandle" || n == "cudaCGSynchronize";

@@ -1,10 +1,11 @@
-// The device runtime's function names and signatures (devrt.hpp), apart
+// The device runtime's function names and signatures (devrt_names.hpp), apart
 // from the engine: the guest's linkers (wh_ptx_link) leave these names to
 // the device as the engine does.
 #include <cstring>
 #include <string>
+#include <unordered_map>
 
-#include "devrt.hpp"
+#include "wormhole/common/devrt_names.hpp"
 
 namespace wh::ptx::detail {
 
