@@ -10,11 +10,9 @@
 #include "connection.hpp"  // guest-lib/cudart/src: wh::guest::Connection
 #include "library_call.hpp"
 #include "lt_handle.hpp"  // guest-lib/cublaslt/src
+#include "wormhole/guest_abi.h"
 #include "wormhole/proto/wire.hpp"
 
-extern "C" {
-void* wh_guest_connection(void);
-}
 
 // The guest side of a cuBLAS handle.
 struct cublasContext {

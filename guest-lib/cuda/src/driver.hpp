@@ -4,7 +4,8 @@
 // streams, events and graphs are the runtime's handles and pass between the
 // two APIs unchanged. What the runtime API cannot express (modules and
 // functions as handles, launches of a module's function, packed parameter
-// buffers) comes through libcudart's wh_guest_* exports (export.cpp there).
+// buffers) comes through libcudart's wh_guest_* exports (wormhole/guest_abi.h,
+// defined in export.cpp there).
 //
 // Every function is defined under its literal exported name (cuMemAlloc_v2,
 // cuMemcpyHtoD_v2_ptds, ...): cuda.h's name macros are off here.
@@ -18,27 +19,7 @@
 #include <cstdint>
 #include <string>
 
-extern "C" {
-// libcudart.so.13 (Wormhole's): see guest-lib/cudart/src/export.cpp. Each
-// returns a cudaError_t.
-void* wh_guest_connection(void);
-int wh_guest_module_load(const void* image, size_t size, void** module);
-int wh_guest_module_unload(void* module);
-int wh_guest_module_function(void* module, const char* name, void** fn);
-int wh_guest_module_function_names(void* module, const char** names, size_t cap, size_t* count);
-int wh_guest_module_global(void* module, const char* name, uint64_t* dptr, size_t* bytes);
-int wh_guest_library_load(const void* image, size_t size, void** lib);
-int wh_guest_library_module(void* lib);
-int wh_guest_module_managed(void* module, const char* name, void** ptr, size_t* bytes);
-void* wh_guest_module_of(void* fn);
-const char* wh_guest_function_name(void* fn);
-int wh_guest_launch(void* fn, const unsigned grid[3], const unsigned block[3], unsigned shared, void* stream,
-                    void** args, const void* params, size_t bytes, int packed, unsigned flags);
-int wh_guest_function_attributes(void* fn, cudaFuncAttributes* attr);
-int wh_guest_function_set_max_dynamic_shared(void* fn, int bytes);
-int wh_guest_function_param(void* fn, size_t index, size_t* offset, size_t* size);
-int wh_guest_allocation_of(uint64_t p, uint64_t* base, uint64_t* bytes);
-}
+#include "wormhole/guest_abi.h"  // libcudart.so.13 (Wormhole's)
 
 namespace wh::driver {
 

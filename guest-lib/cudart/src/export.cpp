@@ -9,6 +9,7 @@
 
 #include "connection.hpp"
 #include "state.hpp"
+#include "wormhole/guest_abi.h"
 #include "wormhole/proto/graph_wire.hpp"
 #include "wormhole/common/fatbin.hpp"
 
@@ -238,9 +239,6 @@ static const std::vector<std::string>& kernel_names_locked(Fatbin* fb) {
   for (auto& [name, ps] : found) fb->kernel_names.push_back(name);  // sorted: from a std::map
   return fb->kernel_names;
 }
-
-__attribute__((visibility("default"))) int wh_guest_module_global(void* module, const char* name, uint64_t* dptr,
-                                                                  size_t* bytes);
 
 // cuLibraryGetManaged: a __managed__ variable of a driver module, placed in
 // managed memory (host and device see it at one address) and bound to the

@@ -14,12 +14,9 @@
 #include <set>
 #include <string>
 
+#include "wormhole/guest_abi.h"
 #include "wormhole/proto/wire.hpp"
 
-extern "C" {
-int wh_guest_call(uint16_t op, const void* rq, size_t rq_len, const void* tail, size_t tail_len, void* rs,
-                  size_t rs_len, int posted);
-}
 
 namespace wh::guest::lib {
 
