@@ -10,12 +10,10 @@ std::atomic<int> g_captures{0};
 
 namespace {
 
+// Under g_mu, as the registries of graph_internal.hpp.
 std::unordered_map<uint64_t, StreamCap> g_streams;
-
 std::unordered_map<uint64_t, EventCap> g_events;
-
 unsigned long long g_next_capture_id = 1;
-
 thread_local cudaStreamCaptureMode t_mode = cudaStreamCaptureModeGlobal;
 
 // ---- capture internals (g_mu held)

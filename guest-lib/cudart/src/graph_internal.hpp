@@ -152,7 +152,7 @@ struct CopySide {
   size_t pitch, slice;
 };
 
-extern std::mutex g_mu;  // guards everything below
+extern std::mutex g_mu;  // guards the registries below and graph_capture.cpp's
 extern std::unordered_set<GraphRec*> g_graphs;
 extern std::unordered_set<NodeRec*> g_nodes;
 extern std::unordered_set<ExecRec*> g_execs;

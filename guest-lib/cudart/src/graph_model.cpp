@@ -36,7 +36,7 @@ void graph_mem_unref(uint64_t d) {
 
 namespace graph_impl {
 
-std::mutex g_mu;  // guards everything below
+std::mutex g_mu;  // guards the registries below and graph_capture.cpp's
 std::unordered_set<GraphRec*> g_graphs;
 std::unordered_set<NodeRec*> g_nodes;
 std::unordered_set<ExecRec*> g_execs;
