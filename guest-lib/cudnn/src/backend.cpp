@@ -483,8 +483,9 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const p, cudnnBa
                                        cudnnBackendAttributeType_t type, int64_t requested, int64_t* count,
                                        void* data) {
   const Desc* d = live(p);
-  if (!d || requested < 0 || (requested && !data) || (!count && !data) || elem_bytes(type) == 0)
-    return CUDNN_STATUS_BAD_PARAM;
+  // No array: a query of the count alone (frontends pass their array's size with it).
+  if (!d || requested < 0 || (!count && !data) || elem_bytes(type) == 0) return CUDNN_STATUS_BAD_PARAM;
+  if (!data) requested = 0;
   if (!d->final) return CUDNN_STATUS_NOT_INITIALIZED;
   const AttrSpec* a = find_attr(name);
   if (!a || a->owner != d->type) return CUDNN_STATUS_BAD_PARAM;
