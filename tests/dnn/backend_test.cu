@@ -5,15 +5,16 @@
 // return, an execution plan and a variant pack, then cudnnBackendExecute;
 // checked on the host against reference loops:
 //   forward, backward data and backward filter with padding, stride and
-//   dilation, NCHW and NHWC data strides, groups, true convolution,
-//   alpha/beta blending, half data, and descriptors destroyed once set;
+//   dilation, NCHW and NHWC data strides, K,C,R,S and K,R,S,C (channels-
+//   last) filters, groups, true convolution, alpha/beta blending, half
+//   data, and descriptors destroyed once set;
 //   the refusals cuDNN makes (wrong attribute type, count, owner or
 //   read-only attribute, an unfinalized or wrong descriptor set, incomplete
 //   or inconsistent descriptors at Finalize, set after Finalize, get before
 //   it, execute of an unfinalized plan or with a uid missing) and the forms
 //   Wormhole does not forward (CUDNN_STATUS_NOT_SUPPORTED: a pointwise
-//   operation, two operations in a graph, double data, a channels-last
-//   filter).
+//   operation, two operations in a graph, double data, a filter with
+//   padded rows).
 // Tolerance: 1e-4 relative to the largest magnitude of the reference
 // (2e-3 for half); the measured errors are printed.
 #include <cuda_fp16.h>
@@ -282,11 +283,11 @@ static Vec from_half(const std::vector<__half>& h) {
 // One case: the graph of one operation, run once; the written tensor
 // compared with the reference. Tensor descriptors are destroyed as soon as
 // the operation holds them, the operation as soon as the graph does.
-static void run_case(cudnnHandle_t h, const char* what, Dir dir, const Shape& sh, bool nhwc, float alpha, float beta,
-                     cudnnDataType_t dt = CUDNN_DATA_FLOAT) {
+static void run_case(cudnnHandle_t h, const char* what, Dir dir, const Shape& sh, bool nhwc, bool wnhwc, float alpha,
+                     float beta, cudnnDataType_t dt = CUDNN_DATA_FLOAT) {
   const int64_t xd[4] = {sh.n, sh.c, sh.h, sh.w}, wd[4] = {sh.k, sh.c / sh.groups, sh.r, sh.s},
                 yd[4] = {sh.n, sh.k, sh.p(), sh.q()};
-  const Layout lx = layout(xd, nhwc), lw = layout(wd, false), ly = layout(yd, nhwc);
+  const Layout lx = layout(xd, nhwc), lw = layout(wd, wnhwc), ly = layout(yd, nhwc);
   const size_t nx = size_t(xd[0] * xd[1] * xd[2] * xd[3]), nw = size_t(wd[0] * wd[1] * wd[2] * wd[3]),
                ny = size_t(yd[0] * yd[1] * yd[2] * yd[3]);
   Vec x = rand_vec(nx), w = rand_vec(nw), y = rand_vec(ny);
@@ -295,7 +296,7 @@ static void run_case(cudnnHandle_t h, const char* what, Dir dir, const Shape& sh
   Vec& out = dir == kFwd ? y : dir == kBwdData ? x : w;
   const Vec before = out;
 
-  Desc tx = tensor('x', xd, nhwc, dt), tw = tensor('w', wd, false, dt), ty = tensor('y', yd, nhwc, dt);
+  Desc tx = tensor('x', xd, nhwc, dt), tw = tensor('w', wd, wnhwc, dt), ty = tensor('y', yd, nhwc, dt);
   Desc conv = conv_desc(sh, CUDNN_DATA_FLOAT);
   Desc op = conv_op(dir, tx, tw, ty, conv, alpha, beta);
   for (Desc d : {tx, tw, ty, conv}) CD(cudnnBackendDestroyDescriptor(d));
@@ -338,7 +339,8 @@ static void run_case(cudnnHandle_t h, const char* what, Dir dir, const Shape& sh
   }
   reference(dir, sh, lx, lw, ly, x, w, y, out, alpha, beta);
   char name[200];
-  std::snprintf(name, sizeof name, "%s %s (%s)", kDirName[dir], what, nhwc ? "NHWC" : "NCHW");
+  std::snprintf(name, sizeof name, "%s %s (%s data, %s filter)", kDirName[dir], what, nhwc ? "NHWC" : "NCHW",
+                wnhwc ? "KRSC" : "KCRS");
   compare(name, got, out, half ? 2e-3 : 1e-4);
   // The output really was written: it differs from what it held.
   double moved = 0;
@@ -468,14 +470,16 @@ static void refusals(cudnnHandle_t h) {
   CD(cudnnBackendFinalize(dop));
   Desc dg = graph_of(h, &dop, 1);
   expect(cudnnBackendFinalize(dg), CUDNN_STATUS_NOT_SUPPORTED, "finalize a graph of double data");
-  Desc wnhwc = tensor('w', wd, true, f32);
-  Desc cop = conv_op(kFwd, tx, wnhwc, ty, conv, 1, 0);
+  const int64_t padded[4] = {36, 18, 6, 1};  // K, C, R, S with rows padded to 6 columns
+  Desc wpad = tensor_unfinalized('w', wd, padded, f32);
+  CD(cudnnBackendFinalize(wpad));
+  Desc cop = conv_op(kFwd, tx, wpad, ty, conv, 1, 0);
   CD(cudnnBackendFinalize(cop));
   Desc cg = graph_of(h, &cop, 1);
-  expect(cudnnBackendFinalize(cg), CUDNN_STATUS_NOT_SUPPORTED, "finalize a graph with a channels-last filter");
+  expect(cudnnBackendFinalize(cg), CUDNN_STATUS_NOT_SUPPORTED, "finalize a graph with a filter of padded rows");
 
   for (Desc d : {tx, tw, ty, tbad, conv, incomplete, op, pw, pwop, g0, g2, graph, plan, plan2, vp, vp2, vp3, dxt, dwt,
-                 dyt, dop, dg, wnhwc, cop, cg})
+                 dyt, dop, dg, wpad, cop, cg})
     CD(cudnnBackendDestroyDescriptor(d));
   CK(cudaFree(dx));
   CK(cudaFree(dw));
@@ -494,12 +498,15 @@ int main() {
   const Shape c{1, 2, 8, 7, 3, 2, 3, {0, 2}, {3, 1}, {1, 2}, true, 1};          // true convolution
   for (bool nhwc : {false, true}) {
     for (Dir d : {kFwd, kBwdData, kBwdFilter}) {
-      run_case(h, "pad 1 stride 2", d, a, nhwc, 1, 0);
-      run_case(h, "pad 2x1 stride 1x2 dilation 2x1 groups 2, alpha 0.5 beta 1", d, b, nhwc, 0.5f, 1.0f);
-      run_case(h, "true convolution pad 0x2 stride 3x1 dilation 1x2", d, c, nhwc, 1, 0);
+      run_case(h, "pad 1 stride 2", d, a, nhwc, false, 1, 0);
+      run_case(h, "pad 2x1 stride 1x2 dilation 2x1 groups 2, alpha 0.5 beta 1", d, b, nhwc, nhwc, 0.5f, 1.0f);
+      run_case(h, "true convolution pad 0x2 stride 3x1 dilation 1x2", d, c, nhwc, nhwc, 1, 0);
     }
   }
-  for (Dir d : {kFwd, kBwdData, kBwdFilter}) run_case(h, "half, pad 1 stride 2", d, a, false, 1, 0, CUDNN_DATA_HALF);
+  for (Dir d : {kFwd, kBwdData, kBwdFilter}) {
+    run_case(h, "half, pad 1 stride 2", d, a, false, false, 1, 0, CUDNN_DATA_HALF);
+    run_case(h, "half, channels-last, groups 2", d, b, true, true, 1, 0, CUDNN_DATA_HALF);
+  }
   refusals(h);
   CD(cudnnDestroy(h));
   CK(cudaStreamDestroy(stream));

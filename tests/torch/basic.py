@@ -90,6 +90,9 @@ expect_close("conv2d gradient of the weight (cuDNN backward filter)", dw, ref_dw
 T = torch.randn(4, 3, 3, 3, generator=g)
 expect_close("F.conv_transpose2d, stride 2", F.conv_transpose2d(X.cuda(), T.cuda(), stride=2),
              F.conv_transpose2d(X, T, stride=2), 1e-4)
+Xc, Kc = X.to(memory_format=torch.channels_last), K.to(memory_format=torch.channels_last)
+expect_close("F.conv2d, channels_last input and weight", F.conv2d(Xc.cuda(), Kc.cuda(), **conv),
+             F.conv2d(X, K, **conv), 1e-4)
 Xh, Kh = X.half(), K.half()
 expect_close("F.conv2d, half", F.conv2d(Xh.cuda(), Kh.cuda(), **conv),
              F.conv2d(Xh.float(), Kh.float(), **conv).half(), 2e-2)

@@ -270,11 +270,14 @@ cudnnStatus_t finalize_conv_op(Desc& d) {
   std::string why = legacy_tensor(*x, &l->x);
   if (why.empty()) why = legacy_tensor(*y, &l->y);
   if (why.empty()) why = legacy_tensor(*w, &wt);
-  // The legacy filter is packed K, C, R, S (NCHW); channels-last is not forwarded.
-  if (why.empty() &&
-      (wt.stride[3] != 1 || wt.stride[2] != wt.dim[3] || wt.stride[1] != int64_t(wt.dim[2]) * wt.dim[3] ||
-       wt.stride[0] != int64_t(wt.dim[1]) * wt.dim[2] * wt.dim[3]))
-    why = "a filter not packed K, C, R, S";
+  // A legacy filter is packed: K, C, R, S (NCHW) or channels-last K, R, S, C (NHWC).
+  const int64_t kc = wt.dim[1], kr = wt.dim[2], ks = wt.dim[3];
+  int32_t format = -1;
+  if (wt.stride[3] == 1 && wt.stride[2] == ks && wt.stride[1] == kr * ks && wt.stride[0] == kc * kr * ks)
+    format = dnn::kNCHW;
+  else if (wt.stride[1] == 1 && wt.stride[3] == kc && wt.stride[2] == ks * kc && wt.stride[0] == kr * ks * kc)
+    format = dnn::kNHWC;
+  if (why.empty() && format < 0) why = "a filter packed neither K, C, R, S nor K, R, S, C";
   if (why.empty() && (l->x.dtype != wt.dtype || l->x.dtype != l->y.dtype))
     why = "a convolution mixing data types";
   for (int64_t k = 0; why.empty() && k < sp; k++)
@@ -283,7 +286,7 @@ cudnnStatus_t finalize_conv_op(Desc& d) {
     d.unsupported = "a convolution graph with " + why;
     return CUDNN_STATUS_SUCCESS;
   }
-  l->w.dtype = wt.dtype, l->w.format = dnn::kNCHW, l->w.nb = 4;
+  l->w.dtype = wt.dtype, l->w.format = format, l->w.nb = 4;
   for (int k = 0; k < 4; k++) l->w.dim[k] = wt.dim[k];
   l->c.nb = 2, l->c.mode = enum32(*c, CUDNN_ATTR_CONVOLUTION_CONV_MODE, 0);
   l->c.dtype = enum32(*c, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, 0);
@@ -407,7 +410,7 @@ cudnnStatus_t run(cudnnHandle_t h, const Lowered& l, void* x, void* w, void* y, 
   if (!s) s = cudnnCreateConvolutionDescriptor(&cd);
   if (!s) s = cudnnSetTensorNdDescriptor(xd, cudnnDataType_t(l.x.dtype), 4, l.x.dim, l.x.stride);
   if (!s) s = cudnnSetTensorNdDescriptor(yd, cudnnDataType_t(l.y.dtype), 4, l.y.dim, l.y.stride);
-  if (!s) s = cudnnSetFilterNdDescriptor(wd, cudnnDataType_t(l.w.dtype), CUDNN_TENSOR_NCHW, 4, l.w.dim);
+  if (!s) s = cudnnSetFilterNdDescriptor(wd, cudnnDataType_t(l.w.dtype), cudnnTensorFormat_t(l.w.format), 4, l.w.dim);
   if (!s)
     s = cudnnSetConvolutionNdDescriptor(cd, 2, l.c.pad, l.c.stride, l.c.dil, cudnnConvolutionMode_t(l.c.mode),
                                         cudnnDataType_t(l.c.dtype));
