@@ -459,7 +459,8 @@ cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t p, cudnnBackendA
   const int64_t size = elem_bytes(type);
   if (!d || size == 0 || n < 0 || (n && !data)) return CUDNN_STATUS_BAD_PARAM;
   if (d->final) return CUDNN_STATUS_NOT_INITIALIZED;
-  if (!implemented(d->type)) {  // kept as set; Finalize refuses the type
+  if (!implemented(d->type)) {  // kept as set (bounded); Finalize refuses the type
+    if (n > kMany) return CUDNN_STATUS_BAD_PARAM;
     if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
       for (int64_t k = 0; k < n; k++)
         if (!live(static_cast<void* const*>(data)[k])) return CUDNN_STATUS_BAD_PARAM;
