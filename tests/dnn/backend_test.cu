@@ -11,10 +11,11 @@
 //   the refusals cuDNN makes (wrong attribute type, count, owner or
 //   read-only attribute, an unfinalized or wrong descriptor set, incomplete
 //   or inconsistent descriptors at Finalize, set after Finalize, get before
-//   it, execute of an unfinalized plan or with a uid missing) and the forms
-//   Wormhole does not forward (CUDNN_STATUS_NOT_SUPPORTED: a pointwise
-//   operation, two operations in a graph, double data, a filter with
-//   padded rows).
+//   it, execute of an unfinalized plan or with a uid missing, an engine
+//   index beyond the graph's count), a plan built from engine 0 directly,
+//   and the forms Wormhole does not forward (CUDNN_STATUS_NOT_SUPPORTED:
+//   knob choices, a pointwise operation, two operations in a graph, double
+//   data, a filter with padded rows).
 // Tolerance: 1e-4 relative to the largest magnitude of the reference
 // (2e-3 for half); the measured errors are printed.
 #include <cuda_fp16.h>
@@ -440,6 +441,31 @@ static void refusals(cudnnHandle_t h) {
   Desc plan = plan_of(h, graph, &wsize);
   expect(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &wsize),
          CUDNN_STATUS_NOT_INITIALIZED, "set on a finalized plan");
+  // The engine by index, as a frontend's fallback list builds it: index 0
+  // runs, index 1 does not exist; a knob choice the engine lacks is refused.
+  Desc eng = create(CUDNN_BACKEND_ENGINE_DESCRIPTOR), eng1 = create(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  const int64_t idx0 = 0, idx1 = 1;
+  set(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+  set(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &idx0);
+  CD(cudnnBackendFinalize(eng));
+  set(eng1, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+  set(eng1, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &idx1);
+  expect(cudnnBackendFinalize(eng1), CUDNN_STATUS_BAD_PARAM, "finalize engine 1 of a graph of 1 engine");
+  Desc knob = create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+  const cudnnBackendKnobType_t tile = CUDNN_KNOB_TYPE_TILE_SIZE;
+  set(knob, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &tile);
+  set(knob, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &idx1);
+  CD(cudnnBackendFinalize(knob));
+  Desc kcfg = create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR), cfg = create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  set(kcfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng);
+  set(kcfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &knob);
+  expect(cudnnBackendFinalize(kcfg), CUDNN_STATUS_NOT_SUPPORTED, "finalize a configuration with a knob choice");
+  set(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng);
+  CD(cudnnBackendFinalize(cfg));
+  Desc plan_idx = create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  set(plan_idx, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
+  CD(cudnnBackendFinalize(plan_idx));
+
   Desc plan2 = create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
   expect(cudnnBackendSetAttribute(plan2, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &wsize),
          CUDNN_STATUS_BAD_PARAM, "set the read-only workspace size");
@@ -460,8 +486,20 @@ static void refusals(cudnnHandle_t h) {
   set(vp3, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
   set(vp3, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 2, ptrs);
   expect(cudnnBackendFinalize(vp3), CUDNN_STATUS_BAD_PARAM, "finalize 3 uids with 2 pointers");
-  CD(cudnnBackendExecute(h, plan, vp));  // the complete pack still runs
-  CK(cudaDeviceSynchronize());
+  // The complete pack runs, on both plans: y from x = 1, w = 1 is the
+  // count of the window's taps inside the image (9 inside, 4 at a corner).
+  std::vector<float> ones(54, 1.0f), yv(75, 0.0f);
+  CK(cudaMemcpy(dx, ones.data(), 50 * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dw, ones.data(), 54 * 4, cudaMemcpyHostToDevice));
+  for (Desc p : {plan, plan_idx}) {
+    CK(cudaMemset(dy, 0, 75 * 4));
+    CD(cudnnBackendExecute(h, p, vp));
+    CK(cudaMemcpy(yv.data(), dy, 75 * 4, cudaMemcpyDeviceToHost));
+    const bool ok = yv[0] == 8.0f && yv[12] == 18.0f && yv[25 + 24] == 8.0f;  // 2 channels: 4, 9, 4 taps
+    std::printf("%s plan %s on all-ones data: corner %g, centre %g\n", ok ? "ok  " : "FAIL",
+                p == plan ? "from heuristics" : "from engine 0", yv[0], yv[12]);
+    if (!ok) failures++;
+  }
 
   // Forms the legacy path does not take: double data, a channels-last filter.
   const cudnnDataType_t f64 = CUDNN_DATA_DOUBLE;
@@ -478,6 +516,8 @@ static void refusals(cudnnHandle_t h) {
   Desc cg = graph_of(h, &cop, 1);
   expect(cudnnBackendFinalize(cg), CUDNN_STATUS_NOT_SUPPORTED, "finalize a graph with a filter of padded rows");
 
+  for (Desc d : {eng, eng1, knob, kcfg, cfg, plan_idx})
+    CD(cudnnBackendDestroyDescriptor(d));
   for (Desc d : {tx, tw, ty, tbad, conv, incomplete, op, pw, pwop, g0, g2, graph, plan, plan2, vp, vp2, vp3, dxt, dwt,
                  dyt, dop, dg, wpad, cop, cg})
     CD(cudnnBackendDestroyDescriptor(d));
