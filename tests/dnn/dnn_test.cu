@@ -2,7 +2,7 @@
 // (libcudart.so.13 + libcudnn.so.9) and checked on the host against
 // straightforward reference loops:
 //   convolution forward (padding, stride, groups; cross-correlation and
-//   true convolution with dilation), backward data, backward filter,
+//   true convolution with dilation; NCHW and NHWC filters), backward data, backward filter,
 //   backward bias; max and average pooling forward and backward;
 //   activations (sigmoid, relu, tanh, clipped relu, elu) forward and
 //   backward; softmax (accurate/instance, log/channel) forward and
@@ -137,7 +137,21 @@ static void conv_loop(const ConvShape& s, F&& f) {
               }
 }
 
-static void test_conv(const char* name, const ConvShape& s, cudnnHandle_t h) {
+// A K, C, R, S filter in NHWC order (K, R, S, C) and back.
+static Vec krsc(const Vec& w, int K, int C, int R, int S, bool to) {
+  Vec v(w.size());
+  for (int k = 0; k < K; k++)
+    for (int c = 0; c < C; c++)
+      for (int r = 0; r < R; r++)
+        for (int t = 0; t < S; t++) {
+          const size_t a = ((size_t(k) * C + c) * R + r) * S + t, b = ((size_t(k) * R + r) * S + t) * C + c;
+          if (to) v[b] = w[a]; else v[a] = w[b];
+        }
+  return v;
+}
+
+// nhwc_filter: the filter is CUDNN_TENSOR_NHWC (K, R, S, C in memory).
+static void test_conv(const char* name, const ConvShape& s, cudnnHandle_t h, bool nhwc_filter = false) {
   const int OH = s.OH(), OW = s.OW(), cg = s.C / s.G;
   Vec x = rand_vec(size_t(s.N) * s.C * s.H * s.W), w = rand_vec(size_t(s.K) * cg * s.R * s.S),
       dy = rand_vec(size_t(s.N) * s.K * OH * OW);
@@ -152,7 +166,8 @@ static void test_conv(const char* name, const ConvShape& s, cudnnHandle_t h) {
   cudnnTensorDescriptor_t xd = tensor(s.N, s.C, s.H, s.W), yd = tensor(s.N, s.K, OH, OW), bd = tensor(1, s.K, 1, 1);
   cudnnFilterDescriptor_t wd;
   CD(cudnnCreateFilterDescriptor(&wd));
-  CD(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.K, cg, s.R, s.S));
+  CD(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, nhwc_filter ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, s.K, cg, s.R,
+                                s.S));
   cudnnConvolutionDescriptor_t cd;
   CD(cudnnCreateConvolutionDescriptor(&cd));
   CD(cudnnSetConvolution2dDescriptor(cd, s.ph, s.pw, s.sh, s.sw, s.dh, s.dw,
@@ -180,7 +195,7 @@ static void test_conv(const char* name, const ConvShape& s, cudnnHandle_t h) {
   size_t wsz = std::max(ws_f, std::max(ws_d, ws_w));
   if (wsz) CK(cudaMalloc(&ws, wsz));
 
-  float *px = dev(x), *pw = dev(w), *pdy = dev(dy), *py = dev_nan(y_ref.size()), *pdx = dev_nan(x.size()),
+  float *px = dev(x), *pw = dev(nhwc_filter ? krsc(w, s.K, cg, s.R, s.S, true) : w), *pdy = dev(dy), *py = dev_nan(y_ref.size()), *pdx = dev_nan(x.size()),
         *pdw = dev_nan(w.size()), *pdb = dev_nan(s.K);
   const float one = 1, zero = 0;
   CD(cudnnConvolutionForward(h, &one, xd, px, wd, pw, cd, fperf[0].algo, ws, wsz, &zero, yd, py));
@@ -193,7 +208,7 @@ static void test_conv(const char* name, const ConvShape& s, cudnnHandle_t h) {
   std::snprintf(what, sizeof what, "%s backward data", name);
   compare(what, host(pdx, x.size()), dx_ref);
   std::snprintf(what, sizeof what, "%s backward filter", name);
-  compare(what, host(pdw, w.size()), dw_ref);
+  compare(what, nhwc_filter ? krsc(host(pdw, w.size()), s.K, cg, s.R, s.S, false) : host(pdw, w.size()), dw_ref);
   std::snprintf(what, sizeof what, "%s backward bias", name);
   compare(what, host(pdb, s.K), db_ref);
   // Blending: y = 0.5 * conv + 1.5 * y.
@@ -1085,6 +1100,8 @@ int main() {
   test_conv("conv pad 1 stride 2 groups 2", {2, 4, 9, 7, 6, 3, 3, 1, 1, 2, 2, 1, 1, 2, false}, h);
   test_conv("conv 5x5 (LeNet's first layer)", {3, 1, 28, 28, 6, 5, 5, 0, 0, 1, 1, 1, 1, 1, false}, h);
   test_conv("true convolution, dilation 2, pad 2x1", {2, 3, 10, 9, 4, 3, 2, 2, 1, 1, 1, 2, 2, 1, true}, h);
+  test_conv("NHWC filter, true convolution, dilation 2, groups 2", {2, 4, 9, 8, 6, 3, 2, 1, 2, 2, 1, 2, 1, 2, true}, h,
+            true);
   // The last window stops short of the input's end (oneDNN's right padding < 0).
   test_conv("stride 3 leaving a remainder", {2, 2, 10, 11, 3, 2, 2, 0, 1, 3, 3, 1, 1, 1, false}, h);
   test_pool(h, CUDNN_POOLING_MAX, "max 3x3 pad 1 stride 2");

@@ -127,8 +127,8 @@ TEST_F(Fixture, BadDescriptorsAreRefused) {
   expect_refused(rq, "unknown data type");
   rq = base, rq.w.nb = 9;
   expect_refused(rq, "filter nb 9");
-  rq = base, rq.w.format = 1;
-  expect_refused(rq, "NHWC filter");
+  rq = base, rq.w.format = 2;
+  expect_refused(rq, "NCHW_VECT_C filter");
   rq = base, rq.w.dim[1] = 2;
   expect_refused(rq, "filter channels differ from the input's");
   rq = base, rq.conv.groups = 0;

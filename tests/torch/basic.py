@@ -4,7 +4,8 @@ compared with the same computation on the CPU. What needs only the runtime,
 copies, memsets and cuBLAS must work; PyTorch's own kernels (SASS only in the
 wheel) must either match the CPU or be refused cleanly, leaving the session
 usable. PyTorch's jiterated operations (CUDA C++ compiled at run time with
-NVRTC) run on the sim device. Exit 0 on success, 1 with the first mismatch."""
+NVRTC) run on the sim device, and its cuDNN convolutions through Wormhole's
+cuDNN. Exit 0 on success, 1 with the first mismatch."""
 import sys
 
 import torch
@@ -70,6 +71,31 @@ expect_close("torch.special.bessel_j0 (jiterated kernel)", torch.special.bessel_
              torch.special.bessel_j0(x), 1e-5)
 n, m = torch.arange(1, 200), torch.arange(7, 206)
 expect_close("torch.lcm, int64 (jiterated kernel)", torch.lcm(n.cuda(), m.cuda()), torch.lcm(n, m), 0)
+
+# Convolutions: PyTorch drives cuDNN through its backend (graph) API, whose
+# one-convolution graphs Wormhole's cuDNN runs with the legacy calls it
+# forwards (no bias: adding one is one of PyTorch's own kernels).
+F = torch.nn.functional
+X, K = torch.randn(2, 4, 9, 8, generator=g), torch.randn(6, 2, 3, 2, generator=g)
+conv = dict(padding=(2, 1), stride=(1, 2), dilation=(2, 1), groups=2)
+expect_close("F.conv2d, padding, stride, dilation, groups (cuDNN backend API)", F.conv2d(X.cuda(), K.cuda(), **conv),
+             F.conv2d(X, K, **conv), 1e-4)
+dY = torch.randn(2, 6, 9, 5, generator=g)
+Xr, Kr = X.clone().requires_grad_(), K.clone().requires_grad_()
+ref_dx, ref_dw = torch.autograd.grad(F.conv2d(Xr, Kr, **conv), (Xr, Kr), dY)
+Xd, Kd = X.cuda().requires_grad_(), K.cuda().requires_grad_()
+dx, dw = torch.autograd.grad(F.conv2d(Xd, Kd, **conv), (Xd, Kd), dY.cuda())
+expect_close("conv2d gradient of the input (cuDNN backward data)", dx, ref_dx, 1e-4)
+expect_close("conv2d gradient of the weight (cuDNN backward filter)", dw, ref_dw, 1e-4)
+T = torch.randn(4, 3, 3, 3, generator=g)
+expect_close("F.conv_transpose2d, stride 2", F.conv_transpose2d(X.cuda(), T.cuda(), stride=2),
+             F.conv_transpose2d(X, T, stride=2), 1e-4)
+Xc, Kc = X.to(memory_format=torch.channels_last), K.to(memory_format=torch.channels_last)
+expect_close("F.conv2d, channels_last input and weight", F.conv2d(Xc.cuda(), Kc.cuda(), **conv),
+             F.conv2d(X, K, **conv), 1e-4)
+Xh, Kh = X.half(), K.half()
+expect_close("F.conv2d, half", F.conv2d(Xh.cuda(), Kh.cuda(), **conv),
+             F.conv2d(Xh.float(), Kh.float(), **conv).half(), 2e-2)
 
 # PyTorch's own kernels: matched against the CPU where the device can run
 # them, else refused as an invalid kernel image (never a wrong answer, never

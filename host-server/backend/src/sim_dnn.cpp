@@ -10,7 +10,8 @@
 // contents never read when beta == 0. Gathering first makes in-place calls
 // (y == x, dx == dy) and any overlap safe.
 //   convolution  oneDNN convolution (direct algorithm), groups through
-//                goihw weights; CUDNN_CONVOLUTION (the true convolution)
+//                goihw weights (NHWC filters, K, R, S, C, permuted to and
+//                from them); CUDNN_CONVOLUTION (the true convolution)
 //                flips the filter's spatial dimensions around it;
 //   pooling      oneDNN pooling (max; average including or excluding the
 //                padding); max pooling's backward pass runs the forward
@@ -149,8 +150,10 @@ class SimDnn final : public Dnn {
       dnnl::convolution_backward_weights::primitive_desc pd(d, eng_, hint);
       run(dnnl::convolution_backward_weights(pd),
           {{DNNL_ARG_SRC, mem(c.x, xs)}, {DNNL_ARG_DIFF_DST, mem(c.y, dys)}, {DNNL_ARG_DIFF_WEIGHTS, mem(c.w, dws)}});
-      // The gradient of the flipped filter, flipped back.
-      Vec out = rq.conv.mode == 0 ? filter(rq.dw, dws.data(), true) : std::move(dws);
+      // The gradient of the flipped filter, flipped back; in dw's layout.
+      DnnFilter dense = rq.dw;
+      dense.format = dnn::kNCHW;
+      Vec out = unfilter(rq.dw, rq.conv.mode == 0 ? filter(dense, dws.data(), true) : std::move(dws));
       blend(dw, out.data(), int64_t(out.size()), rq.alpha, rq.beta);
       return Err(cudaSuccess);
     });
@@ -945,15 +948,33 @@ class SimDnn final : public Dnn {
     each(t, [&](int64_t i, int64_t off) { v[i] = p[off]; });
     return v;
   }
-  // A dense filter, its spatial dimensions reversed when `flip`.
+  // A dense K, C, R, S filter (oneDNN's oihw) from one in the filter's
+  // layout (NHWC: K, R, S, C), its spatial dimensions reversed when `flip`.
   static Vec filter(const DnnFilter& f, const float* p, bool flip) {
+    const int64_t k = f.dim[0], c = f.dim[1], r = f.dim[2], s = f.dim[3];
     Vec v(p, p + dnn::filter_count(f));
+    if (f.format == dnn::kNHWC)
+      for (int64_t o = 0; o < k; o++)
+        for (int64_t i = 0; i < c; i++)
+          for (int64_t a = 0; a < r; a++)
+            for (int64_t b = 0; b < s; b++) v[((o * c + i) * r + a) * s + b] = p[((o * r + a) * s + b) * c + i];
     if (!flip) return v;
-    const int64_t kc = int64_t(f.dim[0]) * f.dim[1], r = f.dim[2], s = f.dim[3];
-    for (int64_t i = 0; i < kc; i++)
+    Vec u(v.size());
+    for (int64_t i = 0; i < k * c; i++)
       for (int64_t a = 0; a < r; a++)
-        for (int64_t b = 0; b < s; b++) v[(i * r + a) * s + b] = p[(i * r + (r - 1 - a)) * s + (s - 1 - b)];
-    return v;
+        for (int64_t b = 0; b < s; b++) u[(i * r + a) * s + b] = v[(i * r + (r - 1 - a)) * s + (s - 1 - b)];
+    return u;
+  }
+  // A dense K, C, R, S filter back in the filter's layout.
+  static Vec unfilter(const DnnFilter& f, Vec v) {
+    if (f.format != dnn::kNHWC) return v;
+    const int64_t k = f.dim[0], c = f.dim[1], r = f.dim[2], s = f.dim[3];
+    Vec u(v.size());
+    for (int64_t o = 0; o < k; o++)
+      for (int64_t i = 0; i < c; i++)
+        for (int64_t a = 0; a < r; a++)
+          for (int64_t b = 0; b < s; b++) u[((o * r + a) * s + b) * c + i] = v[((o * c + i) * r + a) * s + b];
+    return u;
   }
   static void scatter(const DnnTensor& t, float* p, const Vec& r, double alpha, double beta) {
     const float a = float(alpha), b = float(beta);

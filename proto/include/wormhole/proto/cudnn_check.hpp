@@ -5,7 +5,7 @@
 //
 // What Wormhole forwards: 4-d (N, C, H, W) float, half or bfloat16 tensors
 // (one type per operation's data; batch normalization's parameters float) with any positive
-// strides, NCHW filters, 2-d convolutions (padding, stride, dilation,
+// strides, NCHW or NHWC (K, R, S, C) filters, 2-d convolutions (padding, stride, dilation,
 // groups, convolution or cross-correlation), 2-d pooling. Every dimension
 // and stride is below 2^31 and every tensor spans fewer than 2^31
 // elements (what the backends index with int arithmetic).
@@ -20,7 +20,7 @@ namespace wh::proto::dnn {
 // cudnnStatus_t values.
 constexpr int32_t kOk = 0, kBadParam = 2000, kNotSupported = 3000;
 // cudnnDataType_t / cudnnTensorFormat_t values.
-constexpr int32_t kFloat = 0, kHalf = 2, kBf16 = 9, kNCHW = 0;
+constexpr int32_t kFloat = 0, kHalf = 2, kBf16 = 9, kNCHW = 0, kNHWC = 1;
 constexpr int64_t kMaxElems = int64_t(1) << 31;
 
 // The data types forwarded: float, and half / bfloat16 (computed in float).
@@ -77,7 +77,7 @@ inline int32_t check_filter(const DnnFilter& f) {
     n *= f.dim[k];
     if (n >= kMaxElems) return kBadParam;
   }
-  if (!dtype_ok(f.dtype) || f.format != kNCHW || f.nb != 4) return kNotSupported;
+  if (!dtype_ok(f.dtype) || (f.format != kNCHW && f.format != kNHWC) || f.nb != 4) return kNotSupported;
   return kOk;
 }
 inline int64_t filter_count(const DnnFilter& f) {
