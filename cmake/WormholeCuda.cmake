@@ -37,8 +37,8 @@ function(wh_nvcc_program name)
   add_custom_command(OUTPUT ${out}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${outdir}
     COMMAND ${WH_NVCC} -cudart ${A_CUDART} -O2 -std=c++17 ${WH_CUDA_ARCH_FLAGS} ${A_FLAGS}
-            -o ${out} ${srcs} ${A_LIBS}
-    DEPENDS ${srcs} ${A_DEPENDS} VERBATIM
+            -I${PROJECT_SOURCE_DIR}/tests/include -o ${out} ${srcs} ${A_LIBS}
+    DEPENDS ${srcs} ${A_DEPENDS} ${PROJECT_SOURCE_DIR}/tests/include/wh_check.cuh VERBATIM
     COMMENT "nvcc ${name}")
   add_custom_target(${name} ALL DEPENDS ${out})
   set_target_properties(${name} PROPERTIES WH_PATH ${out})

@@ -31,22 +31,8 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-#define CB(x)                                                                                          \
-  do {                                                                                                 \
-    cublasStatus_t s_ = (x);                                                                           \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                 \
-      std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, cublasLtGetStatusName(s_));          \
-      std::exit(1);                                                                                    \
-    }                                                                                                  \
-  } while (0)
+#include "wh_check.cuh"
+#define CB(x) WH_REQUIRE(x, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusName(r_))
 
 static int failures = 0;
 static void check(bool ok, const char* what, double err, double tol) {

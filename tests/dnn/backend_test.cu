@@ -27,22 +27,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-#define CD(x)                                                                              \
-  do {                                                                                     \
-    cudnnStatus_t s_ = (x);                                                                \
-    if (s_ != CUDNN_STATUS_SUCCESS) {                                                      \
-      std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudnnGetErrorString(s_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
+#include "wh_check.cuh"
+#define CD(x) WH_REQUIRE(x, CUDNN_STATUS_SUCCESS, cudnnGetErrorString(r_))
 
 using Desc = cudnnBackendDescriptor_t;
 using Vec = std::vector<float>;

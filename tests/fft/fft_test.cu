@@ -21,22 +21,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
-#define CF(x)                                                                   \
-  do {                                                                          \
-    cufftResult r_ = (x);                                                       \
-    if (r_ != CUFFT_SUCCESS) {                                                  \
-      std::printf("FAIL %s:%d %s: cufftResult %d\n", __FILE__, __LINE__, #x, int(r_)); \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
+#include "wh_check.cuh"
+#define CF(x) WH_REQUIRE(x, CUFFT_SUCCESS, "cufftResult")
 
 static int failures = 0;
 static void check(bool ok, const char* what, double err, double tol) {

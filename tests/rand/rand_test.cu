@@ -36,22 +36,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
-#define CR(x)                                                                    \
-  do {                                                                           \
-    curandStatus_t r_ = (x);                                                     \
-    if (r_ != CURAND_STATUS_SUCCESS) {                                           \
-      std::printf("FAIL %s:%d %s: curandStatus %d\n", __FILE__, __LINE__, #x, int(r_)); \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
+#include "wh_check.cuh"
+#define CR(x) WH_REQUIRE(x, CURAND_STATUS_SUCCESS, "curandStatus")
 
 static int failures = 0;
 #define EXPECT(c, ...)                                      \
