@@ -6,6 +6,8 @@ wheel) must either match the CPU or be refused cleanly, leaving the session
 usable. PyTorch's jiterated operations (CUDA C++ compiled at run time with
 NVRTC) run on the sim device, and its cuDNN convolutions through Wormhole's
 cuDNN. Exit 0 on success, 1 with the first mismatch."""
+import ctypes
+import os
 import sys
 
 import torch
@@ -38,6 +40,33 @@ free, total = torch.cuda.mem_get_info()
 if not 0 < free <= total:
     fail(f"mem_get_info {free} {total}")
 print(f"ok   device: {name}, {total >> 20} MiB", flush=True)
+
+
+def library_of(addr):
+    for ln in open("/proc/self/maps"):
+        f = ln.split()
+        lo, hi = (int(v, 16) for v in f[0].split("-"))
+        if lo <= addr < hi and len(f) > 5:
+            return f[5]
+    return None
+
+
+# The libraries PyTorch binds by soname are Wormhole's drop-ins (NVIDIA's
+# copies, which PyTorch also opens by path, serve nothing): the library each
+# soname resolves to in this process holds the function called through it.
+rt = ctypes.CDLL("libcudart.so.13", mode=os.RTLD_NOLOAD)
+if not hasattr(rt, "wh_guest_connection"):
+    fail("libcudart.so.13 in this process is not Wormhole's")
+wh_dir = os.path.dirname(library_of(ctypes.cast(rt.cudaMalloc, ctypes.c_void_p).value))
+for soname, fn in [("libcudart.so.13", "cudaMalloc"), ("libcublas.so.13", "cublasCreate_v2"),
+                   ("libcublasLt.so.13", "cublasLtCreate"), ("libcufft.so.12", "cufftPlan1d"),
+                   ("libcurand.so.10", "curandCreateGenerator"), ("libcudnn.so.9", "cudnnGetVersion"),
+                   ("libnvrtc.so.13", "nvrtcCompileProgram")]:
+    lib = ctypes.CDLL(soname, mode=os.RTLD_NOLOAD)
+    where = library_of(ctypes.cast(getattr(lib, fn), ctypes.c_void_p).value)
+    if os.path.dirname(where) != wh_dir:
+        fail(f"{soname}: {fn} served by {where}, not by Wormhole's drop-in in {wh_dir}")
+print(f"ok   PyTorch's CUDA libraries are Wormhole's ({wh_dir})", flush=True)
 
 g = torch.Generator().manual_seed(7)
 A = torch.randn(96, 80, generator=g)

@@ -22,18 +22,11 @@ while [ ! -S "$dir/s.sock" ]; do
   [ $i -lt 100 ] && kill -0 $spid 2>/dev/null || { echo "FAIL: server did not start"; cat "$dir/server.log"; exit 1; }
   sleep 0.1
 done
-# PyTorch's libraries find NVIDIA's copies through their DT_RPATH, searched
-# before LD_LIBRARY_PATH: Wormhole's drop-ins are preloaded (docs/pytorch.md).
-pre=""
-for l in libcudart.so.13 libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcufft.so.12 libcurand.so.10 \
-         libcudnn.so.9 libnvrtc.so.13; do
-  [ -e "$lib/$l" ] && pre="$pre${pre:+:}$lib/$l"
-done
-# Jiterated kernels compiled afresh each run (no disk cache), with the NVRTC
-# of the PyTorch wheel (Wormhole's libnvrtc drives NVIDIA's).
-nvrtc=$(ls "$env"/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13 2>/dev/null | head -1)
-export USE_PYTORCH_KERNEL_CACHE=0 WORMHOLE_NVRTC_LIB="${WORMHOLE_NVRTC_LIB:-$nvrtc}"
-LD_PRELOAD="$pre" "$run" --lib-dir "$lib" --socket "$dir/s.sock" "$env/bin/python" "$script"
+# wormhole-run alone: it preloads Wormhole's drop-ins, which PyTorch's
+# DT_RPATH would otherwise pass over for NVIDIA's copies (docs/pytorch.md),
+# and Wormhole's NVRTC finds the wheel's to compile. Jiterated kernels are
+# compiled afresh each run (no disk cache).
+USE_PYTORCH_KERNEL_CACHE=0 "$run" --lib-dir "$lib" --socket "$dir/s.sock" "$env/bin/python" "$script"
 rc=$?
 [ $rc -eq 0 ] || { echo "--- server log"; cat "$dir/server.log"; }
 exit $rc

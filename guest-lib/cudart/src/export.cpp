@@ -183,16 +183,19 @@ __attribute__((visibility("default"))) int wh_guest_library_load(const void* ima
 }
 
 // `load`: a library not loaded yet (or since a context reset) is loaded now,
-// its handle unchanged.
-static Fatbin* driver_module(void* m, bool load = true) {
+// its handle unchanged; *err says why not (an image the device refused:
+// the same error each time), else why the handle is not a module.
+static Fatbin* driver_module(void* m, bool load = true, cudaError_t* err = nullptr) {
   Fatbin* found = nullptr;
   {
     std::lock_guard lk(rt().mu);
     for (Fatbin* fb : rt().fatbins)
       if (fb == m && fb->driver && (fb->module || fb->library)) found = fb;
   }
-  if (load && found && !found->module && ensure_fatbin_module(*found) != cudaSuccess) return nullptr;
-  return found;
+  cudaError_t e = found ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  if (load && found && !found->module) e = ensure_fatbin_module(*found);
+  if (err) *err = e;
+  return e == cudaSuccess ? found : nullptr;
 }
 
 // cuLibraryGetModule: a library not loaded yet is loaded now, as CUDA loads
@@ -247,8 +250,9 @@ static const std::vector<std::string>& kernel_names_locked(Fatbin* fb) {
 __attribute__((visibility("default"))) int wh_guest_module_managed(void* module, const char* name, void** ptr,
                                                                    size_t* bytes) {
   if (!name) return cudaErrorInvalidValue;
-  Fatbin* fb = driver_module(module);
-  if (!fb) return cudaErrorInvalidResourceHandle;
+  cudaError_t why;
+  Fatbin* fb = driver_module(module, true, &why);
+  if (!fb) return why;
   {
     std::lock_guard lk(rt().mu);
     if (auto it = fb->managed_vars.find(name); it != fb->managed_vars.end()) {
@@ -356,8 +360,9 @@ __attribute__((visibility("default"))) int wh_guest_module_function_names(void* 
 __attribute__((visibility("default"))) int wh_guest_module_global(void* module, const char* name, uint64_t* dptr,
                                                                   size_t* bytes) {
   if (!name) return cudaErrorInvalidValue;
-  Fatbin* fb = driver_module(module);
-  if (!fb) return cudaErrorInvalidResourceHandle;
+  cudaError_t why;
+  Fatbin* fb = driver_module(module, true, &why);
+  if (!fb) return why;
   Connection* c = Connection::get();
   if (!c) return cudaErrorDevicesUnavailable;
   ModuleGetGlobalResp rs{};

@@ -7,6 +7,9 @@
 // .nv.info (or the PTX when the fatbin has no cubin): launches carry no
 // sizes, so the guest packs `void** args` into one buffer with them.
 #include <cstring>
+#include <functional>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "progress.hpp"
@@ -52,10 +55,34 @@ void parse_params(Fatbin& fb) {
   }
 }
 
-// Ships the fatbin (once) through the data area's pinned heap.
+bool permanent_image_error(cudaError_t e) {
+  return e == cudaErrorInvalidKernelImage || e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidPtx ||
+         e == cudaErrorUnsupportedPtxVersion;
+}
+
+// Images a device refused for what they are, by device, size and content:
+// cuModuleLoadData* makes a new record each call, so the same bytes loaded
+// again are answered from here rather than shipped and parsed again. Under
+// g_load_mu.
+using ImageKey = std::tuple<int, size_t, size_t>;
+std::map<ImageKey, cudaError_t> g_refused_images;
+
+ImageKey image_key(const Fatbin& fb) {
+  return {current_device(), fb.size,
+          std::hash<std::string_view>{}(std::string_view(reinterpret_cast<const char*>(fb.image), fb.size))};
+}
+
+// Ships the fatbin (once) through the data area's pinned heap. An image the
+// device refused is never shipped again: every later use gets its error.
 cudaError_t ensure_module(Connection* c, Fatbin& fb) {
   if (fb.module) return cudaSuccess;
   if (fb.load_error != cudaSuccess) return fb.load_error;
+  const bool fresh_record = fb.driver;  // cuModuleLoadData*, cuLibraryLoadData*: a record per call
+  if (fresh_record)
+    if (auto it = g_refused_images.find(image_key(fb)); it != g_refused_images.end()) {
+      fb.load_error = it->second;
+      return it->second;
+    }
   void* buf = nullptr;
   uint64_t off = 0;
   if (cudaError_t e = data_area_block(c, fb.size, &buf, &off); e != cudaSuccess) return e;
@@ -64,9 +91,10 @@ cudaError_t ensure_module(Connection* c, Fatbin& fb) {
   cudaError_t e = push_data_area(c, off, fb.size);
   if (e == cudaSuccess) e = c->call<Op::ModuleLoad>({off, fb.size}, &rs);
   heap_free_block(off);
-  if (e == cudaErrorInvalidKernelImage || e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidPtx ||
-      e == cudaErrorUnsupportedPtxVersion)
-    fb.load_error = e;  // the image itself: the answer will not change
+  if (permanent_image_error(e)) {  // the image itself: the answer will not change
+    fb.load_error = e;
+    g_refused_images[image_key(fb)] = e;
+  }
   if (e != cudaSuccess) return e;
   fb.module = rs.module;
   return bind_managed_vars(c, fb);

@@ -54,8 +54,9 @@ struct Fatbin {
   std::vector<uint8_t> rdc_image;
   PerDevice<uint64_t> module;  // server handle once shipped (lazily, once per device)
   // Why the device refused the image (it is not shipped again): a kernel
-  // of a library that cannot load fails when it is used.
-  cudaError_t load_error = cudaSuccess;
+  // of a library that cannot load fails when it is used. Per device, as a
+  // GPU may run the SASS another device refuses.
+  PerDevice<cudaError_t> load_error;
   std::map<std::string, std::vector<proto::ParamInfo>> params;  // from .nv.info / PTX
   bool params_parsed = false;
   std::vector<ManagedVarRec> managed;  // __managed__ variables (managed.cpp)

@@ -10,8 +10,9 @@
 // cuModuleLoadData and cuLibraryLoadData take as readily as a cubin, and
 // nvJitLinkGetLinkedPtx with the same text. NVIDIA's library is loaded from
 // $WORMHOLE_NVJITLINK_LIB, else beside the process's libnvvm.so.4 (the pip
-// wheels keep both in one folder, so LTO-IR and linker match), else from the
-// library path or the toolkit.
+// wheels keep both in one folder, so LTO-IR and linker match), else from a
+// pip wheel of the process's Python packages, the library path or the
+// toolkit (real_library.hpp).
 #include <dlfcn.h>
 #include <link.h>
 // The unversioned names are this library's own functions, not the header's inline wrappers.
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "inputs.hpp"
+#include "real_library.hpp"
 #include "wormhole/common/ptx_link.hpp"
 
 namespace {
@@ -77,20 +79,10 @@ Real& real() {
   static Real r;
   static std::once_flag once;
   std::call_once(once, [] {
-    std::vector<std::string> paths;
-    if (const char* e = std::getenv("WORMHOLE_NVJITLINK_LIB"); e && *e) paths.push_back(e);
-    if (std::string d = nvvm_dir(); !d.empty()) paths.push_back(d + "/libnvJitLink.so.13");
-    const std::string self = own_dir();
-    if (const char* lp = std::getenv("LD_LIBRARY_PATH"))
-      for (std::string rest = lp; !rest.empty();) {
-        size_t c = rest.find(':');
-        std::string d = rest.substr(0, c);
-        rest = c == std::string::npos ? "" : rest.substr(c + 1);
-        if (!d.empty() && d != self) paths.push_back(d + "/libnvJitLink.so.13");
-      }
-    for (const char* d : {WH_CUDA_LIB64, "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
-                          "/usr/lib/x86_64-linux-gnu", "/usr/lib64"})
-      paths.push_back(std::string(d) + "/libnvJitLink.so.13");
+    std::vector<std::string> first;
+    if (std::string d = nvvm_dir(); !d.empty()) first.push_back(d);
+    const auto paths =
+        wh::guest_real::candidates("libnvJitLink.so.13", "WORMHOLE_NVJITLINK_LIB", own_dir(), first, WH_CUDA_LIB64);
     for (auto& p : paths) {
       r.tried += (r.tried.empty() ? "" : ", ") + p;
       void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);

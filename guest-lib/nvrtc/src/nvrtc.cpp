@@ -5,7 +5,8 @@
 // runs PTX only. Here such a compile is made for the virtual architecture
 // (compute_80), and nvrtcGetCUBIN(Size) answers with that PTX, which
 // cuModuleLoadData takes as readily. Everything else is NVIDIA's library,
-// loaded from beside the toolkit or from $WORMHOLE_NVRTC_LIB.
+// loaded from $WORMHOLE_NVRTC_LIB, else from a pip wheel of the process's
+// Python packages, else the library path or the toolkit (real_library.hpp).
 #include <dlfcn.h>
 #include <nvrtc.h>
 
@@ -16,6 +17,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "real_library.hpp"
 
 namespace {
 
@@ -43,19 +46,7 @@ std::string own_dir() {
 }
 
 void* open_real(std::string* tried) {
-  std::vector<std::string> paths;
-  if (const char* e = std::getenv("WORMHOLE_NVRTC_LIB"); e && *e) paths.push_back(e);
-  const std::string self = own_dir();
-  if (const char* lp = std::getenv("LD_LIBRARY_PATH"))
-    for (std::string rest = lp; !rest.empty();) {
-      size_t c = rest.find(':');
-      std::string d = rest.substr(0, c);
-      rest = c == std::string::npos ? "" : rest.substr(c + 1);
-      if (!d.empty() && d != self) paths.push_back(d + "/libnvrtc.so.13");
-    }
-  for (const char* d : {WH_CUDA_LIB64, "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
-                        "/usr/lib/x86_64-linux-gnu", "/usr/lib64"})
-    paths.push_back(std::string(d) + "/libnvrtc.so.13");
+  const auto paths = wh::guest_real::candidates("libnvrtc.so.13", "WORMHOLE_NVRTC_LIB", own_dir(), {}, WH_CUDA_LIB64);
   for (auto& p : paths) {
     if (!tried->empty()) *tried += ", ";
     *tried += p;
