@@ -68,6 +68,16 @@ for soname, fn in [("libcudart.so.13", "cudaMalloc"), ("libcublas.so.13", "cubla
         fail(f"{soname}: {fn} served by {where}, not by Wormhole's drop-in in {wh_dir}")
 print(f"ok   PyTorch's CUDA libraries are Wormhole's ({wh_dir})", flush=True)
 
+# What startup helpers ask (torch.utils.collect_env, is_acceptable): the
+# cuDNN version, which PyTorch checks against the one it was built with.
+try:
+    v = torch.backends.cudnn.version()
+except RuntimeError as e:
+    fail(f"torch.backends.cudnn.version(): {e}")
+if not torch.backends.cudnn.is_available() or v is None or v // 10000 != 9:
+    fail(f"cuDNN available {torch.backends.cudnn.is_available()}, version {v}")
+print(f"ok   torch.backends.cudnn.version() {v}", flush=True)
+
 g = torch.Generator().manual_seed(7)
 A = torch.randn(96, 80, generator=g)
 B = torch.randn(80, 72, generator=g)
