@@ -560,6 +560,13 @@ def test_memory_pool():
 
 def main():
     tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
+    # Names on the command line: only those tests (a reduced, named set).
+    unknown = set(sys.argv[1:]) - {n for n, _ in tests}
+    if unknown:
+        print(f"no such test: {', '.join(sorted(unknown))}")
+        return 2
+    if sys.argv[1:]:
+        tests = [(n, f) for n, f in tests if n in sys.argv[1:]]
     passed = failed = xfailed = 0
     for name, fn in tests:
         t0 = time.perf_counter()
