@@ -11,12 +11,14 @@ fi
 mount -t proc proc /host/proc
 mount -t sysfs sysfs /host/sys
 mount -t devtmpfs devtmpfs /host/dev
-mount -t tmpfs tmpfs /host/tmp
-wh_run numba_example chroot /host /usr/bin/env HOME=/tmp NUMBA_CACHE_DIR=/tmp \
+# Scratch space (caches, temporary files) on the host's /mnt: the host's
+# /tmp stays visible (a build tree may be there).
+mount -t tmpfs tmpfs /host/mnt
+wh_run numba_example chroot /host /usr/bin/env HOME=/mnt TMPDIR=/mnt NUMBA_CACHE_DIR=/mnt \
   "$WH_BUILD/bin/wormhole-run" "$WH_VENV/bin/python" "$WH_SRC/tests/python/numba_example.py"
 # CuPy, a reduced set of tests/cupy/test_cupy.py (named below; kernels
 # compiled by NVRTC in the guest).
-wh_run cupy_reduced chroot /host /usr/bin/env HOME=/tmp CUPY_CACHE_DIR=/tmp/cupy \
+wh_run cupy_reduced chroot /host /usr/bin/env HOME=/mnt TMPDIR=/mnt CUPY_CACHE_DIR=/mnt/cupy \
   "$WH_BUILD/bin/wormhole-run" "$WH_CUPY_VENV/bin/python" "$WH_SRC/tests/cupy/test_cupy.py" \
   test_dropins_loaded test_creation_and_copies test_elementwise test_reductions test_raw_kernel test_matmul test_fft
 wh_exit
