@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "session_fixture.hpp"
+#include "wormhole/server/blas.hpp"
 #include "wormhole/server/session.hpp"
 
 using namespace wh::server;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "session_fixture.hpp"
+#include "wormhole/server/blaslt.hpp"
 #include "wormhole/server/session.hpp"
 
 using namespace wh::server;

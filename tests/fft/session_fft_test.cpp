@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "session_fixture.hpp"
+#include "wormhole/server/fft.hpp"
 #include "wormhole/server/session.hpp"
 
 using namespace wh::server;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "session_fixture.hpp"
+#include "wormhole/server/rand.hpp"
 #include "wormhole/server/session.hpp"
 
 using namespace wh::server;

@@ -22,7 +22,7 @@
 #include "wormhole/server/blaslt.hpp"
 #include "wormhole/server/fft.hpp"
 #include "wormhole/server/dnn.hpp"
-#include "vendor_lib.hpp"
+#include "wormhole/server/vendor_lib.hpp"
 #include "wormhole/common/fatbin.hpp"  // magic numbers
 #include "wormhole/server/rand.hpp"
 

@@ -212,10 +212,7 @@ Session::~Session() {
   stats_.thread_instructions.fetch_add(ctr_.thread_instructions.load(), std::memory_order_relaxed);
   // Objects before the context that owns them on the device.
   graphs_.clear();
-  blas_handles_.clear();
-  fft_plans_.clear();
-  lt_handles_.clear();
-  rand_gens_.clear();
+  for (auto& sv : services_) sv.reset();
   kernels_.clear();
   modules_.for_each([&](uint64_t, ModuleEntry& m) { ctx_->module_unload(*m.mod); });
   modules_.clear();
@@ -224,6 +221,27 @@ Session::~Session() {
   textures_reset();
   for (auto& [d, n] : allocs_) ctx_->mem_free(d);
   ctx_.reset();
+}
+
+namespace {
+WH_DEFINE_DISPATCH(dispatch_session, WH_SESSION_OPS)
+}  // namespace
+
+Service* Session::service(uint16_t opcode) {
+  const size_t block = opcode / kOpBlock;
+  if (block >= services_.size() || (own_blocks_ >> block & 1)) return nullptr;
+  if (!services_[block]) {
+    services_[block] = make_service(opcode, *this);
+    if (!services_[block]) own_blocks_ |= uint64_t(1) << block;  // the session's own table
+  }
+  return services_[block].get();
+}
+
+void Session::route(uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg, DispatchResult& out) {
+  if (Service* sv = service(opcode))
+    sv->dispatch(opcode, payload, max_msg, out);
+  else
+    dispatch_session(*this, opcode, payload, max_msg, out);
 }
 
 uint64_t Session::device_bytes() const {
@@ -276,7 +294,7 @@ bool Session::handle(uint16_t opcode, uint32_t flags, std::span<const uint8_t> p
     // A backend body that throws (an allocation the host cannot make, a
     // library's exception) fails this call, not the whole server.
     try {
-      dispatch(*this, opcode, payload, max_msg, out);
+      route(opcode, payload, max_msg, out);
     } catch (const std::bad_alloc&) {
       out.fixed.clear();
       out.tail.clear();

@@ -264,7 +264,7 @@ Err Session::run_graph_node(const GraphNode& n, Stream* s) {
       std::vector<uint8_t> payload = n.bytes;
       std::memcpy(payload.data() + 8, &graph_stream_, sizeof graph_stream_);
       DispatchResult r;
-      dispatch(*this, uint16_t(n.handle), std::span<const uint8_t>(payload), max_msg_, r);
+      route(uint16_t(n.handle), std::span<const uint8_t>(payload), max_msg_, r);
       if (op_index(uint16_t(n.handle)) >= 0) SessionCounters::add(ops_.at(uint16_t(n.handle)).calls, 1);
       if (r.status == kBadRequest || r.status == kUnknownOp) return cudaErrorInvalidValue;
       return Err(r.status);

@@ -8,12 +8,12 @@
 #include <span>
 #include <type_traits>
 
-#include "wormhole/proto/cublas_api.def"
-#include "wormhole/proto/cublaslt_api.def"
+#include "cublas_api.def"
+#include "cublaslt_api.def"
 #include "wormhole/proto/cudart_api.def"
-#include "wormhole/proto/cudnn_api.def"
-#include "wormhole/proto/cufft_api.def"
-#include "wormhole/proto/curand_api.def"
+#include "cudnn_api.def"
+#include "cufft_api.def"
+#include "curand_api.def"
 #include "wormhole/proto/remote_api.def"
 #include "wormhole/proto/peer_api.def"
 #include "wormhole/region.h"
@@ -33,6 +33,10 @@
   L(WH_CUDNN_OPS, 0x0A00, X)       \
   L(WH_REMOTE_OPS, 0x0C00, X)      \
   L(WH_PEER_OPS, 0x0E00, X)
+// The tables the session answers itself (the runtime and driver, ucx://
+// clients, peer copies); every other library's table belongs to that
+// library's service (libs/<name>/server, wormhole/server/service.hpp).
+#define WH_SESSION_OPS(X) WH_CUDART_OPS(X) WH_REMOTE_OPS(X) WH_PEER_OPS(X)
 #define WH_X_LIB_ALL(Table, Base, X) Table(X)
 #define WH_ALL_OPS(X) WH_OP_LIBRARIES(WH_X_LIB_ALL, X)
 

@@ -17,12 +17,9 @@
 #include "wormhole/proto/dispatch.hpp"
 #include "wormhole/proto/graph_wire.hpp"
 #include "wormhole/server/backend.hpp"
-#include "wormhole/server/blas.hpp"
-#include "wormhole/server/blaslt.hpp"
-#include "wormhole/server/fft.hpp"
-#include "wormhole/server/rand.hpp"
 #include "wormhole/server/handles.hpp"
 #include "wormhole/server/peer.hpp"
+#include "wormhole/server/service.hpp"
 
 namespace wh::server {
 
@@ -173,12 +170,12 @@ class Session {
   };
   Snapshot snapshot();
 
-  // ---- the API table's bodies (see proto/cudart_api.def)
-#define WH_X_DECL(Name, K, RQ, RS)                                                   \
-  int32_t on_##Name(const proto::Name##Req& rq, std::span<const uint8_t> tail, \
-                    proto::Name##Resp& rs, std::vector<uint8_t>& rtail);
-  WH_ALL_OPS(WH_X_DECL)
-#undef WH_X_DECL
+  // The device context (library services reach it through Service).
+  Context& context() { return *ctx_; }
+
+  // ---- the bodies of the session's own tables (WH_SESSION_OPS); every
+  // other library's are in its service (libs/<name>/server)
+  WH_DECLARE_HANDLERS(WH_SESSION_OPS)
 
  private:
   struct ModuleEntry {
@@ -199,56 +196,11 @@ class Session {
     bool recorded = false;
   };
 
-  struct BlasEntry {
-    std::unique_ptr<BlasHandle> h;
-  };
-  struct FftEntry {
-    FftDesc desc;
-    std::unique_ptr<FftPlan> plan;
-  };
-  struct RandEntry {
-    RandSettings settings;
-    std::unique_ptr<RandGen> gen;
-  };
   struct PoolEntry {
     MemPool* pool;  // owned by the context
   };
-  struct LtEntry {  // a cuBLASLt handle (session_blaslt.cpp)
-    std::unique_ptr<LtHandle> h;
-  };
   Err run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
                  std::span<const uint8_t> params, uint32_t flags = 0);  // proto::kLaunchFlags
-  // cuBLAS (session_blas.cpp): resolves a guest handle, its stream and
-  // pointer mode into the backend's per-call settings.
-  Err blas_begin(uint64_t handle, uint64_t stream, uint32_t flags, Blas** blas, BlasHandle** h, BlasCall* call);
-  // The device range a matrix or vector operand spans, checked.
-  bool blas_matrix(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t es) const;
-  bool blas_vector(uint64_t ptr, int64_t n, int64_t inc, uint64_t es) const;
-  bool blas_scalar(uint32_t flags, uint64_t word, uint64_t es, bool as_double, BlasScalar* out) const;
-  // A host scalar (two doubles: real, imaginary) or a device address of es bytes.
-  bool blas_scalar2(uint32_t flags, uint64_t word, uint64_t word_i, uint64_t es, BlasScalar* out) const;
-  // Reads `batch` device pointers at `arr` (after the stream's earlier work)
-  // and checks that each spans `bytes` inside one of this session's
-  // allocations; bytes == 0: only the array is read.
-  Err blas_read_ptrs(uint64_t arr, int batch, Stream* s, uint64_t bytes, std::vector<uint64_t>* out);
-  // nrm2, asum, iamax: one float vector in, one scalar out (to the host or,
-  // in device pointer mode, to a checked device address), run by `op`.
-  template <class Rq, class Out>
-  int32_t blas_reduce(const Rq& rq, Out* value,
-                      Err (Blas::*op)(BlasHandle&, const BlasCall&, int, uint64_t, int, const BlasScalar&, Out*));
-
-  // cuFFT (session_fft.cpp): the device bytes one side of a transform
-  // spans (false when it overflows or exceeds what a plan may address).
-  static bool fft_span(int rank, const int64_t* dims, const FftSide& s, int64_t batch, int es, uint64_t* bytes);
-
-  // cuDNN (session_dnn.cpp): a tensor's or filter's extent (elements of its data type)
-  // inside one of our allocations; the common tail of every body (the
-  // shapes' cudnn status, the ranges, the scalars, the stream, the backend).
-  bool dnn_tensor(const proto::DnnTensor& t, uint64_t p) const;
-  bool dnn_filter(const proto::DnnFilter& f, uint64_t p) const;
-  template <class Rq, class Op>
-  int32_t dnn_run(int32_t status, bool ranges, const Rq& rq, Op op);
-
   // Graphs (session_graph.cpp): an instantiated graph, its nodes in
   // execution order, validated when they arrive and re-checked when they
   // run (memory can be freed, kernels unloaded, events destroyed since).
@@ -290,6 +242,13 @@ class Session {
                  uint64_t* out);
   void array_release(ArrayEntry& a);
   void textures_reset();
+
+  friend class Service;  // resolve_stream, device_range
+  // The service of the library that owns `opcode`'s block (made at its
+  // first call), or null: one of the session's own tables.
+  Service* service(uint16_t opcode);
+  // Runs one request: in its library's service, or here.
+  void route(uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg, proto::DispatchResult& out);
 
   Err resolve_stream(uint64_t h, Stream** out);
   // The session's default pool, made on first use (a pool of its own: see backend.hpp).
@@ -338,11 +297,12 @@ class Session {
   HandleTable<KernelEntry> kernels_{0x4b, 1 << 16};
   HandleTable<StreamEntry> streams_{0x53, 4096};
   HandleTable<EventEntry> events_{0x45, 1 << 16};
-  HandleTable<BlasEntry> blas_handles_{0x42, 1024};
-  HandleTable<FftEntry> fft_plans_{0x46, 4096};
-  HandleTable<LtEntry> lt_handles_{0x4c, 1024};
-  HandleTable<RandEntry> rand_gens_{0x52, 256};  // a generator may hold ~256 KiB (MTGP32)
   HandleTable<PoolEntry> pools_{0x50, 256};
+  // The library services by opcode block (null until the library's first
+  // call); destroyed before the context.
+  std::array<std::unique_ptr<Service>, proto::kOpLimit / proto::kOpBlock + 1> services_;
+  uint64_t own_blocks_ = 0;  // blocks known to be the session's own tables
+  static_assert(proto::kOpLimit / proto::kOpBlock + 1 <= 64);
   uint64_t default_pool_ = 0, current_pool_ = 0;  // pool handles (0: not made yet)
   HandleTable<GraphExecEntry> graphs_{0x47, proto::kMaxGraphExecs};
   uint64_t graph_bytes_ = 0;          // held by graphs_, bounded

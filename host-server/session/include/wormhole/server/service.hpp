@@ -1,0 +1,51 @@
+// wormhole/server/service.hpp - a forwarded library's part of a session.
+//
+// Each library with a server part (libs/<name>/server/) is a Service: its
+// handle tables and the handlers of its API table (on_Name, declared with
+// WH_DECLARE_HANDLERS and run by a WH_DEFINE_DISPATCH function). A session
+// makes a library's service at the first call in that library's opcode
+// block (services.cpp) and destroys it before its device context. A service
+// reaches the session only through the checks below.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "wormhole/proto/dispatch.hpp"
+#include "wormhole/server/backend.hpp"
+
+namespace wh::server {
+
+class Session;
+
+class Service {
+ public:
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+  virtual ~Service() = default;
+  // One request of this library's opcode block (decoded and checked by the
+  // generated dispatch before a handler sees it).
+  virtual void dispatch(uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg,
+                        proto::DispatchResult& out) = 0;
+
+ protected:
+  explicit Service(Session& s);
+  // The session's stream named by a guest handle (0: the default stream).
+  Err resolve_stream(uint64_t h, Stream** out);
+  // [addr, addr + n) lies inside one of the session's allocations.
+  bool device_range(uint64_t addr, uint64_t n) const;
+
+  Context* const ctx_;  // the session's device context (outlives the service)
+  const uint64_t id_;   // the session's id, for messages
+
+ private:
+  Session& session_;
+};
+
+// The service of the library whose opcode block holds `opcode`, made for
+// session `s`; null when no library service owns that block (the session's
+// own tables: runtime, driver, remote, peer).
+std::unique_ptr<Service> make_service(uint16_t opcode, Session& s);
+
+}  // namespace wh::server
