@@ -63,15 +63,10 @@ bool valid_algo(int a) { return (a >= -1 && a <= 23) || (a >= 99 && a <= 115); }
 
 }  // namespace
 
-WH_DEFINE_DISPATCH(dispatch_blas, WH_CUBLAS_OPS)
-
 class BlasService final : public Service {
  public:
   explicit BlasService(Session& s) : Service(s) {}
-  void dispatch(uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg, DispatchResult& out) override {
-    dispatch_blas(*this, opcode, payload, max_msg, out);
-  }
-  WH_DECLARE_HANDLERS(WH_CUBLAS_OPS)
+  WH_SERVICE_TABLE(WH_CUBLAS_OPS)
 
  private:
   struct BlasEntry {

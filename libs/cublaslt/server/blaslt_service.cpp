@@ -20,15 +20,10 @@ namespace wh::server {
 
 using namespace wh::proto;
 
-WH_DEFINE_DISPATCH(dispatch_blaslt, WH_CUBLASLT_OPS)
-
 class BlasLtService final : public Service {
  public:
   explicit BlasLtService(Session& s) : Service(s) {}
-  void dispatch(uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg, DispatchResult& out) override {
-    dispatch_blaslt(*this, opcode, payload, max_msg, out);
-  }
-  WH_DECLARE_HANDLERS(WH_CUBLASLT_OPS)
+  WH_SERVICE_TABLE(WH_CUBLASLT_OPS)
 
  private:
   struct LtEntry {

@@ -28,15 +28,10 @@ bool scalars_ok(double alpha, double beta) { return std::isfinite(alpha) && std:
 
 }  // namespace
 
-WH_DEFINE_DISPATCH(dispatch_dnn, WH_CUDNN_OPS)
-
 class DnnService final : public Service {
  public:
   explicit DnnService(Session& s) : Service(s) {}
-  void dispatch(uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg, DispatchResult& out) override {
-    dispatch_dnn(*this, opcode, payload, max_msg, out);
-  }
-  WH_DECLARE_HANDLERS(WH_CUDNN_OPS)
+  WH_SERVICE_TABLE(WH_CUDNN_OPS)
 
  private:
   // A tensor's or filter's extent (elements of its data type) inside one

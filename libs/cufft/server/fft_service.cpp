@@ -31,15 +31,10 @@ bool add_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overf
 
 }  // namespace
 
-WH_DEFINE_DISPATCH(dispatch_fft, WH_CUFFT_OPS)
-
 class FftService final : public Service {
  public:
   explicit FftService(Session& s) : Service(s) {}
-  void dispatch(uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg, DispatchResult& out) override {
-    dispatch_fft(*this, opcode, payload, max_msg, out);
-  }
-  WH_DECLARE_HANDLERS(WH_CUFFT_OPS)
+  WH_SERVICE_TABLE(WH_CUFFT_OPS)
 
  private:
   struct FftEntry {

@@ -35,15 +35,10 @@ bool valid_ordering(int32_t type, int32_t o) {
 
 }  // namespace
 
-WH_DEFINE_DISPATCH(dispatch_rand, WH_CURAND_OPS)
-
 class RandService final : public Service {
  public:
   explicit RandService(Session& s) : Service(s) {}
-  void dispatch(uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg, DispatchResult& out) override {
-    dispatch_rand(*this, opcode, payload, max_msg, out);
-  }
-  WH_DECLARE_HANDLERS(WH_CURAND_OPS)
+  WH_SERVICE_TABLE(WH_CURAND_OPS)
 
  private:
   struct RandEntry {

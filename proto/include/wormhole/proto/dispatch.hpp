@@ -34,14 +34,11 @@ struct DispatchResult {
     return;                                                                                        \
   }
 
-// WH_DEFINE_DISPATCH(fn, Table): a function template
-//   void fn(Handler& h, uint16_t opcode, payload, max_msg, DispatchResult&)
-// that runs the operations of Table (an X-macro table such as
-// WH_CUBLAS_OPS, or several) and answers kUnknownOp for any other opcode.
-#define WH_DEFINE_DISPATCH(Fn, Table)                                                              \
-  template <class Handler>                                                                         \
-  void Fn(Handler& h, uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg,        \
-          ::wh::proto::DispatchResult& out) {                                                      \
+// WH_DISPATCH_BODY(Table): the statements that run one request of Table
+// (an X-macro table such as WH_CUBLAS_OPS, or several) on handler `h`, given
+// opcode, payload, max_msg and out; kUnknownOp for any other opcode.
+#define WH_DISPATCH_BODY(Table)                                                                    \
+  {                                                                                                \
     using namespace ::wh::proto;                                                                   \
     out.fixed.clear();                                                                             \
     out.tail.clear();                                                                              \
@@ -50,6 +47,14 @@ struct DispatchResult {
       return;                                                                                      \
     }                                                                                              \
   }
+
+// WH_DEFINE_DISPATCH(fn, Table): a function template
+//   void fn(Handler& h, uint16_t opcode, payload, max_msg, DispatchResult&)
+// running the operations of Table.
+#define WH_DEFINE_DISPATCH(Fn, Table)                                                              \
+  template <class Handler>                                                                         \
+  void Fn(Handler& h, uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg,        \
+          ::wh::proto::DispatchResult& out) WH_DISPATCH_BODY(Table)
 
 // WH_DECLARE_HANDLERS(Table): the handler of every operation of Table, as a
 // member function declaration.

@@ -1,8 +1,8 @@
 // wormhole/server/service.hpp - a forwarded library's part of a session.
 //
 // Each library with a server part (libs/<name>/server/) is a Service: its
-// handle tables and the handlers of its API table (on_Name, declared with
-// WH_DECLARE_HANDLERS and run by a WH_DEFINE_DISPATCH function). A session
+// handle tables and the handlers of its API table (on_Name, declared and
+// dispatched by WH_SERVICE_TABLE). A session
 // makes a library's service at the first call in that library's opcode
 // block (services.cpp) and destroys it before its device context. A service
 // reaches the session only through the checks below.
@@ -42,6 +42,17 @@ class Service {
  private:
   Session& session_;
 };
+
+// In a service's class: the handler of every operation of Table and the
+// dispatch() that decodes, checks and runs them.
+#define WH_SERVICE_TABLE(Table)                                                                    \
+ public:                                                                                           \
+  void dispatch(uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg,              \
+                ::wh::proto::DispatchResult& out) override {                                       \
+    auto& h = *this;                                                                               \
+    WH_DISPATCH_BODY(Table)                                                                        \
+  }                                                                                                \
+  WH_DECLARE_HANDLERS(Table)
 
 // The service of the library whose opcode block holds `opcode`, made for
 // session `s`; null when no library service owns that block (the session's
