@@ -11,6 +11,8 @@ forwarded function"): every operation of every table has
   - a test: a file under tests/ names the operation (Op::<Name>,
     <Name>Req) or one of the guest's exported functions that send it.
 
+and no guest source includes a server header (wormhole/server/...).
+
 An exception is written in the table's .def, with its reason, as a line
     // check: <Name> sim-only <method>   (the seam's default body serves the
                                          cuda backend: nothing to do there,
@@ -137,8 +139,22 @@ def guest_senders():
     return senders
 
 
+def layering():
+    """The guest never includes the server's headers: a drop-in includes its
+    own files, the guest tier (guest-lib/cudart/include), proto/ and the
+    libraries' include/wormhole/proto/ only."""
+    out = []
+    for p in files("guest-lib/**/*.cpp", "guest-lib/**/*.hpp", "guest-lib/**/*.h", "libs/*/guest/**/*.cpp",
+                   "libs/*/guest/**/*.hpp"):
+        for n, line in enumerate(read(p).split("\n"), 1):
+            m = re.match(r'\s*#\s*include\s*"([^"]+)"', line)
+            if m and (m.group(1).startswith("wormhole/server/") or "host-server" in m.group(1)):
+                out.append(f"{os.path.relpath(p, root)}:{n}: the guest includes the server's {m.group(1)}")
+    return out
+
+
 def main():
-    problems = []
+    problems = layering()
     # The fuzzers name every operation without checking any result, and the
     # opcode test names a few for their numbers: neither tests one.
     test_text = "".join(
