@@ -104,7 +104,9 @@ def guest_senders():
     """Op name -> exported functions of the guest that send it (through at
     most two helpers of the same file)."""
     senders = {}
-    header = re.compile(r"^(?![\s#/}])[^;=]*?\b(\w+)\s*\([^;]*$")
+    # A function's first line: its name, then an open parameter list or a
+    # whole one-line body.
+    header = re.compile(r"^(?![\s#/}])[^;=]*?\b(\w+)\s*\((?:[^;]*$|[^;{]*\)\s*(?:const\s*)?\{.*\}\s*$)")
     for p in files("guest-lib/**/*.cpp", "libs/*/guest/**/*.cpp", "libs/*/guest/**/*.hpp", "guest-lib/**/*.hpp"):
         lines = strip_comments(read(p)).split("\n")
         owner = [None] * len(lines)  # enclosing function of each line
@@ -122,7 +124,7 @@ def guest_senders():
         bodies = {k: "\n".join(v) for k, v in text_by_owner.items()}
 
         def exported(fn, depth):
-            if re.match(r"(cu|cuda|cublas|cufft|curand|cudnn|nvrtc|nvJitLink|__cuda)\w*$", fn) and not fn.startswith("cuda_"):
+            if re.match(r"(cu|cuda|cublas|cufft|curand|cudnn|nvrtc|nvJitLink|nvml|__cuda)\w*$", fn) and not fn.startswith("cuda_"):
                 return {fn}
             if depth == 0:
                 return set()

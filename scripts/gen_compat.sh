@@ -27,7 +27,14 @@ fi
 tmp=$(mktemp)
 trap 'rm -f "$tmp" "$tmp".*' EXIT
 
-exported() { nm -D --defined-only "$1" | awk '$2 == "T" || $2 == "W" { sub(/@.*/, "", $3); print $3, $2 }' | sort -u; }
+# A library's functions ("name T|W"); from a header (NVML's: the toolkit
+# ships no libnvidia-ml.so), every function it declares with DECLDIR.
+exported() {
+  case "$1" in
+    *.h) grep -oE 'DECLDIR +[A-Za-z_][A-Za-z0-9_]* *\(' "$1" | sed -E 's/DECLDIR +//; s/ *\($/ T/' | sort -u ;;
+    *) nm -D --defined-only "$1" | awk '$2 == "T" || $2 == "W" { sub(/@.*/, "", $3); print $3, $2 }' | sort -u ;;
+  esac
+}
 
 {
   echo "# Compatibility"

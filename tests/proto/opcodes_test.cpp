@@ -76,6 +76,7 @@ TEST(Opcodes, KnownIds) {
   EXPECT_EQ(uint16_t(Op::DnnCreate), 0x0A00);
   EXPECT_EQ(uint16_t(Op::DataAreaWrite), 0x0C00);
   EXPECT_EQ(uint16_t(Op::PeerTicket), 0x0E00);
+  EXPECT_EQ(uint16_t(Op::NvmlUsage), 0x1000);
   EXPECT_EQ(op_index(0), 0);
   EXPECT_EQ(op_index(uint16_t(kOpBlock - 1)), -1);
   EXPECT_EQ(op_index(uint16_t(kOpLimit)), -1);

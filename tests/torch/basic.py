@@ -68,6 +68,13 @@ for soname, fn in [("libcudart.so.13", "cudaMalloc"), ("libcublas.so.13", "cubla
         fail(f"{soname}: {fn} served by {where}, not by Wormhole's drop-in in {wh_dir}")
 print(f"ok   PyTorch's CUDA libraries are Wormhole's ({wh_dir})", flush=True)
 
+# PyTorch's NVML-based device count (PYTORCH_NVML_BASED_CUDA_CHECK=1, which
+# spares a forked worker a CUDA context) reads Wormhole's libnvidia-ml.so.1.
+nvml_count = torch.cuda._raw_device_count_nvml()
+if nvml_count != torch.cuda.device_count():
+    fail(f"NVML device count {nvml_count}, CUDA's {torch.cuda.device_count()}")
+print(f"ok   NVML device count {nvml_count}", flush=True)
+
 # What startup helpers ask (torch.utils.collect_env, is_acceptable): the
 # cuDNN version, which PyTorch checks against the one it was built with.
 try:

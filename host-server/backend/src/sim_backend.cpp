@@ -677,6 +677,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     return cudaSuccess;
   }
   uint64_t thread_instructions() const override { return engine_.instructions_executed(); }
+  bool launch_is_timed() const override { return true; }
 
   // Kernels of a context run one at a time, in order: a programmatic
   // dependent launch (kProgrammaticLaunch) starts after the previous

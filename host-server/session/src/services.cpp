@@ -12,6 +12,7 @@ std::unique_ptr<Service> make_fft_service(Session&);     // libs/cufft
 std::unique_ptr<Service> make_blaslt_service(Session&);  // libs/cublaslt
 std::unique_ptr<Service> make_rand_service(Session&);    // libs/curand
 std::unique_ptr<Service> make_dnn_service(Session&);     // libs/cudnn
+std::unique_ptr<Service> make_nvml_service(Session&);    // libs/nvml
 
 namespace {
 
@@ -22,7 +23,7 @@ struct ServiceEntry {
 const ServiceEntry kServices[] = {
     {proto::Op::BlasCreate, make_blas_service},  {proto::Op::FftPlan, make_fft_service},
     {proto::Op::LtCreate, make_blaslt_service},  {proto::Op::RandCreate, make_rand_service},
-    {proto::Op::DnnCreate, make_dnn_service},
+    {proto::Op::DnnCreate, make_dnn_service},    {proto::Op::NvmlUsage, make_nvml_service},
 };
 
 }  // namespace
@@ -38,5 +39,9 @@ Service::Service(Session& s) : ctx_(&s.context()), id_(s.id()), session_(s) {}
 Err Service::resolve_stream(uint64_t h, Stream** out) { return session_.resolve_stream(h, out); }
 
 bool Service::device_range(uint64_t addr, uint64_t n) const { return session_.device_range(addr, n); }
+
+const SessionCounters& Service::counters() const { return session_.counters(); }
+
+uint64_t Service::device_bytes() const { return session_.device_bytes(); }
 
 }  // namespace wh::server

@@ -14,6 +14,7 @@
 #include "cudnn_api.def"
 #include "cufft_api.def"
 #include "curand_api.def"
+#include "nvml_api.def"
 #include "wormhole/proto/remote_api.def"
 #include "wormhole/proto/peer_api.def"
 #include "wormhole/region.h"
@@ -32,7 +33,8 @@
   L(WH_CURAND_OPS, 0x0800, X)      \
   L(WH_CUDNN_OPS, 0x0A00, X)       \
   L(WH_REMOTE_OPS, 0x0C00, X)      \
-  L(WH_PEER_OPS, 0x0E00, X)
+  L(WH_PEER_OPS, 0x0E00, X)        \
+  L(WH_NVML_OPS, 0x1000, X)
 // The tables the session answers itself (the runtime and driver, ucx://
 // clients, peer copies); every other library's table belongs to that
 // library's service (libs/<name>/server, wormhole/server/service.hpp).

@@ -159,6 +159,9 @@ class Context {
   // Thread-instructions executed by this context's kernels so far (the sim
   // device's PTX interpreter counts them per lane); 0 where nothing counts.
   virtual uint64_t thread_instructions() const { return 0; }
+  // launch() returns once the kernel has run (the sim device), so the time
+  // it takes is the kernel's run time (NVML's utilization, libs/nvml).
+  virtual bool launch_is_timed() const { return false; }
 
   virtual Err stream_create(uint32_t flags, int priority, std::unique_ptr<Stream>* out) = 0;
   virtual Err stream_synchronize(Stream* s) = 0;

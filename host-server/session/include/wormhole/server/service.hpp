@@ -18,6 +18,7 @@
 namespace wh::server {
 
 class Session;
+struct SessionCounters;
 
 class Service {
  public:
@@ -35,6 +36,10 @@ class Service {
   Err resolve_stream(uint64_t h, Stream** out);
   // [addr, addr + n) lies inside one of the session's allocations.
   bool device_range(uint64_t addr, uint64_t n) const;
+  // The session's figures: its calls, its kernels and their time; the
+  // device memory it holds.
+  const SessionCounters& counters() const;
+  uint64_t device_bytes() const;
 
   Context* const ctx_;  // the session's device context (outlives the service)
   const uint64_t id_;   // the session's id, for messages
