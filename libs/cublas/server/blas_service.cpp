@@ -64,8 +64,7 @@ bool valid_algo(int a) { return (a >= -1 && a <= 23) || (a >= 99 && a <= 115); }
 }  // namespace
 
 class BlasService final : public Service {
- public:
-  explicit BlasService(Session& s) : Service(s) {}
+  using Service::Service;
   WH_SERVICE_TABLE(WH_CUBLAS_OPS)
 
  private:

@@ -21,8 +21,7 @@ namespace wh::server {
 using namespace wh::proto;
 
 class BlasLtService final : public Service {
- public:
-  explicit BlasLtService(Session& s) : Service(s) {}
+  using Service::Service;
   WH_SERVICE_TABLE(WH_CUBLASLT_OPS)
 
  private:

@@ -29,8 +29,7 @@ bool scalars_ok(double alpha, double beta) { return std::isfinite(alpha) && std:
 }  // namespace
 
 class DnnService final : public Service {
- public:
-  explicit DnnService(Session& s) : Service(s) {}
+  using Service::Service;
   WH_SERVICE_TABLE(WH_CUDNN_OPS)
 
  private:

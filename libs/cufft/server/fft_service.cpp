@@ -32,8 +32,7 @@ bool add_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overf
 }  // namespace
 
 class FftService final : public Service {
- public:
-  explicit FftService(Session& s) : Service(s) {}
+  using Service::Service;
   WH_SERVICE_TABLE(WH_CUFFT_OPS)
 
  private:

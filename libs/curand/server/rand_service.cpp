@@ -36,8 +36,7 @@ bool valid_ordering(int32_t type, int32_t o) {
 }  // namespace
 
 class RandService final : public Service {
- public:
-  explicit RandService(Session& s) : Service(s) {}
+  using Service::Service;
   WH_SERVICE_TABLE(WH_CURAND_OPS)
 
  private:

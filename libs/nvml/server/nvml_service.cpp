@@ -11,8 +11,7 @@ namespace wh::server {
 using namespace wh::proto;
 
 class NvmlService final : public Service {
- public:
-  explicit NvmlService(Session& s) : Service(s) {}
+  using Service::Service;
   WH_SERVICE_TABLE(WH_NVML_OPS)
 };
 

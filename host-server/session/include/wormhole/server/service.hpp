@@ -22,6 +22,7 @@ struct SessionCounters;
 
 class Service {
  public:
+  explicit Service(Session& s);  // a library's service inherits it
   Service(const Service&) = delete;
   Service& operator=(const Service&) = delete;
   virtual ~Service() = default;
@@ -31,7 +32,6 @@ class Service {
                         proto::DispatchResult& out) = 0;
 
  protected:
-  explicit Service(Session& s);
   // The session's stream named by a guest handle (0: the default stream).
   Err resolve_stream(uint64_t h, Stream** out);
   // [addr, addr + n) lies inside one of the session's allocations.
