@@ -1,15 +1,16 @@
 // cuBLAS breadth through Wormhole: levels 1-3 in S, D, C and Z, batched and
 // strided-batched gemm, trsmBatched, the batched LU family (an LU solve of
-// many small systems, inverses), the GemmEx family with fp16/bf16 inputs,
-// host and device pointer modes, per-thread handles and streams. Every
-// result is checked against a host reference written as loops in
-// complex<double> here (not a BLAS library).
+// many small systems, inverses), batched QR (geqrfBatched), the GemmEx
+// family with fp16/bf16 inputs, host and device pointer modes, per-thread
+// handles and streams. Every result is checked against a host reference
+// written as loops in complex<double> here (not a BLAS library).
 // Built with `nvcc -cudart shared -lcublas` like a user's program.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstdio>
@@ -752,6 +753,77 @@ void lu(cublasHandle_t h) {
   cudaFree(Aa), cudaFree(Ba), cudaFree(Ca), cudaFree(Ia), cudaFree(A2a), cudaFree(piv), cudaFree(info);
 }
 
+// ------------------------------------------------------------------ batched QR
+// geqrfBatched leaves R on and above the diagonal and the Householder
+// vectors v_i (v_i(i) = 1 implied) below it, with H_i = I - tau_i v_i v_i^H
+// and Q = H_1 ... H_k. The host rebuilds Q [R; 0] and Q^H Q from them: both
+// must give back A and I (a call that did nothing leaves tau at its fill
+// value and A whole, which fails the first).
+template <class T>
+void qr(cublasHandle_t h) {
+  const std::string p = tname<T>();
+  const int m = 7, n = 5, lda = 9, batch = 20, k = std::min(m, n);
+  std::vector<std::vector<Cd>> A(batch);
+  std::vector<Dev<T>*> dA, dT;
+  std::vector<T*> pa, pt;
+  for (int b = 0; b < batch; b++) {
+    A[b] = rnd<T>(size_t(lda) * n);
+    dA.push_back(new Dev<T>(A[b])), dT.push_back(new Dev<T>(std::vector<Cd>(size_t(k), Cd(7, 0))));
+    pa.push_back(dA[b]->p), pt.push_back(dT[b]->p);
+  }
+  T **Aa, **Ta;
+  CK(cudaMalloc(&Aa, batch * sizeof(T*)));
+  CK(cudaMalloc(&Ta, batch * sizeof(T*)));
+  CK(cudaMemcpy(Aa, pa.data(), batch * sizeof(T*), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(Ta, pt.data(), batch * sizeof(T*), cudaMemcpyHostToDevice));
+  int info = 99;
+  CB(PICK(T, cublasSgeqrfBatched, cublasDgeqrfBatched, cublasCgeqrfBatched, cublasZgeqrfBatched, h, m, n, Aa, lda,
+          Ta, &info, batch));
+  check1(p + "geqrfBatched.info", info, 0, 0);
+  // Applies H_1 ... H_k (from H_k inwards) to the m x c matrix X (ld m).
+  auto apply_q = [&](const std::vector<Cd>& f, const std::vector<Cd>& tau, std::vector<Cd>& X, int c) {
+    for (int i = k - 1; i >= 0; i--)
+      for (int j = 0; j < c; j++) {
+        Cd d = X[i + size_t(j) * m];  // v^H x, v(i) = 1
+        for (int r = i + 1; r < m; r++) d += std::conj(f[r + size_t(i) * lda]) * X[r + size_t(j) * m];
+        X[i + size_t(j) * m] -= tau[i] * d;
+        for (int r = i + 1; r < m; r++) X[r + size_t(j) * m] -= tau[i] * f[r + size_t(i) * lda] * d;
+      }
+  };
+  for (int b = 0; b < batch; b++) {
+    auto f = dA[b]->get(), tau = dT[b]->get();
+    std::vector<Cd> R(size_t(m) * n), want(size_t(m) * n), Q(size_t(m) * m), QhQ(size_t(m) * m), eye(size_t(m) * m);
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < m; i++) {
+        if (i <= j) R[i + size_t(j) * m] = f[i + size_t(j) * lda];
+        want[i + size_t(j) * m] = A[b][i + size_t(j) * lda];
+      }
+    apply_q(f, tau, R, n);
+    check(p + "geqrfBatched.QR=A." + std::to_string(b), R, want, tol<T>() * 50);
+    for (int i = 0; i < m; i++) Q[i + size_t(i) * m] = 1, eye[i + size_t(i) * m] = 1;
+    apply_q(f, tau, Q, m);
+    for (int j = 0; j < m; j++)
+      for (int i = 0; i < m; i++)
+        for (int l = 0; l < m; l++) QhQ[i + size_t(j) * m] += std::conj(Q[l + size_t(i) * m]) * Q[l + size_t(j) * m];
+    check(p + "geqrfBatched.QhQ=I." + std::to_string(b), QhQ, eye, tol<T>() * 50);
+  }
+  // Refused arguments: cuBLAS's status, and -(position) in the host info;
+  // nothing is computed (the first matrix keeps its factors).
+  auto before = dA[0]->get();
+  cublasStatus_t st = PICK(T, cublasSgeqrfBatched, cublasDgeqrfBatched, cublasCgeqrfBatched, cublasZgeqrfBatched, h,
+                           m, n, Aa, m - 1, Ta, &info, batch);
+  check1(p + "geqrfBatched.bad_lda", st == CUBLAS_STATUS_INVALID_VALUE && info == -4 ? 0 : 1, 0, 0);
+  st = PICK(T, cublasSgeqrfBatched, cublasDgeqrfBatched, cublasCgeqrfBatched, cublasZgeqrfBatched, h, -1, n, Aa, lda,
+            Ta, &info, batch);
+  check1(p + "geqrfBatched.bad_m", st == CUBLAS_STATUS_INVALID_VALUE && info == -1 ? 0 : 1, 0, 0);
+  st = PICK(T, cublasSgeqrfBatched, cublasDgeqrfBatched, cublasCgeqrfBatched, cublasZgeqrfBatched, h, m, n, Aa, lda,
+            Ta, &info, -3);
+  check1(p + "geqrfBatched.bad_batch", st == CUBLAS_STATUS_INVALID_VALUE && info == -7 ? 0 : 1, 0, 0);
+  check(p + "geqrfBatched.refused_untouched", dA[0]->get(), before, 0);
+  for (int b = 0; b < batch; b++) delete dA[b], delete dT[b];
+  cudaFree(Aa), cudaFree(Ta);
+}
+
 // ------------------------------------------------------------------ GemmEx family
 // fp16/bf16 inputs, fp32 compute: checked against fp32-exact host math on
 // the rounded inputs. Tolerance: fp32 accumulation over k = 64 terms of
@@ -1088,6 +1160,7 @@ int main() {
   level2<float>(h), level2<double>(h), level2<cuComplex>(h), level2<cuDoubleComplex>(h);
   level3<float>(h), level3<double>(h), level3<cuComplex>(h), level3<cuDoubleComplex>(h);
   lu<float>(h), lu<double>(h), lu<cuComplex>(h), lu<cuDoubleComplex>(h);
+  qr<float>(h), qr<double>(h), qr<cuComplex>(h), qr<cuDoubleComplex>(h);
   gemm_ex<__half>(h, CUDA_R_16F, "f16", 1.0 / 2048);
   gemm_ex<__nv_bfloat16>(h, CUDA_R_16BF, "bf16", 1.0 / 256);
   device_scalars<float>(h), device_scalars<double>(h), device_scalars<cuComplex>(h),

@@ -4,11 +4,12 @@
 // leading dimensions, ranges outside the session's memory, overflowing
 // extents, foreign pointers inside a batched gemm's pointer array, truncated
 // payloads. Also one valid gemm per shape to show the same path works. The
-// generic ops (BlasL1/L2/L3, GemmExBatched, LuBatched): bad leading
-// dimensions and enums, pointer arrays holding foreign or too-small
+// generic ops (BlasL1/L2/L3, GemmExBatched, LuBatched, GeqrfBatched): bad
+// leading dimensions and enums, pointer arrays holding foreign or too-small
 // pointers, batch spans that overflow.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -431,6 +432,39 @@ TEST_F(Generic, BatchOverflow) {
   EXPECT_EQ(run<Op::BlasLuBatched>(lu), cudaErrorInvalidValue);
 }
 
+TEST_F(Generic, GeqrfBatchedChecksEveryPointer) {
+  // 3 x 2 doubles per matrix, 2 tau each; the arrays are read and each
+  // pointer checked against the span it needs.
+  uint64_t M = alloc(3 * 2 * 8), T = alloc(2 * 8), P = alloc(8), Q = alloc(8), small = alloc(8);
+  putd(M, {3, 4, 0, 1, 2, 2});
+  putp(P, {M});
+  putp(Q, {T});
+  BlasGeqrfBatchedReq qr{};
+  qr.handle = handle, qr.type = kBlasD, qr.A = P, qr.tau = Q, qr.lda = 3, qr.m = 3, qr.n = 2, qr.batch = 1;
+  EXPECT_EQ(run<Op::BlasGeqrfBatched>(qr), 0);
+  // R: |R(0,0)| the first column's norm, R(0,0) R(0,1) = a1 . a2, |R(1,1)|
+  // the norm of a2 less its projection on a1.
+  auto f = getd(M, 6);
+  EXPECT_NEAR(std::abs(f[0]), 5.0, 1e-12);
+  EXPECT_NEAR(f[0] * f[3], 11.0, 1e-12);
+  EXPECT_NEAR(std::abs(f[4]), std::sqrt(4.16), 1e-12);
+  qr.lda = 2;  // < m
+  EXPECT_EQ(run<Op::BlasGeqrfBatched>(qr), cudaErrorInvalidValue);
+  qr.lda = 3, qr.type = 4;
+  EXPECT_EQ(run<Op::BlasGeqrfBatched>(qr), cudaErrorInvalidValue);
+  qr.type = kBlasD, qr.m = -1;
+  EXPECT_EQ(run<Op::BlasGeqrfBatched>(qr), cudaErrorInvalidValue);
+  qr.m = 3, qr.batch = 2;  // the pointer arrays are one entry long
+  EXPECT_EQ(run<Op::BlasGeqrfBatched>(qr), cudaErrorInvalidValue);
+  qr.batch = 1;
+  putp(Q, {small});  // too small for min(m, n) = 2 doubles
+  EXPECT_EQ(run<Op::BlasGeqrfBatched>(qr), cudaErrorInvalidValue);
+  putp(Q, {T});
+  qr.n = 3;  // A's span (3 x 3) runs past its allocation
+  EXPECT_EQ(run<Op::BlasGeqrfBatched>(qr), cudaErrorInvalidValue);
+  qr.n = 0;  // empty: nothing is read
+  EXPECT_EQ(run<Op::BlasGeqrfBatched>(qr), 0);
+}
 
 TEST_F(Generic, WildPivotsFaultInsteadOfIndexing) {
   // getrs/getri read the pivots from device memory: one outside 1..n must

@@ -19,7 +19,8 @@
 //   every reduction op, with indices for MIN, MAX and AMAX; and half and
 //   bfloat16 data (convolution in all three directions, max pooling,
 //   sigmoid, softmax, AddTensor, OpTensor, batch normalization, SetTensor)
-//   against references over the rounded inputs.
+//   against references over the rounded inputs; the fused convolution,
+//   bias and activation (ReLU, identity; z separate or the output itself).
 // Tolerance: 1e-4 relative to the largest magnitude of the reference
 // (float data, float accumulation order differs; 1e-3 for half, 8e-3 for
 // bfloat16 outputs); the measured errors are printed.
@@ -1075,6 +1076,80 @@ static void test_lowp(cudnnHandle_t h, cudnnDataType_t dt, const char* tn) {
   CD(cudnnDestroyOpTensorDescriptor(od));
 }
 
+// ---------------------------------------------------------------- fused convolution, bias, activation
+
+// cudnnConvolutionBiasActivationForward: y = act(alpha1 conv(x, w) + alpha2 z
+// + bias) against the reference loops: ReLU with z unread (alpha2 0, y full
+// of NaNs), ReLU with a separate z, identity with z the output itself (a
+// residual add in place); ReLU must have clipped something, and the other
+// activations are refused as cuDNN refuses them.
+static void test_conv_bias_act(cudnnHandle_t h) {
+  const ConvShape s{2, 4, 7, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, false};
+  const int OH = s.OH(), OW = s.OW(), cg = s.C / s.G;
+  const size_t ny = size_t(s.N) * s.K * OH * OW;
+  Vec x = rand_vec(size_t(s.N) * s.C * s.H * s.W), w = rand_vec(size_t(s.K) * cg * s.R * s.S), bias = rand_vec(s.K),
+      z = rand_vec(ny), conv(ny, 0);
+  conv_loop(s, [&](size_t xi, size_t wi, size_t yi) { conv[yi] += x[xi] * w[wi]; });
+  auto ref = [&](float a1, float a2, const Vec& zz, bool relu) {
+    Vec r(ny);
+    for (size_t i = 0; i < ny; i++) {
+      const float v = a1 * conv[i] + a2 * zz[i] + bias[(i / (size_t(OH) * OW)) % s.K];
+      r[i] = relu ? std::max(v, 0.0f) : v;
+    }
+    return r;
+  };
+  cudnnTensorDescriptor_t xd = tensor(s.N, s.C, s.H, s.W), yd = tensor(s.N, s.K, OH, OW), bd = tensor(1, s.K, 1, 1),
+                          bad_bd = tensor(1, s.K + 1, 1, 1);
+  cudnnFilterDescriptor_t wd;
+  CD(cudnnCreateFilterDescriptor(&wd));
+  CD(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.K, cg, s.R, s.S));
+  cudnnConvolutionDescriptor_t cd;
+  CD(cudnnCreateConvolutionDescriptor(&cd));
+  CD(cudnnSetConvolution2dDescriptor(cd, s.ph, s.pw, s.sh, s.sw, s.dh, s.dw, CUDNN_CROSS_CORRELATION,
+                                     CUDNN_DATA_FLOAT));
+  CD(cudnnSetConvolutionGroupCount(cd, s.G));
+  cudnnActivationDescriptor_t relu, ident, sigm;
+  for (auto* a : {&relu, &ident, &sigm}) CD(cudnnCreateActivationDescriptor(a));
+  CD(cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0));
+  CD(cudnnSetActivationDescriptor(ident, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0));
+  CD(cudnnSetActivationDescriptor(sigm, CUDNN_ACTIVATION_SIGMOID, CUDNN_NOT_PROPAGATE_NAN, 0));
+  const auto algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  size_t wsz = 0;
+  CD(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, algo, &wsz));
+  void* ws = nullptr;
+  if (wsz) CK(cudaMalloc(&ws, wsz));
+  float *px = dev(x), *pw = dev(w), *pb = dev(bias), *pz = dev(z), *py = dev_nan(ny);
+  const float one = 1, zero = 0, a1 = 0.5f, a2 = 0.75f;
+
+  CD(cudnnConvolutionBiasActivationForward(h, &one, xd, px, wd, pw, cd, algo, ws, wsz, &zero, yd, py, bd, pb, relu,
+                                           yd, py));
+  const Vec want = ref(1, 0, Vec(ny, 0), true);
+  compare("conv+bias+relu (alpha2 0, z = y full of NaNs)", host(py, ny), want);
+  const size_t clipped = size_t(std::count(want.begin(), want.end(), 0.0f));
+  std::printf("%s conv+bias+relu clipped %zu of %zu outputs\n", clipped && clipped < ny ? "ok  " : "FAIL", clipped, ny);
+  if (!clipped || clipped == ny) failures++;
+  CD(cudnnConvolutionBiasActivationForward(h, &a1, xd, px, wd, pw, cd, algo, ws, wsz, &a2, yd, pz, bd, pb, relu, yd,
+                                           py));
+  compare("conv+bias+relu (alpha1 0.5, alpha2 0.75, separate z)", host(py, ny), ref(a1, a2, z, true));
+  CK(cudaMemcpy(py, z.data(), ny * 4, cudaMemcpyHostToDevice));
+  CD(cudnnConvolutionBiasActivationForward(h, &one, xd, px, wd, pw, cd, algo, ws, wsz, &one, yd, py, bd, pb, ident,
+                                           yd, py));
+  compare("conv+bias+identity (z is y: residual add in place)", host(py, ny), ref(1, 1, z, false));
+
+  expect(cudnnConvolutionBiasActivationForward(h, &one, xd, px, wd, pw, cd, algo, ws, wsz, &zero, yd, py, bd, pb, sigm,
+                                               yd, py),
+         CUDNN_STATUS_NOT_SUPPORTED, "conv+bias+sigmoid refused");
+  expect(cudnnConvolutionBiasActivationForward(h, &one, xd, px, wd, pw, cd, algo, ws, wsz, &zero, yd, py, bad_bd, pb,
+                                               relu, yd, py),
+         CUDNN_STATUS_BAD_PARAM, "conv+bias+relu with a bias of K+1 channels refused");
+  for (float* p : {px, pw, pb, pz, py}) CK(cudaFree(p));
+  if (ws) CK(cudaFree(ws));
+  for (auto d : {xd, yd, bd, bad_bd}) CD(cudnnDestroyTensorDescriptor(d));
+  for (auto a : {relu, ident, sigm}) CD(cudnnDestroyActivationDescriptor(a));
+  CD(cudnnDestroyFilterDescriptor(wd));
+  CD(cudnnDestroyConvolutionDescriptor(cd));
+}
+
 int main() {
   std::printf("cuDNN release %zu\n", cudnnGetVersion());
   cudnnHandle_t h;
@@ -1111,6 +1186,7 @@ int main() {
   test_reduce(h);
   test_lowp(h, CUDNN_DATA_HALF, "half");
   test_lowp(h, CUDNN_DATA_BFLOAT16, "bfloat16");
+  test_conv_bias_act(h);
 
   CK(cudaStreamSynchronize(stream));
   CD(cudnnDestroy(h));

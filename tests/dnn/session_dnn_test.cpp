@@ -172,6 +172,44 @@ TEST_F(Fixture, RangesBeyondAllocationsAreRefused) {
   EXPECT_EQ(post<Op::DnnConvFwd>(fwd(x, w, y)), 0);
 }
 
+TEST_F(Fixture, ConvBiasActComputesAndChecksItsTensors) {
+  // The 1x1x4x4 (*) 3x3 convolution of 0..15 (45 54 81 90), bias -60, plus
+  // 2 z: ReLU clips the first two.
+  uint64_t x = alloc(64), w = alloc(36), y = alloc(16), z = alloc(16), b = alloc(4);
+  std::vector<float> xv(16), wv(9, 1.0f);
+  for (int i = 0; i < 16; i++) xv[i] = float(i);
+  put(x, xv), put(w, wv), put(b, {-60}), put(z, {1, 2, 3, 4}), put(y, {NAN, NAN, NAN, NAN});
+  DnnConvBiasActReq rq{};
+  const auto f = fwd(x, w, y);
+  rq.x = f.x, rq.w = f.w, rq.conv = f.conv, rq.y = rq.z = f.y, rq.bias = t4(1, 1, 1, 1);
+  rq.act.mode = 1, rq.xp = x, rq.wp = w, rq.yp = y, rq.zp = z, rq.biasp = b, rq.alpha1 = 1, rq.alpha2 = 2;
+  ASSERT_EQ(post<Op::DnnConvBiasAct>(rq), 0);
+  auto r = get(y, 4);
+  EXPECT_FLOAT_EQ(r[0], 0);
+  EXPECT_FLOAT_EQ(r[1], 0);
+  EXPECT_FLOAT_EQ(r[2], 27);
+  EXPECT_FLOAT_EQ(r[3], 38);
+  auto bad = rq;
+  bad.act.mode = 0;  // sigmoid: cuDNN fuses only ReLU and identity
+  EXPECT_EQ(post<Op::DnnConvBiasAct>(bad), cudaErrorNotSupported);
+  bad = rq, bad.act.mode = 99;
+  EXPECT_EQ(post<Op::DnnConvBiasAct>(bad), cudaErrorInvalidValue);
+  bad = rq, bad.bias = t4(1, 2, 1, 1);  // C + 1 channels
+  EXPECT_EQ(post<Op::DnnConvBiasAct>(bad), cudaErrorInvalidValue);
+  bad = rq, bad.z = t4(1, 1, 3, 2);  // not y's shape
+  EXPECT_EQ(post<Op::DnnConvBiasAct>(bad), cudaErrorInvalidValue);
+  bad = rq, bad.zp = z + 4;  // z runs past its allocation
+  EXPECT_EQ(post<Op::DnnConvBiasAct>(bad), cudaErrorInvalidValue);
+  bad.alpha2 = 0;  // ... but is not read with alpha2 0
+  EXPECT_EQ(post<Op::DnnConvBiasAct>(bad), 0);
+  bad = rq, bad.biasp = b + 4;
+  EXPECT_EQ(post<Op::DnnConvBiasAct>(bad), cudaErrorInvalidValue);
+  bad = rq, bad.alpha1 = INFINITY;
+  EXPECT_EQ(post<Op::DnnConvBiasAct>(bad), cudaErrorInvalidValue);
+  bad = rq, bad.yp = y + 8;
+  EXPECT_EQ(post<Op::DnnConvBiasAct>(bad), cudaErrorInvalidValue);
+}
+
 TEST_F(Fixture, EveryOtherOpChecksItsTensors) {
   uint64_t a = alloc(64), big = alloc(1 << 16);
   const DnnTensor t = t4(1, 1, 4, 4), tiny = t4(1, 1, 1, 1);

@@ -711,6 +711,19 @@ class CudaBlas final : public Blas {
     cublasHandle_t h = prep(hb, c);
     return by_type(a.type, [&](auto t) { return lu_t<decltype(t)>(h, a); });
   }
+  // info is cuBLAS's host int: the guest has checked the arguments already.
+  template <class T>
+  Err geqrf_t(cublasHandle_t h, const BlasGeqrfArgs& a) {
+    auto f = fn<cublasStatus_t (*)(cublasHandle_t, int, int, T* const*, int, T* const*, int*, int)>(
+        "cublas" + std::string(pre<T>()) + "geqrfBatched");
+    int hinfo = 0;
+    return WH_CALL(f, h, a.m, a.n, dp<T* const>(a.A), int(a.lda), dp<T* const>(a.tau), &hinfo, a.batch);
+  }
+  Err geqrf_batched(BlasHandle& hb, const BlasCall& c, const BlasGeqrfArgs& a) override {
+    if (a.batch == 0) return cudaSuccess;
+    cublasHandle_t h = prep(hb, c);
+    return by_type(a.type, [&](auto t) { return geqrf_t<decltype(t)>(h, a); });
+  }
 #undef WH_CALL
 
  private:

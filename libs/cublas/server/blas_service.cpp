@@ -11,6 +11,7 @@
 // bypasses it gets here.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "wormhole/server/blas.hpp"
@@ -843,6 +844,28 @@ int32_t BlasService::on_BlasLuBatched(const BlasLuBatchedReq& rq, std::span<cons
     if (Err e = blas_read_ptrs(rq.C, rq.batch, c.stream, cb, &a.pc); e != cudaSuccess) return e;
   }
   return b->lu_batched(*h, c, a);
+}
+
+int32_t BlasService::on_BlasGeqrfBatched(const BlasGeqrfBatchedReq& rq, std::span<const uint8_t>,
+                                         BlasGeqrfBatchedResp&, std::vector<uint8_t>&) {
+  Blas* b;
+  BlasHandle* h;
+  BlasCall c;
+  if (Err e = blas_begin(rq.handle, rq.stream, rq.flags, &b, &h, &c); e != cudaSuccess) return e;
+  if (!valid_type(rq.type) || rq.m < 0 || rq.n < 0 || rq.batch < 0 || rq.batch > kMaxBatch || !ld_ok(rq.lda, rq.m))
+    return cudaErrorInvalidValue;
+  const uint64_t es = elem_size(rq.type);
+  BlasGeqrfArgs a;
+  a.type = rq.type, a.m = rq.m, a.n = rq.n, a.lda = rq.lda, a.A = rq.A, a.tau = rq.tau;
+  a.batch = rq.m == 0 || rq.n == 0 ? 0 : rq.batch;  // empty matrices: no pointer array is read
+  if (a.batch == 0) return b->geqrf_batched(*h, c, a);
+  // Each matrix spans m x n at lda, each tau min(m, n) elements.
+  uint64_t ab, tb;
+  if (!matrix_elems(rq.m, rq.n, rq.lda, &ab) || !mul_ok(ab, es, &ab)) return cudaErrorInvalidValue;
+  tb = uint64_t(std::min(rq.m, rq.n)) * es;
+  if (Err e = blas_read_ptrs(rq.A, a.batch, c.stream, ab, &a.pa); e != cudaSuccess) return e;
+  if (Err e = blas_read_ptrs(rq.tau, a.batch, c.stream, tb, &a.ptau); e != cudaSuccess) return e;
+  return b->geqrf_batched(*h, c, a);
 }
 
 std::unique_ptr<Service> make_blas_service(Session& s) { return std::make_unique<BlasService>(s); }

@@ -26,6 +26,17 @@
 #include "wormhole/proto/wire.hpp"
 #include "wormhole/server/blas.hpp"
 
+// LAPACK (part of OpenBLAS; Debian ships no LAPACKE header with it).
+extern "C" {
+void sgeqrf_(const int* m, const int* n, float* a, const int* lda, float* tau, float* work, const int* lwork, int* info);
+void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work, const int* lwork,
+             int* info);
+void cgeqrf_(const int* m, const int* n, std::complex<float>* a, const int* lda, std::complex<float>* tau,
+             std::complex<float>* work, const int* lwork, int* info);
+void zgeqrf_(const int* m, const int* n, std::complex<double>* a, const int* lda, std::complex<double>* tau,
+             std::complex<double>* work, const int* lwork, int* info);
+}
+
 namespace wh::server {
 
 namespace {
@@ -921,6 +932,34 @@ Err lu_typed(Mem& mem, const BlasLuArgs& a) {
   return cudaSuccess;
 }
 
+// ---- geqrfBatched: LAPACK's ?geqrf (OpenBLAS carries LAPACK) per matrix.
+template <class T>
+void geqrf(const int* m, const int* n, T* a, const int* lda, T* tau, T* work, const int* lwork, int* info) {
+  if constexpr (std::is_same_v<T, float>) sgeqrf_(m, n, a, lda, tau, work, lwork, info);
+  else if constexpr (std::is_same_v<T, double>) dgeqrf_(m, n, a, lda, tau, work, lwork, info);
+  else if constexpr (std::is_same_v<T, cf>) cgeqrf_(m, n, a, lda, tau, work, lwork, info);
+  else zgeqrf_(m, n, a, lda, tau, work, lwork, info);
+}
+template <class T>
+Err geqrf_typed(Mem& mem, const BlasGeqrfArgs& a) {
+  if (a.batch == 0) return cudaSuccess;
+  const int m = a.m, n = a.n, lda = int(a.lda), k = std::min(m, n);
+  // Blocked geqrf wants n * nb of work; a workspace query gives it once.
+  int lwork = -1, info = 0;
+  T q{};
+  geqrf<T>(&m, &n, nullptr, &lda, nullptr, &q, &lwork, &info);
+  lwork = std::max(int(std::real(q)), std::max(1, n));
+  std::vector<T> work(static_cast<size_t>(lwork));
+  for (int bi = 0; bi < a.batch; bi++) {
+    T* A = mem.view<T>(a.pa[size_t(bi)], mat_bytes(m, n, a.lda, sizeof(T)));
+    T* tau = mem.view<T>(a.ptau[size_t(bi)], uint64_t(k) * sizeof(T));
+    if (!A || !tau) return cudaErrorIllegalAddress;
+    geqrf<T>(&m, &n, A, &lda, tau, work.data(), &lwork, &info);
+    if (info != 0) return cudaErrorLaunchFailure;  // arguments were checked: not reached
+  }
+  return cudaSuccess;
+}
+
 class SimBlas final : public Blas {
  public:
   explicit SimBlas(Context& ctx) : ctx_(ctx) {
@@ -1250,6 +1289,10 @@ class SimBlas final : public Blas {
   Err lu_batched(BlasHandle&, const BlasCall&, const BlasLuArgs& a) override {
     Mem mem{ctx_};
     return by_type(a.type, [&](auto t) { return lu_typed<decltype(t)>(mem, a); });
+  }
+  Err geqrf_batched(BlasHandle&, const BlasCall&, const BlasGeqrfArgs& a) override {
+    Mem mem{ctx_};
+    return by_type(a.type, [&](auto t) { return geqrf_typed<decltype(t)>(mem, a); });
   }
 
  private:

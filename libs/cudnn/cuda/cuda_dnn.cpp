@@ -50,6 +50,8 @@ using namespace wh::proto;
   X(cudnnSetActivationDescriptorSwishBeta) \
   X(cudnnDestroyActivationDescriptor)     \
   X(cudnnConvolutionForward)              \
+  X(cudnnGetConvolutionForwardWorkspaceSize) \
+  X(cudnnConvolutionBiasActivationForward) \
   X(cudnnConvolutionBackwardData)         \
   X(cudnnConvolutionBackwardFilter)       \
   X(cudnnConvolutionBackwardBias)         \
@@ -278,6 +280,29 @@ class CudaDnn final : public Dnn {
       return lib().cudnnConvolutionForward(h_, a, x, P(rq.xp), w, P(rq.wp), c, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
                                            nullptr, 0, b, y, P(rq.yp));
     }, rq.alpha, rq.beta);
+  }
+  // cuDNN fuses IDENTITY only with IMPLICIT_PRECOMP_GEMM (RELU with any
+  // algorithm), which may want a work area: the stream's, grown to fit.
+  // alpha2 0: z is not read, and y stands in for it.
+  Err conv_bias_act(Stream* s, const DnnConvBiasActReq& rq) override {
+    return call(s, [&](Descs& d, const float* a1, const float* a2) {
+      auto x = d.tensor(rq.x);
+      auto w = d.filter(rq.w);
+      auto c = d.conv(rq.conv);
+      auto bias = d.tensor(rq.bias);
+      auto act = d.act(rq.act);
+      auto y = d.tensor(rq.y);
+      auto z = *a2 != 0 ? d.tensor(rq.z) : y;
+      if (d.st) return d.st;
+      const auto algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+      size_t ws = 0;
+      if (cudnnStatus_t r = lib().cudnnGetConvolutionForwardWorkspaceSize(h_, x, w, c, y, algo, &ws)) return r;
+      DevBuf& wb = work_[s ? s->native() : nullptr];
+      if (!reserve(wb, ws)) return CUDNN_STATUS_ALLOC_FAILED;
+      return lib().cudnnConvolutionBiasActivationForward(h_, a1, x, P(rq.xp), w, P(rq.wp), c, algo, P(wb.p), ws, a2,
+                                                         z, P(*a2 != 0 ? rq.zp : rq.yp), bias, P(rq.biasp), act, y,
+                                                         P(rq.yp));
+    }, rq.alpha1, rq.alpha2);
   }
   Err conv_bwd_data(Stream* s, const DnnConvBwdDataReq& rq) override {
     return call(s, [&](Descs& d, const float* a, const float* b) {

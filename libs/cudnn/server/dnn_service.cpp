@@ -300,6 +300,22 @@ int32_t DnnService::on_DnnReduceTensor(const DnnReduceTensorReq& rq, std::span<c
   return dnn_run(st, ranges, rq, [&](Dnn& d, Stream* s) { return d.reduce(s, rq); });
 }
 
+int32_t DnnService::on_DnnConvBiasAct(const DnnConvBiasActReq& rq, std::span<const uint8_t>, DnnConvBiasActResp&,
+                                      std::vector<uint8_t>&) {
+  const int32_t shapes = dnn::check_conv_bias_act(rq.x, rq.w, rq.conv, rq.z, rq.bias, rq.act, rq.y);
+  if (shapes != dnn::kOk) return to_err(shapes);
+  if (!scalars_ok(rq.alpha1, rq.alpha2)) return cudaErrorInvalidValue;
+  // z is read only when alpha2 is not 0.
+  if (!dnn_tensor(rq.x, rq.xp) || !dnn_filter(rq.w, rq.wp) || !dnn_tensor(rq.bias, rq.biasp) ||
+      !dnn_tensor(rq.y, rq.yp) || (rq.alpha2 != 0 && !dnn_tensor(rq.z, rq.zp)))
+    return cudaErrorInvalidValue;
+  Stream* s;
+  if (Err r = resolve_stream(rq.stream, &s); r != cudaSuccess) return r;
+  Dnn* d = ctx_->dnn(nullptr);
+  if (!d) return cudaErrorNotSupported;
+  return d->conv_bias_act(s, rq);
+}
+
 std::unique_ptr<Service> make_dnn_service(Session& s) { return std::make_unique<DnnService>(s); }
 
 }  // namespace wh::server

@@ -13,6 +13,8 @@
 //                goihw weights (NHWC filters, K, R, S, C, permuted to and
 //                from them); CUDNN_CONVOLUTION (the true convolution)
 //                flips the filter's spatial dimensions around it;
+//   fused convolution, bias and activation  the convolution as above,
+//                then one loop (alpha1, alpha2 z, bias, ReLU or identity);
 //   pooling      oneDNN pooling (max; average including or excluding the
 //                padding); max pooling's backward pass runs the forward
 //                pass again for oneDNN's workspace of argmax positions;
@@ -106,6 +108,42 @@ class SimDnn final : public Dnn {
       run(dnnl::convolution_forward(pd),
           {{DNNL_ARG_SRC, mem(c.x, xs)}, {DNNL_ARG_WEIGHTS, mem(c.w, ws)}, {DNNL_ARG_DST, mem(c.y, ys)}});
       scatter(rq.y, y, ys, rq.alpha, rq.beta);
+      return Err(cudaSuccess);
+    });
+  }
+
+  // The convolution into a dense buffer, then alpha1, alpha2 z, the
+  // per-channel bias and the activation per element; z is gathered before
+  // y is written (it may be y itself).
+  Err conv_bias_act(Stream*, const DnnConvBiasActReq& rq) override {
+    Stage stage;
+    return guard([&] {
+      const float *x, *w, *bias, *z = nullptr;
+      float* y;
+      if (Err e = view(rq.x, rq.xp, &x); e) return e;
+      if (Err e = view_filter(rq.w, rq.wp, &w); e) return e;
+      if (Err e = view(rq.bias, rq.biasp, &bias); e) return e;
+      if (rq.alpha2 != 0)
+        if (Err e = view(rq.z, rq.zp, &z); e) return e;
+      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      Buf xs = in(rq.x, x);
+      Vec ws = filter(rq.w, w, rq.conv.mode == 0);
+      Vec r(size_t(dnn::count(rq.y)));
+      Conv c(*this, rq.x, rq.w, rq.conv, rq.y);
+      dnnl::convolution_forward::primitive_desc pd(c.fwd(), eng_);
+      run(dnnl::convolution_forward(pd),
+          {{DNNL_ARG_SRC, mem(c.x, xs)}, {DNNL_ARG_WEIGHTS, mem(c.w, ws)}, {DNNL_ARG_DST, mem(c.y, r)}});
+      const Vec zs = z ? gather(rq.z, z) : Vec();
+      const float a1 = float(rq.alpha1), a2 = float(rq.alpha2);
+      const bool relu = rq.act.mode == dnn::kActRelu;
+      const int64_t C = rq.y.dim[1], inner = int64_t(rq.y.dim[2]) * rq.y.dim[3];
+      for (size_t i = 0; i < r.size(); i++) {
+        const int64_t ch = (int64_t(i) / inner) % C;
+        float v = a1 * r[i] + bias[ch * rq.bias.stride[1]];
+        if (z) v += a2 * zs[i];
+        r[i] = relu && v < 0 ? 0.0f : v;
+      }
+      scatter(rq.y, y, r, 1, 0);
       return Err(cudaSuccess);
     });
   }

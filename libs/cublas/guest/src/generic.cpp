@@ -450,6 +450,27 @@ cublasStatus_t getrs(cublasHandle_t h, cublasOperation_t trans, int n, int nrhs,
   return lu<T>(h, kLuGetrs, trans, n, nrhs, A, lda, Bm, ldb, piv, nullptr, batch);
 }
 
+// ---------------------------------------------------------------- batched QR
+
+// geqrfBatched: argument errors go to the host `info` as -(position of the
+// bad argument, the handle not counted), as in getrsBatched.
+template <class T>
+cublasStatus_t geqrf(cublasHandle_t h, int m, int n, const void* A, int lda, const void* tau, int* info, int batch) {
+  WH_HANDLE(h);
+  if (!info) return CUBLAS_STATUS_INVALID_VALUE;
+  *info = 0;
+  int bad = m < 0 ? -1 : n < 0 ? -2 : lda < max1(m) ? -4 : batch < 0 ? -7 : 0;
+  if (bad) {
+    *info = bad;
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (batch == 0 || m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  BlasGeqrfBatchedReq rq{};
+  rq.handle = h->server, rq.stream = sh(h), rq.A = dev(A), rq.tau = dev(tau), rq.lda = lda;
+  rq.m = m, rq.n = n, rq.batch = batch, rq.type = type_code<T>(), rq.flags = flags_of(h);
+  return B::status(B::post<Op::BlasGeqrfBatched>(rq));
+}
+
 // The _64 forms whose arguments fit the 32-bit body.
 bool fits(int64_t v) { return v >= INT_MIN && v <= INT_MAX; }
 
@@ -791,6 +812,16 @@ WH_L3_ALL(S, float)
 WH_L3_ALL(D, double)
 WH_L3_ALL(C, cuComplex)
 WH_L3_ALL(Z, cuDoubleComplex)
+
+#define WH_GEQRF(P, T)                                                                                              \
+  cublasStatus_t cublas##P##geqrfBatched(cublasHandle_t h, int m, int n, T* const A[], int lda, T* const tau[],   \
+                                         int* info, int batch) {                                                    \
+    return geqrf<T>(h, m, n, A, lda, tau, info, batch);                                                             \
+  }
+WH_GEQRF(S, float)
+WH_GEQRF(D, double)
+WH_GEQRF(C, cuComplex)
+WH_GEQRF(Z, cuDoubleComplex)
 
 #define WH_L3_GEAM(P, T)                                                                                            \
   cublasStatus_t cublas##P##geam(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,      \

@@ -641,6 +641,26 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, const 
   rq.xp = U(x), rq.wp = U(w), rq.yp = U(y), rq.algo = algo;
   return status(post<Op::DnnConvFwd>(rq));
 }
+// y = act(alpha1 conv(x, w) + alpha2 z + bias). The algorithm is informative
+// (as for cudnnConvolutionForward): RELU and IDENTITY run with any.
+cudnnStatus_t cudnnConvolutionBiasActivationForward(
+    cudnnHandle_t h, const void* alpha1, const cudnnTensorDescriptor_t xd, const void* x,
+    const cudnnFilterDescriptor_t wd, const void* w, const cudnnConvolutionDescriptor_t cd,
+    cudnnConvolutionFwdAlgo_t algo, void*, size_t, const void* alpha2, const cudnnTensorDescriptor_t zd, const void* z,
+    const cudnnTensorDescriptor_t bd, const void* bias, const cudnnActivationDescriptor_t ad,
+    const cudnnTensorDescriptor_t yd, void* y) {
+  DnnConvBiasActReq rq{};
+  if (!ok(h) || !ok(zd) || !ok(bd) || !ok(ad) || !x || !w || !bias || !y ||
+      !scalars(alpha1, alpha2, &rq.alpha1, &rq.alpha2))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (rq.alpha2 != 0 && !z) return CUDNN_STATUS_BAD_PARAM;
+  if (!ok(xd) || !ok(wd) || !ok(cd) || !ok(yd)) return CUDNN_STATUS_BAD_PARAM;
+  if (int32_t s = dnn::check_conv_bias_act(xd->t, wd->f, cd->c, zd->t, bd->t, ad->a, yd->t)) return st(s);
+  rq.stream = U(h->stream);
+  rq.x = xd->t, rq.w = wd->f, rq.conv = cd->c, rq.z = zd->t, rq.bias = bd->t, rq.act = ad->a, rq.y = yd->t;
+  rq.xp = U(x), rq.wp = U(w), rq.zp = U(z), rq.biasp = U(bias), rq.yp = U(y), rq.algo = algo;
+  return status(post<Op::DnnConvBiasAct>(rq));
+}
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void* alpha, const cudnnFilterDescriptor_t wd,
                                            const void* w, const cudnnTensorDescriptor_t dyd, const void* dy,
                                            const cudnnConvolutionDescriptor_t cd, cudnnConvolutionBwdDataAlgo_t algo,

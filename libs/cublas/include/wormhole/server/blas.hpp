@@ -124,6 +124,16 @@ struct BlasLuArgs {
   uint64_t A = 0, C = 0, pivots = 0, info = 0;  // A, C: device arrays of pointers
   std::vector<uint64_t> pa, pc;                 // their checked contents
 };
+// geqrfBatched: the QR factorization of each m x n matrix in place (R on
+// and above the diagonal, the Householder vectors below it, LAPACK's
+// layout) and its min(m, n) scalars tau.
+struct BlasGeqrfArgs {
+  uint32_t type = 0;
+  int m = 0, n = 0, batch = 0;  // batch 0: nothing to do (m or n 0 too)
+  int64_t lda = 0;
+  uint64_t A = 0, tau = 0;        // device arrays of device pointers
+  std::vector<uint64_t> pa, ptau;  // their checked contents
+};
 
 class Blas {
  public:
@@ -164,6 +174,7 @@ class Blas {
   virtual Err l3(BlasHandle&, const BlasCall&, const BlasL3Args&) { return cudaErrorNotSupported; }
   virtual Err gemm_ex_batched(BlasHandle&, const BlasCall&, const BlasGemmExArgs&) { return cudaErrorNotSupported; }
   virtual Err lu_batched(BlasHandle&, const BlasCall&, const BlasLuArgs&) { return cudaErrorNotSupported; }
+  virtual Err geqrf_batched(BlasHandle&, const BlasCall&, const BlasGeqrfArgs&) { return cudaErrorNotSupported; }
 };
 
 // The sim device's BLAS: OpenBLAS over `ctx.host_view()`.

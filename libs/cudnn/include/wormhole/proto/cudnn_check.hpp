@@ -181,6 +181,19 @@ inline int32_t check_same(const DnnTensor& a, const DnnTensor& b) {
   if (int32_t r = check_tensor4(b)) return r;
   return same_dims(a, b) && a.dtype == b.dtype ? kOk : kBadParam;
 }
+// cudnnConvolutionBiasActivationForward: a convolution, z of y's shape and
+// type, bias 1 x C x 1 x 1 of y's type, and one of the two activations
+// cuDNN fuses (RELU, IDENTITY; others are not supported).
+constexpr int32_t kActRelu = 1, kActIdentity = 5;
+inline int32_t check_conv_bias_act(const DnnTensor& x, const DnnFilter& w, const DnnConv& c, const DnnTensor& z,
+                                   const DnnTensor& bias, const DnnAct& act, const DnnTensor& y) {
+  if (int32_t r = check_conv_shapes(x, w, c, y)) return r;
+  if (int32_t r = check_same(z, y)) return r;
+  if (int32_t r = check_bias(y, bias)) return r;
+  if (bias.dtype != y.dtype) return kBadParam;
+  if (int32_t r = check_act(act)) return r;
+  return act.mode == kActRelu || act.mode == kActIdentity ? kOk : kNotSupported;
+}
 inline int32_t check_softmax(int32_t algo, int32_t mode) {
   return (algo < 0 || algo > 2 || mode < 0 || mode > 1) ? kBadParam : kOk;
 }

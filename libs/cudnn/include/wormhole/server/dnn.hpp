@@ -52,6 +52,10 @@ class Dnn {
   virtual Err dropout_fwd(Stream*, const proto::DnnDropoutFwdReq&) { return cudaErrorNotSupported; }
   virtual Err dropout_bwd(Stream*, const proto::DnnDropoutBwdReq&) { return cudaErrorNotSupported; }
   virtual Err reduce(Stream*, const proto::DnnReduceTensorReq&) { return cudaErrorNotSupported; }
+  // cudnnConvolutionBiasActivationForward: y = act(alpha1 conv(x, w) +
+  // alpha2 z + bias), act RELU or IDENTITY; z is not read when alpha2 is 0
+  // (zp is then unchecked), and may be y itself.
+  virtual Err conv_bias_act(Stream*, const proto::DnnConvBiasActReq&) { return cudaErrorNotSupported; }
 };
 
 // The sim device's cuDNN: oneDNN (and plain loops for bias gradients,
