@@ -4,7 +4,8 @@
 # The directories are in cmake/WormholeInstall.cmake.
 
 # wormhole-run finds the drop-ins relative to itself (../lib/<multiarch>/wormhole).
-install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/wormhole-run DESTINATION ${WH_INSTALL_BINDIR})
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/wormhole-run ${PROJECT_SOURCE_DIR}/scripts/wormhole-ptxas
+  DESTINATION ${WH_INSTALL_BINDIR})
 # The admin tool, when this tree builds one.
 if(TARGET wormholectl)
   install(TARGETS wormholectl RUNTIME DESTINATION ${WH_INSTALL_BINDIR})
