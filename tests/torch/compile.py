@@ -6,7 +6,9 @@ kernels runs. Checked against the same code on torch's CPU device:
   - an MLP trained functionally (torch.func.grad_and_value, the SGD update
     inside the compiled step): the loss of every step within 1e-4 relative;
   - a CNN (convolutions through cuDNN, batch normalization, ReLU, max
-    pooling, a linear layer) trained the same way.
+    pooling, a linear layer) trained the same way;
+  - a small causal transformer (embedding, nn.TransformerEncoderLayer:
+    attention, layer normalization, feed-forward; a linear head), the same.
 Compile-time constant folding runs PyTorch's own kernels on the device, so
 it is turned off (docs/pytorch.md); a step's backward that starts from
 loss.backward() needs PyTorch's fill kernel and is not used here."""
@@ -107,4 +109,41 @@ def cnn_step(params, x, y):
 
 
 compare("CNN", cnn_step, cnn, XC, YC, 4)
+
+# A transformer. Attention on the math path: PyTorch's fused attention
+# kernels (flash, memory-efficient, cuDNN) would be its own kernels.
+for enable in (torch.backends.cuda.enable_flash_sdp, torch.backends.cuda.enable_mem_efficient_sdp,
+               torch.backends.cuda.enable_cudnn_sdp):
+    enable(False)
+VOCAB, T, D = 64, 16, 32
+torch.manual_seed(3)
+XT, YT = torch.randint(0, VOCAB, (8, T)), torch.randint(0, VOCAB, (8, T))
+
+
+class TinyGPT(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(VOCAB, D)
+        self.pos = torch.nn.Parameter(torch.randn(T, D) * 0.02)
+        self.block = torch.nn.TransformerEncoderLayer(D, 4, 64, dropout=0.0, batch_first=True)
+        self.head = torch.nn.Linear(D, VOCAB)
+
+    def forward(self, x):
+        mask = torch.triu(torch.full((T, T), float("-inf"), device=x.device), 1)
+        return self.head(self.block(self.emb(x) + self.pos, src_mask=mask))
+
+
+gpt = TinyGPT()
+
+
+def gpt_loss(params, x, y):
+    return F.cross_entropy(functional_call(gpt, params, (x,)).reshape(-1, VOCAB), y.reshape(-1))
+
+
+def gpt_step(params, x, y):
+    grads, value = grad_and_value(gpt_loss)(params, x, y)
+    return {k: p - 0.1 * grads[k] for k, p in params.items()}, value
+
+
+compare("transformer", gpt_step, gpt, XT, YT, 4)
 print("all checks passed")
