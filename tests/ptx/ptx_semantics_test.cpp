@@ -22,7 +22,7 @@ namespace {
 
 // What every test here starts from: one module, a host memory, an engine.
 struct Loaded {
-  explicit Loaded(const char* ptx) : m(Module::from_ptx(ptx, &err)) {}
+  explicit Loaded(const std::string& ptx) : m(Module::from_ptx(ptx, &err)) {}
   // Packs `args` for kernel `k` and launches it with `c`.
   template <class... T>
   LaunchError launch(const char* k, const wh::ptx::LaunchConfig& c, const T&... args) {
@@ -43,6 +43,20 @@ struct Loaded {
   HostMem mem;
   Engine eng{1};
 };
+
+// The PTX of a kernel name(pa, pout, n) for Loaded::records: each thread
+// tid < n (%r1) runs `body` with %rd2 at its `in_bytes` record in pa and %rd3
+// at its `out_bytes` record in pout (registers %r2..%r19 free).
+std::string records_ptx(const char* target, const char* name, int in_bytes, int out_bytes, const char* body) {
+  return std::string(".version 8.0\n.target ") + target + "\n.address_size 64\n.visible .entry " + name +
+         "(.param .u64 pa, .param .u64 pout, .param .u32 n)\n{\n"
+         "  .reg .pred %p;\n  .reg .u32 %r<20>;\n  .reg .u64 %rd<8>;\n"
+         "  ld.param.u64 %rd0, [pa];\n  ld.param.u64 %rd1, [pout];\n  ld.param.u32 %r0, [n];\n"
+         "  mov.u32 %r1, %tid.x;\n  setp.ge.u32 %p, %r1, %r0;\n  @%p bra DONE;\n"
+         "  mul.wide.u32 %rd2, %r1, " + std::to_string(in_bytes) + ";\n  add.u64 %rd2, %rd0, %rd2;\n"
+         "  mul.wide.u32 %rd3, %r1, " + std::to_string(out_bytes) + ";\n  add.u64 %rd3, %rd1, %rd3;\n" +
+         body + "DONE:\n  ret;\n}\n";
+}
 
 // Per thread, from a[4], b[4] (u32 limbs, least significant first):
 //   out[0..3]  = a + b        (add.cc / addc.cc / addc, 128 bits)
@@ -631,23 +645,7 @@ namespace {
 
 // min/max on two 16-bit integers packed in a 32-bit register (CUB's sm_90+
 // PTX uses them), with .relu, and min/max.relu.s32: each half on its own.
-const char* kPacked16Ptx = R"(
-.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry packed(.param .u64 pa, .param .u64 pout, .param .u32 n)
-{
-  .reg .pred %p;
-  .reg .u32 %r<16>;
-  .reg .u64 %rd<8>;
-  ld.param.u64 %rd0, [pa];
-  ld.param.u64 %rd1, [pout];
-  ld.param.u32 %r0, [n];
-  mov.u32 %r1, %tid.x;
-  setp.ge.u32 %p, %r1, %r0;
-  @%p bra DONE;
-  mul.wide.u32 %rd2, %r1, 8;
-  add.u64 %rd2, %rd0, %rd2;
+const std::string kPacked16Ptx = records_ptx("sm_90", "packed", 8, 32, R"(
   ld.global.v2.u32 {%r2, %r3}, [%rd2];
   min.s16x2 %r4, %r2, %r3;
   max.s16x2 %r5, %r2, %r3;
@@ -657,14 +655,9 @@ const char* kPacked16Ptx = R"(
   max.relu.s16x2 %r9, %r2, %r3;
   min.relu.s32 %r10, %r2, %r3;
   max.relu.s32 %r11, %r2, %r3;
-  mul.wide.u32 %rd3, %r1, 32;
-  add.u64 %rd3, %rd1, %rd3;
   st.global.v4.u32 [%rd3], {%r4, %r5, %r6, %r7};
   st.global.v4.u32 [%rd3+16], {%r8, %r9, %r10, %r11};
-DONE:
-  ret;
-}
-)";
+)");
 
 TEST(PtxSemantics, PackedSixteenBitMinMaxAgainstTheHost) {
   Loaded r(kPacked16Ptx);
@@ -707,23 +700,7 @@ namespace {
 // Scalar video shifts (cuSPARSE's PTX: vshr.u32.u32.u32.clamp.add): shift
 // amounts past 31 clamped to 32 or wrapped, arithmetic shifts of signed
 // values, .sat, and the secondary add/min/max.
-const char* kVideoShiftPtx = R"(
-.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry vsh(.param .u64 pa, .param .u64 pout, .param .u32 n)
-{
-  .reg .pred %p;
-  .reg .u32 %r<20>;
-  .reg .u64 %rd<8>;
-  ld.param.u64 %rd0, [pa];
-  ld.param.u64 %rd1, [pout];
-  ld.param.u32 %r0, [n];
-  mov.u32 %r1, %tid.x;
-  setp.ge.u32 %p, %r1, %r0;
-  @%p bra DONE;
-  mul.wide.u32 %rd2, %r1, 12;
-  add.u64 %rd2, %rd0, %rd2;
+const std::string kVideoShiftPtx = records_ptx("sm_80", "vsh", 12, 24, R"(
   ld.global.u32 %r2, [%rd2];
   ld.global.u32 %r3, [%rd2+4];
   ld.global.u32 %r4, [%rd2+8];
@@ -733,15 +710,10 @@ const char* kVideoShiftPtx = R"(
   vshl.u32.u32.u32.clamp %r8, %r2, %r3;
   vshl.s32.s32.u32.sat.clamp.min %r9, %r2, %r3, %r4;
   vshl.u32.u32.u32.wrap.add %r10, %r2, %r3, %r4;
-  mul.wide.u32 %rd3, %r1, 24;
-  add.u64 %rd3, %rd1, %rd3;
   st.global.v2.u32 [%rd3], {%r5, %r6};
   st.global.v2.u32 [%rd3+8], {%r7, %r8};
   st.global.v2.u32 [%rd3+16], {%r9, %r10};
-DONE:
-  ret;
-}
-)";
+)");
 
 TEST(PtxSemantics, VideoShiftsAgainstTheHost) {
   Loaded r(kVideoShiftPtx);
