@@ -15,26 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "wh_check.cuh"
+
 static int g_fail = 0, g_pass = 0;
 static bool g_verbose = false;
-
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::printf("FATAL %s:%d %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));        \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
-#define CB(x)                                                                                  \
-  do {                                                                                         \
-    cublasStatus_t s_ = (x);                                                                   \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-      std::printf("FAIL %s:%d %s -> %s\n", __FILE__, __LINE__, #x, cublasGetStatusName(s_));   \
-      g_fail++;                                                                                \
-      return;                                                                                  \
-    }                                                                                          \
-  } while (0)
 
 // The legacy cuBLAS API (cublas.h) cannot be included beside cublas_v2.h,
 // which maps the same names to the _v2 functions: declared by symbol here.

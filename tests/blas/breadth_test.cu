@@ -20,26 +20,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "wh_check.cuh"
+
 using Cd = std::complex<double>;
 static int g_fail = 0, g_pass = 0;
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::printf("FATAL %s:%d %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));        \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
-#define CB(x)                                                                                    \
-  do {                                                                                           \
-    cublasStatus_t s_ = (x);                                                                     \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                           \
-      std::printf("FAIL %s:%d %s -> %s\n", __FILE__, __LINE__, #x, cublasGetStatusName(s_));     \
-      g_fail++;                                                                                  \
-      return;                                                                                    \
-    }                                                                                            \
-  } while (0)
+// Non-fatal: a failing cuBLAS call counts in g_fail and ends the test function.
+#define CB(x) WH_CHECK_OR_RETURN(x, CUBLAS_STATUS_SUCCESS, cublasGetStatusName(r_), g_fail)
 // The cuBLAS entry point of the element type T (S, D, C, Z).
 #define PICK(T, S, D, C, Z, ...)                                 \
   [&]() {                                                        \

@@ -40,16 +40,7 @@ static void expect(cudnnStatus_t got, cudnnStatus_t want, const char* what) {
   if (!ok) failures++;
 }
 static void compare(const char* what, const Vec& got, const Vec& want, double tol) {
-  double scale = 1e-30, err = 0;
-  for (float v : want) scale = std::fmax(scale, std::fabs(v));
-  bool ok = got.size() == want.size();
-  for (size_t i = 0; ok && i < got.size(); i++) {
-    if (!std::isfinite(got[i])) ok = false;
-    err = std::fmax(err, std::fabs(double(got[i]) - want[i]) / scale);
-  }
-  ok = ok && err <= tol;
-  std::printf("%s %s: max relative error %.3g (tolerance %.3g)\n", ok ? "ok  " : "FAIL", what, err, tol);
-  if (!ok) failures++;
+  if (!wh_close(what, got, want, tol)) failures++;
 }
 static unsigned rng = 4242;
 static Vec rand_vec(size_t n) {

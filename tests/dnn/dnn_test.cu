@@ -43,20 +43,10 @@ using Vec = std::vector<float>;
 static int failures = 0;
 static const double kTol = 1e-4;
 
-static void compare_tol(const char* what, const Vec& got, const Vec& want, double tol);
-static void compare(const char* what, const Vec& got, const Vec& want) { compare_tol(what, got, want, kTol); }
 static void compare_tol(const char* what, const Vec& got, const Vec& want, double tol) {
-  double scale = 1e-30, err = 0;
-  for (float v : want) scale = std::fmax(scale, std::fabs(v));
-  bool ok = got.size() == want.size();
-  for (size_t i = 0; ok && i < got.size(); i++) {
-    if (!std::isfinite(got[i])) ok = false;
-    err = std::fmax(err, std::fabs(double(got[i]) - want[i]) / scale);
-  }
-  ok = ok && err <= tol;
-  std::printf("%s %s: max relative error %.3g (tolerance %.3g)\n", ok ? "ok  " : "FAIL", what, err, tol);
-  if (!ok) failures++;
+  if (!wh_close(what, got, want, tol)) failures++;
 }
+static void compare(const char* what, const Vec& got, const Vec& want) { compare_tol(what, got, want, kTol); }
 static void expect(cudnnStatus_t got, cudnnStatus_t want, const char* what) {
   bool ok = got == want;
   std::printf("%s %s: %s (want %s)\n", ok ? "ok  " : "FAIL", what, cudnnGetErrorString(got), cudnnGetErrorString(want));

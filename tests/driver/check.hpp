@@ -47,6 +47,15 @@ inline bool stacked_excludes(const char* what) {
     }                                                                                 \
   } while (0)
 
+// The first device and its architecture as NVRTC names it (75 for sm_75).
+inline int first_device_arch(CUdevice* dev) {
+  CU_CHECK(cuDeviceGet(dev, 0));
+  int major = 0, minor = 0;
+  CU_CHECK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, *dev));
+  CU_CHECK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, *dev));
+  return major * 10 + minor;
+}
+
 inline std::string read_all(const char* path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {

@@ -46,15 +46,7 @@ static std::vector<char> compile(const char* src, const char* name, const char* 
   nvrtcProgram p;
   NVRTC_CHECK(nvrtcCreateProgram(&p, src, name, 0, nullptr, nullptr));
   const char* opts[] = {arch, "-rdc=true", "-dlto"};
-  nvrtcResult r = nvrtcCompileProgram(p, lto ? 3 : 2, opts);
-  if (r != NVRTC_SUCCESS) {
-    size_t n = 0;
-    nvrtcGetProgramLogSize(p, &n);
-    std::string log(n, '\0');
-    nvrtcGetProgramLog(p, log.data());
-    std::fprintf(stderr, "nvrtc: %s\n", log.c_str());
-    std::exit(1);
-  }
+  nvrtc_compile(p, lto ? 3 : 2, opts);
   size_t n = 0;
   std::vector<char> out;
   if (lto) {
@@ -73,12 +65,9 @@ static std::vector<char> compile(const char* src, const char* name, const char* 
 int main() {
   CU_CHECK(cuInit(0));
   CUdevice dev;
-  CU_CHECK(cuDeviceGet(&dev, 0));
-  int major = 0, minor = 0;
-  CU_CHECK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  CU_CHECK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  const std::string sm = "sm_" + std::to_string(major * 10 + minor);
-  const std::string arch_opt = "-arch=" + sm, virt = "--gpu-architecture=compute_" + std::to_string(major * 10 + minor);
+  const int cc = first_device_arch(&dev);
+  const std::string sm = "sm_" + std::to_string(cc);
+  const std::string arch_opt = "-arch=" + sm, virt = "--gpu-architecture=compute_" + std::to_string(cc);
   CUcontext ctx;
   CU_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
   CU_CHECK(cuCtxSetCurrent(ctx));

@@ -28,15 +28,7 @@ static std::vector<char> compile(const std::vector<const char*>& opts, const cha
   nvrtcProgram prog;
   NVRTC_CHECK(nvrtcCreateProgram(&prog, kSource, "scale_add.cu", 0, nullptr, nullptr));
   NVRTC_CHECK(nvrtcAddNameExpression(prog, expr));
-  nvrtcResult cr = nvrtcCompileProgram(prog, int(opts.size()), opts.data());
-  if (cr != NVRTC_SUCCESS) {
-    size_t n = 0;
-    nvrtcGetProgramLogSize(prog, &n);
-    std::vector<char> log(n + 1);
-    nvrtcGetProgramLog(prog, log.data());
-    std::fprintf(stderr, "nvrtc log: %s\n", log.data());
-  }
-  NVRTC_CHECK(cr);
+  nvrtc_compile(prog, int(opts.size()), opts.data());
   const char* name = nullptr;
   NVRTC_CHECK(nvrtcGetLoweredName(prog, expr, &name));
   *lowered = name;
@@ -78,11 +70,7 @@ static void run(CUmodule mod, const std::string& name, T a) {
 int main() {
   CU_CHECK(cuInit(0));
   CUdevice dev;
-  CU_CHECK(cuDeviceGet(&dev, 0));
-  int major = 0, minor = 0;
-  CU_CHECK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  CU_CHECK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  const std::string arch = "sm_" + std::to_string(major) + std::to_string(minor);
+  const std::string arch = "sm_" + std::to_string(first_device_arch(&dev));
   const std::string opt = "--gpu-architecture=" + arch;
   CUcontext ctx;
   CU_CHECK(cuCtxCreate(&ctx, nullptr, 0, dev));

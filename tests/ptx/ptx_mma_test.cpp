@@ -407,14 +407,8 @@ TEST(PtxMma, UnsupportedFormsFailTheLaunch) {
       "{%fd0,%fd1,%fd2,%fd3};",
   };
   for (const char* f : forms) {
-    std::string err;
-    auto m = Module::from_ptx(one_inst(kRegs, std::string("  ") + f), &err);
-    ASSERT_TRUE(m) << f << ": " << err;
-    HostMem mem;
-    Engine eng(1);
-    Args a(m->kernel("k"));
-    a(mem.alloc(64));
-    auto e = eng.launch(*m, "k", cfg({1}, {32}), a.data(), a.size(), mem);
+    LaunchError e;
+    ASSERT_NO_FATAL_FAILURE(launch_warp_k(one_inst(kRegs, std::string("  ") + f), 64, &e)) << f;
     EXPECT_EQ(e.kind, LaunchError::Unsupported) << f;
     EXPECT_NE(e.message.find("PTX line 10"), std::string::npos) << e.message;
   }
@@ -426,14 +420,8 @@ TEST(PtxMma, PartOfAWarpTraps) {
                      "\n  .reg .pred %p;\n  mov.u32 %r39, %laneid;\n  setp.ge.u32 %p, %r39, 16;\n  @%p bra END;\n"
                      "  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%r0,%r1,%r2,%r3}, {%r4,%r5,%r6,%r7}, {%r8,%r9}, "
                      "{%r10,%r11,%r12,%r13};\nEND:";
-  std::string err;
-  auto m = Module::from_ptx(one_inst(body, ""), &err);
-  ASSERT_TRUE(m) << err;
-  HostMem mem;
-  Engine eng(1);
-  Args a(m->kernel("k"));
-  a(mem.alloc(64));
-  auto e = eng.launch(*m, "k", cfg({1}, {32}), a.data(), a.size(), mem);
+  LaunchError e;
+  ASSERT_NO_FATAL_FAILURE(launch_warp_k(one_inst(body, ""), 64, &e));
   EXPECT_EQ(e.kind, LaunchError::Trap);
   EXPECT_NE(e.message.find("lanes 0x0000ffff"), std::string::npos) << e.message;
 }

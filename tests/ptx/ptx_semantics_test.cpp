@@ -20,6 +20,44 @@ using wh::ptx::Module;
 
 namespace {
 
+// What every test here starts from: one module, a host memory, an engine.
+struct Loaded {
+  explicit Loaded(const std::string& ptx) : m(Module::from_ptx(ptx, &err)) {}
+  // Packs `args` for kernel `k` and launches it with `c`.
+  template <class... T>
+  LaunchError launch(const char* k, const wh::ptx::LaunchConfig& c, const T&... args) {
+    Args a(m->kernel(k));
+    (a(args), ...);
+    return eng.launch(*m, k, c, a.data(), a.size(), mem);
+  }
+  // Kernels k(in, out, n) whose threads each write `out_words` u32: *out gets them.
+  LaunchError records(const char* k, const wh::ptx::LaunchConfig& c, const std::vector<uint32_t>& in, int n,
+                      size_t out_words, std::vector<uint32_t>* out) {
+    uint64_t din = mem.upload(in), dout = mem.alloc(size_t(n) * out_words * 4);
+    LaunchError e = launch(k, c, din, dout, uint32_t(n));
+    *out = mem.download<uint32_t>(dout, size_t(n) * out_words);
+    return e;
+  }
+  std::string err;  // before m: the constructor fills it
+  std::unique_ptr<Module> m;
+  HostMem mem;
+  Engine eng{1};
+};
+
+// The PTX of a kernel name(pa, pout, n) for Loaded::records: each thread
+// tid < n (%r1) runs `body` with %rd2 at its `in_bytes` record in pa and %rd3
+// at its `out_bytes` record in pout (registers %r2..%r19 free).
+std::string records_ptx(const char* target, const char* name, int in_bytes, int out_bytes, const char* body) {
+  return std::string(".version 8.0\n.target ") + target + "\n.address_size 64\n.visible .entry " + name +
+         "(.param .u64 pa, .param .u64 pout, .param .u32 n)\n{\n"
+         "  .reg .pred %p;\n  .reg .u32 %r<20>;\n  .reg .u64 %rd<8>;\n"
+         "  ld.param.u64 %rd0, [pa];\n  ld.param.u64 %rd1, [pout];\n  ld.param.u32 %r0, [n];\n"
+         "  mov.u32 %r1, %tid.x;\n  setp.ge.u32 %p, %r1, %r0;\n  @%p bra DONE;\n"
+         "  mul.wide.u32 %rd2, %r1, " + std::to_string(in_bytes) + ";\n  add.u64 %rd2, %rd0, %rd2;\n"
+         "  mul.wide.u32 %rd3, %r1, " + std::to_string(out_bytes) + ";\n  add.u64 %rd3, %rd1, %rd3;\n" +
+         body + "DONE:\n  ret;\n}\n";
+}
+
 // Per thread, from a[4], b[4] (u32 limbs, least significant first):
 //   out[0..3]  = a + b        (add.cc / addc.cc / addc, 128 bits)
 //   out[4..7]  = a - b        (sub.cc / subc.cc / subc, 128 bits, modulo 2^128)
@@ -73,23 +111,17 @@ DONE:
 )";
 
 TEST(PtxSemantics, CarryArithmeticAgainstTheHost) {
-  std::string err;
-  auto m = Module::from_ptx(kCarryPtx, &err);
-  ASSERT_TRUE(m) << err;
+  Loaded r(kCarryPtx);
+  ASSERT_TRUE(r.m) << r.err;
   std::mt19937 rng(11);
   std::vector<uint32_t> in;
   const uint32_t edge[] = {0u, 1u, 0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu};
   const int n = 2048;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < 8; k++) in.push_back(i < 512 ? edge[(i * 7 + k * 3 + i / 6) % 6] : uint32_t(rng()));
-  HostMem mem;
-  uint64_t din = mem.upload(in), dout = mem.alloc(size_t(n) * 48);
-  Engine eng(1);
-  Args a(m->kernel("carry"));
-  a(din)(dout)(uint32_t(n));
-  auto e = eng.launch(*m, "carry", cfg({(n + 127) / 128}, {128}), a.data(), a.size(), mem);
+  std::vector<uint32_t> o;
+  auto e = r.records("carry", cfg({(n + 127) / 128}, {128}), in, n, 12, &o);
   ASSERT_EQ(e.kind, LaunchError::None) << e.message;
-  auto o = mem.download<uint32_t>(dout, size_t(n) * 12);
   auto u128 = [](const uint32_t* p) {
     return (unsigned __int128)p[0] | (unsigned __int128)p[1] << 32 | (unsigned __int128)p[2] << 64 |
            (unsigned __int128)p[3] << 96;
@@ -138,17 +170,12 @@ OUT:
 )";
 
 TEST(PtxSemantics, ShuffleFromALaneOutsideTheBranchGivesZero) {
-  std::string err;
-  auto m = Module::from_ptx(kShflPtx, &err);
-  ASSERT_TRUE(m) << err;
-  HostMem mem;
-  uint64_t dout = mem.alloc(8 * 16);
-  Engine eng(1);
-  Args a(m->kernel("partial"));
-  a(dout);
-  auto e = eng.launch(*m, "partial", cfg({1}, {32}), a.data(), a.size(), mem);
+  Loaded r(kShflPtx);
+  ASSERT_TRUE(r.m) << r.err;
+  uint64_t dout = r.mem.alloc(8 * 16);
+  auto e = r.launch("partial", cfg({1}, {32}), dout);
   ASSERT_EQ(e.kind, LaunchError::None) << e.message;
-  auto o = mem.download<uint32_t>(dout, 8 * 4);
+  auto o = r.mem.download<uint32_t>(dout, 8 * 4);
   for (uint32_t l = 0; l < 8; l++) {
     EXPECT_EQ(o[l * 4 + 0], 0u) << "lane " << l << " read lane " << l + 16 << ", outside the branch";
     EXPECT_EQ(o[l * 4 + 1], l + 4 < 8 ? l + 4 + 100 : 0u) << "lane " << l << " by 4";
@@ -237,20 +264,15 @@ WORK:
 )";
 
 TEST(PtxSemantics, BarrierWaitsForTheWarpsLanesStillRunningElsewhere) {
-  std::string err;
-  auto m = Module::from_ptx(kHeldPtx, &err);
-  ASSERT_TRUE(m) << err;
-  HostMem mem;
-  Engine eng(1);
+  Loaded r(kHeldPtx);
+  ASSERT_TRUE(r.m) << r.err;
   uint32_t sum = 0;
   for (uint32_t i = 0; i < 1000; i++) sum += i;
   for (const char* k : {"held", "held_exit"}) {
-    uint64_t dout = mem.alloc(8);
-    Args a(m->kernel(k));
-    a(dout);
-    auto e = eng.launch(*m, k, cfg({1}, {64}), a.data(), a.size(), mem);
+    uint64_t dout = r.mem.alloc(8);
+    auto e = r.launch(k, cfg({1}, {64}), dout);
     ASSERT_EQ(e.kind, LaunchError::None) << k << ": " << e.message;
-    auto o = mem.download<uint32_t>(dout, 2);
+    auto o = r.mem.download<uint32_t>(dout, 2);
     // held: lane 31's sum (plus the warp's index); held_exit: lanes 1..31 of each warp add their lane number
     const uint32_t want0 = std::string(k) == "held" ? sum : 496, want1 = std::string(k) == "held" ? sum + 1 : 496;
     EXPECT_EQ(o[0], want0) << k << ": warp 0's work was not done before the barrier released";
@@ -283,20 +305,13 @@ const char* kSlackPtx = R"(
 )";
 
 TEST(PtxSemantics, DynamicSharedMemoryIsAllocatedIn128ByteUnits) {
-  std::string err;
-  auto m = Module::from_ptx(kSlackPtx, &err);
-  ASSERT_TRUE(m) << err;
-  HostMem mem;
-  Engine eng(1);
-  uint64_t dout = mem.alloc(16);
-  Args a(m->kernel("slack"));
-  a(dout)(uint32_t(16));
-  auto e = eng.launch(*m, "slack", cfg({1}, {1}, 28), a.data(), a.size(), mem);
+  Loaded r(kSlackPtx);
+  ASSERT_TRUE(r.m) << r.err;
+  uint64_t dout = r.mem.alloc(16);
+  auto e = r.launch("slack", cfg({1}, {1}, 28), dout, uint32_t(16));
   ASSERT_EQ(e.kind, LaunchError::None) << e.message;
-  EXPECT_EQ(mem.download<uint32_t>(dout, 4)[2], 7u);
-  Args b(m->kernel("slack"));
-  b(dout)(uint32_t(128));
-  e = eng.launch(*m, "slack", cfg({1}, {1}, 28), b.data(), b.size(), mem);
+  EXPECT_EQ(r.mem.download<uint32_t>(dout, 4)[2], 7u);
+  e = r.launch("slack", cfg({1}, {1}, 28), dout, uint32_t(128));
   EXPECT_EQ(e.kind, LaunchError::BadAccess) << "a load past the 128-byte unit must fault";
 }
 
@@ -329,22 +344,17 @@ const char* kReluPtx = R"(
 )";
 
 TEST(PtxSemantics, ReluOnHalfPrecision) {
-  std::string err;
-  auto m = Module::from_ptx(kReluPtx, &err);
-  ASSERT_TRUE(m) << err;
+  Loaded r(kReluPtx);
+  ASSERT_TRUE(r.m) << r.err;
   // Per thread {a, b, c, d} as bf16 for the fma (a*b+c), and as f16 pairs
   // {a, c} and {b, d} for max.relu.f16x2.
   const uint16_t bf2 = 0x4000, bf3 = 0x4040, bfm10 = 0xc120, bf1 = 0x3f80, bf7 = 0x40e0, bfnan = 0x7fc1;
   const uint16_t hm2 = 0xc000, hm1 = 0xbc00, h3 = 0x4200;
   std::vector<uint16_t> in = {bf2, bf3, bfm10, 0,  bf2, bf3, bf1, 0,  bfnan, bf3, bf1, 0,  hm2, hm1, h3, hm2};
-  HostMem mem;
-  Engine eng(1);
-  uint64_t din = mem.upload(in), dout = mem.alloc(4 * 8);
-  Args a(m->kernel("relu"));
-  a(din)(dout);
-  auto e = eng.launch(*m, "relu", cfg({1}, {4}), a.data(), a.size(), mem);
+  uint64_t din = r.mem.upload(in), dout = r.mem.alloc(4 * 8);
+  auto e = r.launch("relu", cfg({1}, {4}), din, dout);
   ASSERT_EQ(e.kind, LaunchError::None) << e.message;
-  auto o = mem.download<uint16_t>(dout, 16);
+  auto o = r.mem.download<uint16_t>(dout, 16);
   EXPECT_EQ(o[0], 0u) << "2*3-10 = -4: relu gives +0";
   EXPECT_EQ(o[4], bf7) << "2*3+1 = 7";
   EXPECT_EQ(o[8], 0x7fffu) << "NaN: the canonical NaN";
@@ -410,22 +420,17 @@ float bf16_bits(uint16_t h) {
 }
 
 TEST(PtxSemantics, HalfPrecisionCompares) {
-  std::string err;
-  auto m = Module::from_ptx(kHalfCmpPtx, &err);
-  ASSERT_TRUE(m) << err;
+  Loaded r(kHalfCmpPtx);
+  ASSERT_TRUE(r.m) << r.err;
   // {a0, a1, b0, b1}: 1 < 2, NaN, -0 vs +0, 65504 vs inf, denormals, negatives.
   std::vector<uint16_t> in = {0x3c00, 0x4000, 0x4000, 0x3c00,  0x7e00, 0x3c00, 0x3c00, 0x7e00,
                               0x8000, 0xfbff, 0x0000, 0xfc00,  0x7bff, 0x0001, 0x7c00, 0x0002,
                               0xc000, 0xbc00, 0xbc00, 0xc000};
   const int n = int(in.size() / 4);
-  HostMem mem;
-  Engine eng(1);
-  uint64_t din = mem.upload(in), dout = mem.alloc(32 * n);
-  Args a(m->kernel("hcmp"));
-  a(din)(dout);
-  auto e = eng.launch(*m, "hcmp", cfg({1}, {uint32_t(n)}), a.data(), a.size(), mem);
+  uint64_t din = r.mem.upload(in), dout = r.mem.alloc(32 * n);
+  auto e = r.launch("hcmp", cfg({1}, {uint32_t(n)}), din, dout);
   ASSERT_EQ(e.kind, LaunchError::None) << e.message;
-  auto o = mem.download<uint32_t>(dout, 8 * n);
+  auto o = r.mem.download<uint32_t>(dout, 8 * n);
   for (int t = 0; t < n; t++) {
     const uint16_t* h = &in[4 * t];
     const float a0 = f16_bits(h[0]), a1 = f16_bits(h[1]), b0 = f16_bits(h[2]), b1 = f16_bits(h[3]);
@@ -494,21 +499,14 @@ const char* kIndirectPtx = R"(
 )";
 
 TEST(PtxSemantics, IndirectCallsThroughFunctionAddresses) {
-  std::string err;
-  auto m = Module::from_ptx(kIndirectPtx, &err);
-  ASSERT_TRUE(m) << err;
-  HostMem mem;
-  Engine eng(1);
-  uint64_t dout = mem.alloc(4 * 64);
-  Args a(m->kernel("calls"));
-  a(dout)(uint64_t(0));
-  auto e = eng.launch(*m, "calls", cfg({1}, {64}), a.data(), a.size(), mem);
+  Loaded r(kIndirectPtx);
+  ASSERT_TRUE(r.m) << r.err;
+  uint64_t dout = r.mem.alloc(4 * 64);
+  auto e = r.launch("calls", cfg({1}, {64}), dout, uint64_t(0));
   ASSERT_EQ(e.kind, LaunchError::None) << e.message;
-  auto o = mem.download<uint32_t>(dout, 64);
+  auto o = r.mem.download<uint32_t>(dout, 64);
   for (uint32_t t = 0; t < 64; t++) EXPECT_EQ(o[t], t % 2 ? t + 11 : 2 * (t + 10)) << "thread " << t;
-  Args b(m->kernel("calls"));
-  b(dout)(dout);  // a data address is no function
-  e = eng.launch(*m, "calls", cfg({1}, {32}), b.data(), b.size(), mem);
+  e = r.launch("calls", cfg({1}, {32}), dout, dout);  // a data address is no function
   EXPECT_EQ(e.kind, LaunchError::BadAccess) << e.message;
 }
 
@@ -547,19 +545,14 @@ const char* kMinMaxNanPtx = R"(
 )";
 
 TEST(PtxSemantics, MinMaxNaNGivesTheCanonicalNaN) {
-  std::string err;
-  auto m = Module::from_ptx(kMinMaxNanPtx, &err);
-  ASSERT_TRUE(m) << err;
-  HostMem mem;
-  Engine eng(1);
-  uint64_t dout = mem.alloc(32);
+  Loaded r(kMinMaxNanPtx);
+  ASSERT_TRUE(r.m) << r.err;
+  uint64_t dout = r.mem.alloc(32);
   // bf16 NaN 0x7fc1 and 2.0 (0x4000); f16 reads the same bits (0x7fc1 is an f16 NaN too).
   const float fnan = std::nanf(""), two = 2.0f;
-  Args a(m->kernel("mm"));
-  a(dout)(uint16_t(0x7fc1))(uint16_t(0x4000))(fnan)(two);
-  auto e = eng.launch(*m, "mm", cfg({1}, {1}), a.data(), a.size(), mem);
+  auto e = r.launch("mm", cfg({1}, {1}), dout, uint16_t(0x7fc1), uint16_t(0x4000), fnan, two);
   ASSERT_EQ(e.kind, LaunchError::None) << e.message;
-  auto o = mem.download<uint32_t>(dout, 6);
+  auto o = r.mem.download<uint32_t>(dout, 6);
   EXPECT_EQ(o[0], 0x7fffu) << "max.NaN.bf16";
   EXPECT_EQ(o[1], 0x7fffu) << "min.NaN.f16";
   EXPECT_EQ(o[2], 0x4000u) << "max.bf16 without .NaN: the number";
@@ -630,19 +623,14 @@ DONE:
 )";
 
 TEST(PtxSemantics, MbarrierPhases) {
-  std::string err;
-  auto m = Module::from_ptx(kMbarPtx, &err);
-  ASSERT_TRUE(m) << err;
-  HostMem mem;
-  Engine eng(1);
-  uint64_t dout = mem.alloc(4 * 128);
-  Args a(m->kernel("mbar"));
-  a(dout);
+  Loaded r(kMbarPtx);
+  ASSERT_TRUE(r.m) << r.err;
+  uint64_t dout = r.mem.alloc(4 * 128);
   auto c = cfg({1}, {64});
   c.timeout_ms = 20000;  // a phase that never completes would spin
-  auto e = eng.launch(*m, "mbar", c, a.data(), a.size(), mem);
+  auto e = r.launch("mbar", c, dout);
   ASSERT_EQ(e.kind, LaunchError::None) << e.message;
-  auto o = mem.download<uint32_t>(dout, 128);
+  auto o = r.mem.download<uint32_t>(dout, 128);
   uint32_t pending = 0;
   for (uint32_t t = 0; t < 64; t++) {
     EXPECT_EQ(o[t], (t + 32) % 64 + 1) << "thread " << t << " read before the other warp's store";
@@ -657,23 +645,7 @@ namespace {
 
 // min/max on two 16-bit integers packed in a 32-bit register (CUB's sm_90+
 // PTX uses them), with .relu, and min/max.relu.s32: each half on its own.
-const char* kPacked16Ptx = R"(
-.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry packed(.param .u64 pa, .param .u64 pout, .param .u32 n)
-{
-  .reg .pred %p;
-  .reg .u32 %r<16>;
-  .reg .u64 %rd<8>;
-  ld.param.u64 %rd0, [pa];
-  ld.param.u64 %rd1, [pout];
-  ld.param.u32 %r0, [n];
-  mov.u32 %r1, %tid.x;
-  setp.ge.u32 %p, %r1, %r0;
-  @%p bra DONE;
-  mul.wide.u32 %rd2, %r1, 8;
-  add.u64 %rd2, %rd0, %rd2;
+const std::string kPacked16Ptx = records_ptx("sm_90", "packed", 8, 32, R"(
   ld.global.v2.u32 {%r2, %r3}, [%rd2];
   min.s16x2 %r4, %r2, %r3;
   max.s16x2 %r5, %r2, %r3;
@@ -683,33 +655,22 @@ const char* kPacked16Ptx = R"(
   max.relu.s16x2 %r9, %r2, %r3;
   min.relu.s32 %r10, %r2, %r3;
   max.relu.s32 %r11, %r2, %r3;
-  mul.wide.u32 %rd3, %r1, 32;
-  add.u64 %rd3, %rd1, %rd3;
   st.global.v4.u32 [%rd3], {%r4, %r5, %r6, %r7};
   st.global.v4.u32 [%rd3+16], {%r8, %r9, %r10, %r11};
-DONE:
-  ret;
-}
-)";
+)");
 
 TEST(PtxSemantics, PackedSixteenBitMinMaxAgainstTheHost) {
-  std::string err;
-  auto m = Module::from_ptx(kPacked16Ptx, &err);
-  ASSERT_TRUE(m) << err;
+  Loaded r(kPacked16Ptx);
+  ASSERT_TRUE(r.m) << r.err;
   const uint32_t edge[] = {0u, 1u, 0x7fff8000u, 0x80007fffu, 0xffff0001u, 0x0001ffffu, 0xffffffffu, 0x12345678u};
   std::mt19937 rng(5);
   std::vector<uint32_t> in;
   const int n = 512;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < 2; k++) in.push_back(i < 64 ? edge[(i / 8 + k * (i % 8)) % 8] : uint32_t(rng()));
-  HostMem mem;
-  uint64_t din = mem.upload(in), dout = mem.alloc(size_t(n) * 32);
-  Engine eng(1);
-  Args a(m->kernel("packed"));
-  a(din)(dout)(uint32_t(n));
-  auto e = eng.launch(*m, "packed", cfg({1}, {n}), a.data(), a.size(), mem);
+  std::vector<uint32_t> o;
+  auto e = r.records("packed", cfg({1}, {n}), in, n, 8, &o);
   ASSERT_EQ(e.kind, LaunchError::None) << e.message;
-  auto o = mem.download<uint32_t>(dout, size_t(n) * 8);
   auto each = [](uint32_t x, uint32_t y, auto f) {
     return uint32_t(uint16_t(f(uint16_t(x), uint16_t(y)))) | uint32_t(uint16_t(f(uint16_t(x >> 16), uint16_t(y >> 16)))) << 16;
   };
@@ -739,23 +700,7 @@ namespace {
 // Scalar video shifts (cuSPARSE's PTX: vshr.u32.u32.u32.clamp.add): shift
 // amounts past 31 clamped to 32 or wrapped, arithmetic shifts of signed
 // values, .sat, and the secondary add/min/max.
-const char* kVideoShiftPtx = R"(
-.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry vsh(.param .u64 pa, .param .u64 pout, .param .u32 n)
-{
-  .reg .pred %p;
-  .reg .u32 %r<20>;
-  .reg .u64 %rd<8>;
-  ld.param.u64 %rd0, [pa];
-  ld.param.u64 %rd1, [pout];
-  ld.param.u32 %r0, [n];
-  mov.u32 %r1, %tid.x;
-  setp.ge.u32 %p, %r1, %r0;
-  @%p bra DONE;
-  mul.wide.u32 %rd2, %r1, 12;
-  add.u64 %rd2, %rd0, %rd2;
+const std::string kVideoShiftPtx = records_ptx("sm_80", "vsh", 12, 24, R"(
   ld.global.u32 %r2, [%rd2];
   ld.global.u32 %r3, [%rd2+4];
   ld.global.u32 %r4, [%rd2+8];
@@ -765,20 +710,14 @@ const char* kVideoShiftPtx = R"(
   vshl.u32.u32.u32.clamp %r8, %r2, %r3;
   vshl.s32.s32.u32.sat.clamp.min %r9, %r2, %r3, %r4;
   vshl.u32.u32.u32.wrap.add %r10, %r2, %r3, %r4;
-  mul.wide.u32 %rd3, %r1, 24;
-  add.u64 %rd3, %rd1, %rd3;
   st.global.v2.u32 [%rd3], {%r5, %r6};
   st.global.v2.u32 [%rd3+8], {%r7, %r8};
   st.global.v2.u32 [%rd3+16], {%r9, %r10};
-DONE:
-  ret;
-}
-)";
+)");
 
 TEST(PtxSemantics, VideoShiftsAgainstTheHost) {
-  std::string err;
-  auto m = Module::from_ptx(kVideoShiftPtx, &err);
-  ASSERT_TRUE(m) << err;
+  Loaded r(kVideoShiftPtx);
+  ASSERT_TRUE(r.m) << r.err;
   std::mt19937 rng(3);
   const uint32_t vals[] = {0u, 1u, 0x7fffffffu, 0x80000000u, 0xffffffffu, 0x12345678u};
   const uint32_t shifts[] = {0u, 1u, 5u, 31u, 32u, 33u, 64u, 0xffffffffu};
@@ -787,14 +726,9 @@ TEST(PtxSemantics, VideoShiftsAgainstTheHost) {
     for (uint32_t b : shifts) in.insert(in.end(), {a, b, uint32_t(rng())});
   for (int i = 0; i < 64; i++) in.insert(in.end(), {uint32_t(rng()), uint32_t(rng() % 40), uint32_t(rng())});
   const int n = int(in.size() / 3);
-  HostMem mem;
-  uint64_t din = mem.upload(in), dout = mem.alloc(size_t(n) * 24);
-  Engine eng(1);
-  Args a(m->kernel("vsh"));
-  a(din)(dout)(uint32_t(n));
-  auto e = eng.launch(*m, "vsh", cfg({1}, {uint32_t(n)}), a.data(), a.size(), mem);
+  std::vector<uint32_t> o;
+  auto e = r.records("vsh", cfg({1}, {uint32_t(n)}), in, n, 6, &o);
   ASSERT_EQ(e.kind, LaunchError::None) << e.message;
-  auto o = mem.download<uint32_t>(dout, size_t(n) * 6);
   for (int i = 0; i < n; i++) {
     const uint32_t x = in[size_t(i) * 3], s = in[size_t(i) * 3 + 1], c = in[size_t(i) * 3 + 2];
     const uint32_t cl = s > 32 ? 32 : s, wr = s & 31;
@@ -814,9 +748,10 @@ TEST(PtxSemantics, VideoShiftsAgainstTheHost) {
   std::string sel = kVideoShiftPtx;
   const std::string plain = "vshr.s32.s32.u32.clamp %r6, %r2, %r3;";
   sel.replace(sel.find(plain), plain.size(), "vshr.s32.s32.u32.clamp %r6, %r2.b1, %r3;");
-  auto ms = Module::from_ptx(sel, &err);
-  ASSERT_TRUE(ms) << err;
-  e = eng.launch(*ms, "vsh", cfg({1}, {uint32_t(n)}), a.data(), a.size(), mem);
+  r.m = Module::from_ptx(sel, &r.err);
+  ASSERT_TRUE(r.m) << r.err;
+  std::vector<uint32_t> unused;
+  e = r.records("vsh", cfg({1}, {uint32_t(n)}), in, n, 6, &unused);
   EXPECT_EQ(e.kind, LaunchError::Unsupported) << e.message;
 }
 

@@ -177,6 +177,19 @@ inline wh::ptx::LaunchConfig cfg(wh::ptx::Dim3 g, wh::ptx::Dim3 b, uint32_t dyn 
   return c;
 }
 
+// Loads `ptx` and launches its kernel k(.param .u64 p) on one warp, p pointing
+// at `bytes` of memory: *e gets the launch's result (wrap in ASSERT_NO_FATAL_FAILURE).
+inline void launch_warp_k(const std::string& ptx, size_t bytes, wh::ptx::LaunchError* e) {
+  std::string err;
+  auto m = wh::ptx::Module::from_ptx(ptx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  wh::ptx::Engine eng(1);
+  Args a(m->kernel("k"));
+  a(mem.alloc(bytes));
+  *e = eng.launch(*m, "k", cfg({1}, {32}), a.data(), a.size(), mem);
+}
+
 inline uint32_t fbits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 // distance in units in the last place between two finite floats
 inline int64_t ulp_diff(float a, float b) {

@@ -248,14 +248,8 @@ TEST(PtxWmma, MisalignedBaseOrStride) {
   for (const char* f : forms) {
     std::string ptx = std::string(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n") +
                       "  .reg .b32 %r<8>;\n  .reg .b64 %rd<2>;\n  ld.param.u64 %rd0, [p];\n  " + f + "\n  ret;\n}\n";
-    std::string err;
-    auto m = Module::from_ptx(ptx, &err);
-    ASSERT_TRUE(m) << f << ": " << err;
-    HostMem mem;
-    Engine eng(1);
-    Args a(m->kernel("k"));
-    a(mem.alloc(4096));
-    auto e = eng.launch(*m, "k", cfg({1}, {32}), a.data(), a.size(), mem);
+    LaunchError e;
+    ASSERT_NO_FATAL_FAILURE(launch_warp_k(ptx, 4096, &e)) << f;
     EXPECT_EQ(e.kind, LaunchError::Misaligned) << f;
     EXPECT_NE(e.message.find("multiple of 16 bytes"), std::string::npos) << e.message;
   }

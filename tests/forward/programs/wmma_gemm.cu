@@ -268,50 +268,38 @@ int main() {
   run_wmma<unsigned char, int, 32, 8, 16, Cm, R, true>("u8 m32n8k16", 128, 32, 64, enc_u8, dec_u8, 0, 255, 1, 1, 0, 0,
                                                         out_i, acc_i);
 
+  // An f16 problem (row-major A and B, random f32 C) run by `launch(dA, dB, dC, dD, M, N, K)`
+  // and checked as D = alpha A B + beta C.
+  auto run_f16 = [&](const char* what, int M, int N, int K, double alpha, double beta, auto launch) {
+    std::vector<half> Am, Bm;
+    Problem p = make<half>(M, N, K, false, false, enc_h, dec_h, -1, 1, Am, Bm);
+    std::vector<float> Ch(p.C.size());
+    for (size_t i = 0; i < Ch.size(); i++) p.C[i] = Ch[i] = uniform(-4, 4);
+    half *dA = to_device(Am), *dB = to_device(Bm);
+    float *dC = to_device(Ch), *dD;
+    CHECK(cudaMalloc(&dD, Ch.size() * 4));
+    launch(dA, dB, dC, dD, M, N, K);
+    CHECK(cudaGetLastError());
+    std::vector<float> Dh(Ch.size());
+    CHECK(cudaMemcpy(Dh.data(), dD, Dh.size() * 4, cudaMemcpyDeviceToHost));
+    check(what, p, Dh, false, alpha, beta, f32_rel, 1e-6, out_f);
+    CHECK(cudaFree(dA));
+    CHECK(cudaFree(dB));
+    CHECK(cudaFree(dC));
+    CHECK(cudaFree(dD));
+    std::printf("ok %s\n", what);
+  };
   // wmma through shared memory
-  {
-    const int M = 96, N = 64, K = 80;
-    std::vector<half> Am, Bm;
-    Problem p = make<half>(M, N, K, false, false, enc_h, dec_h, -1, 1, Am, Bm);
-    std::vector<float> Ch(p.C.size());
-    for (size_t i = 0; i < Ch.size(); i++) p.C[i] = Ch[i] = uniform(-4, 4);
-    half *dA = to_device(Am), *dB = to_device(Bm);
-    float *dC = to_device(Ch), *dD;
-    CHECK(cudaMalloc(&dD, Ch.size() * 4));
-    wmma_gemm_smem<<<dim3(N / 32, M / 32), 128>>>(dA, dB, dC, dD, M, N, K, 2.0f, -1.0f);
-    CHECK(cudaGetLastError());
-    std::vector<float> Dh(Ch.size());
-    CHECK(cudaMemcpy(Dh.data(), dD, Dh.size() * 4, cudaMemcpyDeviceToHost));
-    check("f16 m16n16k16 from shared memory", p, Dh, false, 2.0, -1.0, f32_rel, 1e-6, out_f);
-    CHECK(cudaFree(dA));
-    CHECK(cudaFree(dB));
-    CHECK(cudaFree(dC));
-    CHECK(cudaFree(dD));
-    std::printf("ok f16 m16n16k16 from shared memory\n");
-  }
-
+  run_f16("f16 m16n16k16 from shared memory", 96, 64, 80, 2.0, -1.0,
+          [](half* dA, half* dB, float* dC, float* dD, int M, int N, int K) {
+            wmma_gemm_smem<<<dim3(N / 32, M / 32), 128>>>(dA, dB, dC, dD, M, N, K, 2.0f, -1.0f);
+          });
   // inline PTX: ldmatrix + mma.sync.m16n8k16
-  {
-    const int M = 64, N = 48, K = 96;
-    std::vector<half> Am, Bm;
-    Problem p = make<half>(M, N, K, false, false, enc_h, dec_h, -1, 1, Am, Bm);
-    std::vector<float> Ch(p.C.size());
-    for (size_t i = 0; i < Ch.size(); i++) p.C[i] = Ch[i] = uniform(-4, 4);
-    half *dA = to_device(Am), *dB = to_device(Bm);
-    float *dC = to_device(Ch), *dD;
-    CHECK(cudaMalloc(&dD, Ch.size() * 4));
-    const int tiles = (M / 16) * (N / 8);
-    mma_sync_gemm<<<tiles / 4, 128>>>(dA, dB, dC, dD, M, N, K);
-    CHECK(cudaGetLastError());
-    std::vector<float> Dh(Ch.size());
-    CHECK(cudaMemcpy(Dh.data(), dD, Dh.size() * 4, cudaMemcpyDeviceToHost));
-    check("ldmatrix + mma.sync m16n8k16", p, Dh, false, 1.0, 1.0, f32_rel, 1e-6, out_f);
-    CHECK(cudaFree(dA));
-    CHECK(cudaFree(dB));
-    CHECK(cudaFree(dC));
-    CHECK(cudaFree(dD));
-    std::printf("ok ldmatrix + mma.sync m16n8k16\n");
-  }
+  run_f16("ldmatrix + mma.sync m16n8k16", 64, 48, 96, 1.0, 1.0,
+          [](half* dA, half* dB, float* dC, float* dD, int M, int N, int K) {
+            const int tiles = (M / 16) * (N / 8);
+            mma_sync_gemm<<<tiles / 4, 128>>>(dA, dB, dC, dD, M, N, K);
+          });
   std::printf("PASS wmma_gemm\n");
   return 0;
 }
