@@ -28,6 +28,7 @@
 #include <string>
 
 #include "wormhole/proto/cublaslt_check.hpp"
+#include "wormhole/cublas_status.hpp"
 #include "wormhole/library_call.hpp"
 #include "wormhole/lt_handle.hpp"
 #include "wormhole/proto/wire.hpp"
@@ -49,19 +50,7 @@ using wh::guest::lib::call;
 using wh::guest::lib::log_once;
 using wh::guest::lib::post;
 
-cublasStatus_t status(cudaError_t e) {
-  switch (e) {
-    case cudaSuccess: return CUBLAS_STATUS_SUCCESS;
-    case cudaErrorInvalidValue: return CUBLAS_STATUS_INVALID_VALUE;
-    case cudaErrorMemoryAllocation: return CUBLAS_STATUS_ALLOC_FAILED;
-    case cudaErrorNotSupported: return CUBLAS_STATUS_NOT_SUPPORTED;
-    case cudaErrorInvalidResourceHandle:
-    case cudaErrorInitializationError:
-    case cudaErrorDevicesUnavailable: return CUBLAS_STATUS_NOT_INITIALIZED;
-    case cudaErrorIllegalAddress: return CUBLAS_STATUS_MAPPING_ERROR;
-    default: return CUBLAS_STATUS_EXECUTION_FAILED;
-  }
-}
+using wh::guest::blas::status;  // and its LtCheck twin below
 cublasStatus_t status(LtCheck c) {
   return c == LtCheck::Ok ? CUBLAS_STATUS_SUCCESS
          : c == LtCheck::NotSupported ? CUBLAS_STATUS_NOT_SUPPORTED
@@ -432,40 +421,9 @@ cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int* value) {
   }
 }
 
-const char* cublasLtGetStatusName(cublasStatus_t s) {
-  switch (s) {
-#define WH_S(x) \
-  case x: return #x;
-    WH_S(CUBLAS_STATUS_SUCCESS)
-    WH_S(CUBLAS_STATUS_NOT_INITIALIZED)
-    WH_S(CUBLAS_STATUS_ALLOC_FAILED)
-    WH_S(CUBLAS_STATUS_INVALID_VALUE)
-    WH_S(CUBLAS_STATUS_ARCH_MISMATCH)
-    WH_S(CUBLAS_STATUS_MAPPING_ERROR)
-    WH_S(CUBLAS_STATUS_EXECUTION_FAILED)
-    WH_S(CUBLAS_STATUS_INTERNAL_ERROR)
-    WH_S(CUBLAS_STATUS_NOT_SUPPORTED)
-    WH_S(CUBLAS_STATUS_LICENSE_ERROR)
-#undef WH_S
-    default: return "CUBLAS_STATUS_UNKNOWN";
-  }
-}
+const char* cublasLtGetStatusName(cublasStatus_t s) { return wh::guest::blas::status_name(s); }
 
-const char* cublasLtGetStatusString(cublasStatus_t s) {
-  switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "success";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "an absent device architectural feature is required";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "error detected trying to check the license";
-    default: return "unknown error";
-  }
-}
+const char* cublasLtGetStatusString(cublasStatus_t s) { return wh::guest::blas::status_string(s); }
 
 // The logger: accepted, nothing is logged (the server logs its own side).
 cublasStatus_t cublasLtLoggerSetCallback(cublasLtLoggerCallback_t) { return CUBLAS_STATUS_SUCCESS; }
