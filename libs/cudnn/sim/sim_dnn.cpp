@@ -40,6 +40,7 @@
 #include <cstring>
 #include <list>
 #include <type_traits>
+#include <utility>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
@@ -78,6 +79,17 @@ void each(const DnnTensor& t, F&& f) {
   }
 }
 
+// t read as a tensor of to's dimensions: its broadcast (size 1) dimensions
+// step by 0.
+DnnTensor broadcast(const DnnTensor& t, const DnnTensor& to) {
+  DnnTensor b = t;
+  for (int k = 0; k < b.nb; k++) {
+    b.dim[k] = to.dim[k];
+    if (t.dim[k] == 1) b.stride[k] = 0;
+  }
+  return b;
+}
+
 class SimDnn final : public Dnn {
  public:
   explicit SimDnn(Context& ctx) : ctx_(ctx), eng_(dnnl::engine::kind::cpu, 0) {}
@@ -95,9 +107,7 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *x, *w;
       float* y;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view_filter(rq.w, rq.wp, &w); e) return e;
-      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      if (Err e = views(rq.x, rq.xp, &x, rq.w, rq.wp, &w, rq.y, rq.yp, &y); e) return e;
       Buf xs = in(rq.x, x);
       Vec ws = filter(rq.w, w, rq.conv.mode == 0);
       Buf ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {w, dnn::filter_count(rq.w)}});
@@ -115,9 +125,7 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *w, *dy;
       float* dx;
-      if (Err e = view_filter(rq.w, rq.wp, &w); e) return e;
-      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      if (Err e = views(rq.w, rq.wp, &w, rq.dy, rq.dyp, &dy, rq.dx, rq.dxp, &dx); e) return e;
       Vec ws = filter(rq.w, w, rq.conv.mode == 0);
       Buf dys = in(rq.dy, dy);
       Buf dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{w, dnn::filter_count(rq.w)}, {dy, dnn::span(rq.dy)}});
@@ -138,9 +146,7 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *x, *dy;
       float* dw;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-      if (Err e = view_filter(rq.dw, rq.dwp, &dw); e) return e;
+      if (Err e = views(rq.x, rq.xp, &x, rq.dy, rq.dyp, &dy, rq.dw, rq.dwp, &dw); e) return e;
       Buf xs = in(rq.x, x), dys = in(rq.dy, dy);
       Vec dws(dnn::filter_count(rq.dw));
       Conv c(*this, rq.x, rq.dw, rq.conv, rq.dy);
@@ -163,8 +169,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* dy;
     float* db;
-    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-    if (Err e = view(rq.db, rq.dbp, &db); e) return e;
+    if (Err e = views(rq.dy, rq.dyp, &dy, rq.db, rq.dbp, &db); e) return e;
     const DnnTensor& t = rq.dy;
     Vec sums(t.dim[1]);
     for (int c = 0; c < t.dim[1]; c++) {
@@ -184,14 +189,8 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* a;
     float* c;
-    if (Err e = view(rq.a, rq.ap, &a); e) return e;
-    if (Err e = view(rq.c, rq.cp, &c); e) return e;
-    // a's broadcast dimensions step by 0.
-    DnnTensor ab = rq.a;
-    for (int k = 0; k < ab.nb; k++) {
-      ab.dim[k] = rq.c.dim[k];
-      if (rq.a.dim[k] == 1) ab.stride[k] = 0;
-    }
+    if (Err e = views(rq.a, rq.ap, &a, rq.c, rq.cp, &c); e) return e;
+    const DnnTensor ab = broadcast(rq.a, rq.c);
     const float al = float(rq.alpha), be = float(rq.beta);
     if (packed(rq.c) && !(a < c + dnn::span(rq.c) && c < a + dnn::span(rq.a))) {  // the common bias case
       if (be == 0)
@@ -211,8 +210,7 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float* x;
       float* y;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
       Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
       Pool p(*this, rq.pool, rq.x, rq.y);
       dnnl::pooling_forward::primitive_desc pd(p.fwd(), eng_);
@@ -229,10 +227,8 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *x, *dy, *yv;
       float* dx;
-      if (Err e = view(rq.y, rq.yp, &yv); e) return e;  // checked, unused: the forward pass is recomputed
-      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      // y is checked, not read: the forward pass is recomputed
+      if (Err e = views(rq.y, rq.yp, &yv, rq.dy, rq.dyp, &dy, rq.x, rq.xp, &x, rq.dx, rq.dxp, &dx); e) return e;
       Buf xs = in(rq.x, x), dys = in(rq.dy, dy);
       Vec ys(dnn::count(rq.dy));
       Buf dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {dy, dnn::span(rq.dy)}});
@@ -260,8 +256,7 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float* x;
       float* y;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
       Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
       Act a(rq.act, dnn::count(rq.x));
       dnnl::eltwise_forward::primitive_desc pd(a.fwd(), eng_);
@@ -276,10 +271,8 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *yv, *dy, *x;
       float* dx;
-      if (Err e = view(rq.y, rq.yp, &yv); e) return e;  // checked; the gradient is computed from x
-      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      // y is checked, not read: the gradient is computed from x
+      if (Err e = views(rq.y, rq.yp, &yv, rq.dy, rq.dyp, &dy, rq.x, rq.xp, &x, rq.dx, rq.dxp, &dx); e) return e;
       Buf xs = in(rq.x, x), dys = in(rq.dy, dy), dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {dy, dnn::span(rq.dy)}});
       Act a(rq.act, dnn::count(rq.x));
       dnnl::eltwise_forward::primitive_desc hint(a.fwd(), eng_);
@@ -297,8 +290,7 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float* x;
       float* y;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
       Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
       const memory::desc md = softmax_md(rq.x, rq.mode);
       const algorithm alg = rq.algo == 2 ? algorithm::softmax_log : algorithm::softmax_accurate;
@@ -315,9 +307,7 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *yv, *dy;
       float* dx;
-      if (Err e = view(rq.y, rq.yp, &yv); e) return e;
-      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      if (Err e = views(rq.y, rq.yp, &yv, rq.dy, rq.dyp, &dy, rq.dx, rq.dxp, &dx); e) return e;
       Buf ys = in(rq.y, yv), dys = in(rq.dy, dy),
           dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{yv, dnn::span(rq.y)}, {dy, dnn::span(rq.dy)}});
       const memory::desc md = softmax_md(rq.y, rq.mode);
@@ -337,8 +327,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* x;
     float* y;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
     scatter(rq.y, y, gather(rq.x, x), rq.alpha, rq.beta);
     return cudaSuccess;
   }
@@ -354,12 +343,7 @@ class SimDnn final : public Dnn {
     if (Err e = view(rq.c, rq.cp, &c); e) return e;
     Vec r = gather(rq.a, a), bv(r.size(), 0.0f);
     if (uses_b) {
-      DnnTensor bb = rq.b;  // b's broadcast dimensions step by 0
-      for (int k = 0; k < bb.nb; k++) {
-        bb.dim[k] = rq.c.dim[k];
-        if (rq.b.dim[k] == 1) bb.stride[k] = 0;
-      }
-      each(bb, [&](int64_t i, int64_t off) { bv[i] = b[off]; });
+      each(broadcast(rq.b, rq.c), [&](int64_t i, int64_t off) { bv[i] = b[off]; });
     }
     const float a1 = float(rq.alpha1), a2 = float(rq.alpha2);
     for (size_t i = 0; i < r.size(); i++) {
@@ -401,18 +385,10 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float *x, *sc, *bi;
     float *y, *rm = nullptr, *rv = nullptr, *sm = nullptr, *si = nullptr;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.y, rq.yp, &y); e) return e;
-    if (Err e = view(rq.bn, rq.scalep, &sc); e) return e;
-    if (Err e = view(rq.bn, rq.biasp, &bi); e) return e;
-    if (rq.rmeanp)
-      if (Err e = view(rq.bn, rq.rmeanp, &rm); e) return e;
-    if (rq.rvarp)
-      if (Err e = view(rq.bn, rq.rvarp, &rv); e) return e;
-    if (rq.smeanp)
-      if (Err e = view(rq.bn, rq.smeanp, &sm); e) return e;
-    if (rq.sinvp)
-      if (Err e = view(rq.bn, rq.sinvp, &si); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y, rq.bn, rq.scalep, &sc, rq.bn, rq.biasp, &bi); e) return e;
+    if (Err e = views_if_set(rq.bn, rq.rmeanp, &rm, rq.bn, rq.rvarp, &rv, rq.bn, rq.smeanp, &sm, rq.bn, rq.sinvp,
+                             &si); e)
+      return e;
     const Vec xv = gather(rq.x, x), scale = gather(rq.bn, sc), bias = gather(rq.bn, bi);
     const BnIndex ix(rq.x, rq.mode);
     std::vector<double> mean, var;
@@ -446,12 +422,9 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float *x, *sc, *bi, *mp, *vp;
     float* y;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.y, rq.yp, &y); e) return e;
-    if (Err e = view(rq.bn, rq.scalep, &sc); e) return e;
-    if (Err e = view(rq.bn, rq.biasp, &bi); e) return e;
-    if (Err e = view(rq.bn, rq.meanp, &mp); e) return e;
-    if (Err e = view(rq.bn, rq.varp, &vp); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y, rq.bn, rq.scalep, &sc, rq.bn, rq.biasp, &bi,
+                      rq.bn, rq.meanp, &mp, rq.bn, rq.varp, &vp); e)
+      return e;
     const Vec xv = gather(rq.x, x), scale = gather(rq.bn, sc), bias = gather(rq.bn, bi), mean = gather(rq.bn, mp),
               var = gather(rq.bn, vp);
     const BnIndex ix(rq.x, rq.mode);
@@ -468,16 +441,10 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float *x, *dy, *sc, *smp = nullptr, *sip = nullptr;
     float *dx, *ds, *db;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-    if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
-    if (Err e = view(rq.bn, rq.scalep, &sc); e) return e;
-    if (Err e = view(rq.bn, rq.dscalep, &ds); e) return e;
-    if (Err e = view(rq.bn, rq.dbiasp, &db); e) return e;
-    if (rq.smeanp)
-      if (Err e = view(rq.bn, rq.smeanp, &smp); e) return e;
-    if (rq.sinvp)
-      if (Err e = view(rq.bn, rq.sinvp, &sip); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.dy, rq.dyp, &dy, rq.dx, rq.dxp, &dx, rq.bn, rq.scalep, &sc,
+                      rq.bn, rq.dscalep, &ds, rq.bn, rq.dbiasp, &db); e)
+      return e;
+    if (Err e = views_if_set(rq.bn, rq.smeanp, &smp, rq.bn, rq.sinvp, &sip); e) return e;
     const Vec xv = gather(rq.x, x), dyv = gather(rq.dy, dy), scale = gather(rq.bn, sc);
     const BnIndex ix(rq.x, rq.mode);
     std::vector<double> mean, inv;
@@ -513,8 +480,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* x;
     float* y;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
     const Vec xv = gather(rq.x, x);
     const std::vector<double> sc = lrn_scale(rq.lrn, rq.x, xv);
     Vec out(xv.size());
@@ -529,10 +495,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float *yv, *dy, *x;
     float* dx;
-    if (Err e = view(rq.y, rq.yp, &yv); e) return e;
-    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+    if (Err e = views(rq.y, rq.yp, &yv, rq.dy, rq.dyp, &dy, rq.x, rq.xp, &x, rq.dx, rq.dxp, &dx); e) return e;
     const Vec xv = gather(rq.x, x), dyv = gather(rq.dy, dy);
     const std::vector<double> sc = lrn_scale(rq.lrn, rq.x, xv);
     const double b = rq.lrn.beta, coef = 2.0 * b * rq.lrn.alpha / rq.lrn.n;
@@ -571,8 +534,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* x;
     float* y;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
     uint8_t* st = ctx_.host_view(rq.statesp, dnn::kDropoutStates);
     uint8_t* mask = ctx_.host_view(rq.reservep, dnn::dropout_reserve(rq.x));
     if (!st || !mask) return cudaErrorIllegalAddress;
@@ -595,8 +557,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* dy;
     float* dx;
-    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-    if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+    if (Err e = views(rq.dy, rq.dyp, &dy, rq.dx, rq.dxp, &dx); e) return e;
     const uint8_t* mask = ctx_.host_view(rq.reservep, dnn::dropout_reserve(rq.dy));
     if (!mask) return cudaErrorIllegalAddress;
     Vec v = gather(rq.dy, dy);
@@ -614,8 +575,7 @@ class SimDnn final : public Dnn {
     const float* a;
     float* c;
     uint32_t* idx = nullptr;
-    if (Err e = view(rq.a, rq.ap, &a); e) return e;
-    if (Err e = view(rq.c, rq.cp, &c); e) return e;
+    if (Err e = views(rq.a, rq.ap, &a, rq.c, rq.cp, &c); e) return e;
     const bool want_idx = rq.indicesp && dnn::reduce_has_indices(rq.red);
     if (want_idx)
       if (Err e = view_bytes(rq.indicesp, dnn::count(rq.c), &idx); e) return e;
@@ -900,6 +860,27 @@ class SimDnn final : public Dnn {
   template <class T>
   Err view_filter(const DnnFilter& f, uint64_t p, T** out) {
     return view_typed(p, dnn::filter_count(f), f.dtype, out);
+  }
+  template <class T>
+  Err view(const DnnFilter& f, uint64_t p, T** out) {
+    return view_filter(f, p, out);
+  }
+  // view() of each (descriptor, address, out) triple in turn; the first
+  // refusal is the call's.
+  Err views() { return cudaSuccess; }
+  template <class D, class T, class... Rest>
+  Err views(const D& d, uint64_t p, T** out, Rest&&... rest) {
+    if (Err e = view(d, p, out); e) return e;
+    return views(std::forward<Rest>(rest)...);
+  }
+  // views() of the operands a call may leave out: a zero address is skipped
+  // (its out stays null).
+  Err views_if_set() { return cudaSuccess; }
+  template <class D, class T, class... Rest>
+  Err views_if_set(const D& d, uint64_t p, T** out, Rest&&... rest) {
+    if (p)
+      if (Err e = view(d, p, out); e) return e;
+    return views_if_set(std::forward<Rest>(rest)...);
   }
   template <class T>
   Err view_typed(uint64_t p, int64_t elems, int32_t dtype, T** out) {
