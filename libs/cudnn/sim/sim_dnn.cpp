@@ -130,11 +130,7 @@ class SimDnn final : public Dnn {
       Buf dys = in(rq.dy, dy);
       Buf dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{w, dnn::filter_count(rq.w)}, {dy, dnn::span(rq.dy)}});
       Conv c(*this, rq.dx, rq.w, rq.conv, rq.dy);
-      dnnl::convolution_forward::primitive_desc hint(c.fwd(), eng_);
-      dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, c.x, c.w, c.y, c.strides, c.dil,
-                                              c.pl, c.pr);
-      dnnl::convolution_backward_data::primitive_desc pd(d, eng_, hint);
-      run(dnnl::convolution_backward_data(pd),
+      run(dnnl::convolution_backward_data(c.bwd<dnnl::convolution_backward_data>(eng_)),
           {{DNNL_ARG_DIFF_DST, mem(c.y, dys)}, {DNNL_ARG_WEIGHTS, mem(c.w, ws)}, {DNNL_ARG_DIFF_SRC, mem(c.x, dxs)}});
       scatter(rq.dx, dx, dxs, rq.alpha, rq.beta);
       return Err(cudaSuccess);
@@ -150,11 +146,7 @@ class SimDnn final : public Dnn {
       Buf xs = in(rq.x, x), dys = in(rq.dy, dy);
       Vec dws(dnn::filter_count(rq.dw));
       Conv c(*this, rq.x, rq.dw, rq.conv, rq.dy);
-      dnnl::convolution_forward::primitive_desc hint(c.fwd(), eng_);
-      dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, c.x, c.w, c.y, c.strides, c.dil,
-                                                 c.pl, c.pr);
-      dnnl::convolution_backward_weights::primitive_desc pd(d, eng_, hint);
-      run(dnnl::convolution_backward_weights(pd),
+      run(dnnl::convolution_backward_weights(c.bwd<dnnl::convolution_backward_weights>(eng_)),
           {{DNNL_ARG_SRC, mem(c.x, xs)}, {DNNL_ARG_DIFF_DST, mem(c.y, dys)}, {DNNL_ARG_DIFF_WEIGHTS, mem(c.w, dws)}});
       // The gradient of the flipped filter, flipped back; in dw's layout.
       DnnFilter dense = rq.dw;
@@ -292,11 +284,9 @@ class SimDnn final : public Dnn {
       float* y;
       if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
       Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
-      const memory::desc md = softmax_md(rq.x, rq.mode);
-      const algorithm alg = rq.algo == 2 ? algorithm::softmax_log : algorithm::softmax_accurate;
-      dnnl::softmax_v2_forward::desc d(prop_kind::forward_training, alg, md, md, 1);
-      dnnl::softmax_v2_forward::primitive_desc pd(d, eng_);
-      run(dnnl::softmax_v2_forward(pd), {{DNNL_ARG_SRC, mem(md, xs)}, {DNNL_ARG_DST, mem(md, ys)}});
+      const Softmax sm(rq.x, rq.mode, rq.algo);
+      dnnl::softmax_v2_forward::primitive_desc pd(sm.fwd(), eng_);
+      run(dnnl::softmax_v2_forward(pd), {{DNNL_ARG_SRC, mem(sm.md, xs)}, {DNNL_ARG_DST, mem(sm.md, ys)}});
       scatter(rq.y, y, ys, rq.alpha, rq.beta);
       return Err(cudaSuccess);
     });
@@ -310,14 +300,11 @@ class SimDnn final : public Dnn {
       if (Err e = views(rq.y, rq.yp, &yv, rq.dy, rq.dyp, &dy, rq.dx, rq.dxp, &dx); e) return e;
       Buf ys = in(rq.y, yv), dys = in(rq.dy, dy),
           dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{yv, dnn::span(rq.y)}, {dy, dnn::span(rq.dy)}});
-      const memory::desc md = softmax_md(rq.y, rq.mode);
-      const algorithm alg = rq.algo == 2 ? algorithm::softmax_log : algorithm::softmax_accurate;
-      dnnl::softmax_v2_forward::desc fd(prop_kind::forward_training, alg, md, md, 1);
-      dnnl::softmax_v2_forward::primitive_desc hint(fd, eng_);
-      dnnl::softmax_v2_backward::desc d(alg, md, md, md, 1);
-      dnnl::softmax_v2_backward::primitive_desc pd(d, eng_, hint);
+      const Softmax sm(rq.y, rq.mode, rq.algo);
+      const dnnl::softmax_v2_forward::primitive_desc hint(sm.fwd(), eng_);
+      dnnl::softmax_v2_backward::primitive_desc pd({sm.alg, sm.md, sm.md, sm.md, 1}, eng_, hint);
       run(dnnl::softmax_v2_backward(pd),
-          {{DNNL_ARG_DST, mem(md, ys)}, {DNNL_ARG_DIFF_DST, mem(md, dys)}, {DNNL_ARG_DIFF_SRC, mem(md, dxs)}});
+          {{DNNL_ARG_DST, mem(sm.md, ys)}, {DNNL_ARG_DIFF_DST, mem(sm.md, dys)}, {DNNL_ARG_DIFF_SRC, mem(sm.md, dxs)}});
       scatter(rq.dx, dx, dxs, rq.alpha, rq.beta);
       return Err(cudaSuccess);
     });
@@ -660,6 +647,13 @@ class SimDnn final : public Dnn {
     dnnl::convolution_forward::desc fwd() const {
       return {prop_kind::forward_training, algorithm::convolution_direct, x, w, y, strides, dil, pl, pr};
     }
+    // A backward pass (Op: convolution_backward_data or _weights), which
+    // oneDNN builds from the forward pass's primitive descriptor.
+    template <class Op>
+    typename Op::primitive_desc bwd(const dnnl::engine& eng) const {
+      const dnnl::convolution_forward::primitive_desc hint(fwd(), eng);
+      return {typename Op::desc(algorithm::convolution_direct, x, w, y, strides, dil, pl, pr), eng, hint};
+    }
   };
   struct Pool {
     memory::desc x, y;
@@ -699,6 +693,15 @@ class SimDnn final : public Dnn {
       }
     }
     dnnl::eltwise_forward::desc fwd() const { return {prop_kind::forward_training, alg, md, alpha, beta}; }
+  };
+  // A cuDNN softmax in oneDNN: over C*H*W (mode 0, instance) or C, log
+  // (algo 2) or accurate.
+  struct Softmax {
+    memory::desc md;
+    algorithm alg;
+    Softmax(const DnnTensor& t, int32_t mode, int32_t algo)
+        : md(softmax_md(t, mode)), alg(algo == 2 ? algorithm::softmax_log : algorithm::softmax_accurate) {}
+    dnnl::softmax_v2_forward::desc fwd() const { return {prop_kind::forward_training, alg, md, md, 1}; }
   };
 
 
