@@ -17,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "wormhole/server/vendor_lib.hpp"
 #include "wormhole/server/dnn.hpp"
@@ -113,6 +114,7 @@ struct Descs {
   cudnnConvolutionDescriptor_t c = nullptr;
   cudnnPoolingDescriptor_t p = nullptr;
   cudnnActivationDescriptor_t a = nullptr;
+  cudnnLRNDescriptor_t l = nullptr;
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   ~Descs() {
     for (auto d : t) lib().cudnnDestroyTensorDescriptor(d);
@@ -120,6 +122,7 @@ struct Descs {
     if (c) lib().cudnnDestroyConvolutionDescriptor(c);
     if (p) lib().cudnnDestroyPoolingDescriptor(p);
     if (a) lib().cudnnDestroyActivationDescriptor(a);
+    if (l) lib().cudnnDestroyLRNDescriptor(l);
   }
   void step(cudnnStatus_t r) {
     if (st == CUDNN_STATUS_SUCCESS) st = r;
@@ -162,6 +165,18 @@ struct Descs {
     if (d.mode == CUDNN_ACTIVATION_SWISH) step(lib().cudnnSetActivationDescriptorSwishBeta(a, d.coef));
     return a;
   }
+  cudnnLRNDescriptor_t lrn(const DnnLrn& d) {
+    step(lib().cudnnCreateLRNDescriptor(&l));
+    if (l) step(lib().cudnnSetLRNDescriptor(l, d.n, d.alpha, d.beta, d.k));
+    return l;
+  }
+  // The descriptor of a wire struct, by its type (CudaDnn::with).
+  cudnnTensorDescriptor_t make(const DnnTensor& d) { return tensor(d); }
+  cudnnFilterDescriptor_t make(const DnnFilter& d) { return filter(d); }
+  cudnnConvolutionDescriptor_t make(const DnnConv& d) { return conv(d); }
+  cudnnPoolingDescriptor_t make(const DnnPool& d) { return pool(d); }
+  cudnnActivationDescriptor_t make(const DnnAct& d) { return act(d); }
+  cudnnLRNDescriptor_t make(const DnnLrn& d) { return lrn(d); }
 };
 
 void* P(uint64_t p) { return reinterpret_cast<void*>(p); }
@@ -247,10 +262,7 @@ class CudaDnn final : public Dnn {
     }, 0.0, 0.0);
   }
   Err reduce(Stream* s, const DnnReduceTensorReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto at = d.tensor(rq.a);
-      auto ct = d.tensor(rq.c);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.a, rq.c), [&](const float* a, const float* b, auto at, auto ct) {
       cudnnReduceTensorDescriptor_t rd = nullptr;
       cudnnStatus_t r = lib().cudnnCreateReduceTensorDescriptor(&rd);
       if (!r)
@@ -267,19 +279,15 @@ class CudaDnn final : public Dnn {
                                     P(rq.cp));
       if (rd) lib().cudnnDestroyReduceTensorDescriptor(rd);
       return r;
-    }, rq.alpha, rq.beta);
+    });
   }
 
   Err conv_fwd(Stream* s, const DnnConvFwdReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto x = d.tensor(rq.x);
-      auto w = d.filter(rq.w);
-      auto c = d.conv(rq.conv);
-      auto y = d.tensor(rq.y);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.x, rq.w, rq.conv, rq.y),
+                [&](const float* a, const float* b, auto x, auto w, auto c, auto y) {
       return lib().cudnnConvolutionForward(h_, a, x, P(rq.xp), w, P(rq.wp), c, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
                                            nullptr, 0, b, y, P(rq.yp));
-    }, rq.alpha, rq.beta);
+    });
   }
   // cuDNN fuses IDENTITY only with IMPLICIT_PRECOMP_GEMM (RELU with any
   // algorithm), which may want a work area: the stream's, grown to fit.
@@ -305,110 +313,71 @@ class CudaDnn final : public Dnn {
     }, rq.alpha1, rq.alpha2);
   }
   Err conv_bwd_data(Stream* s, const DnnConvBwdDataReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto w = d.filter(rq.w);
-      auto dy = d.tensor(rq.dy);
-      auto c = d.conv(rq.conv);
-      auto dx = d.tensor(rq.dx);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.w, rq.dy, rq.conv, rq.dx),
+                [&](const float* a, const float* b, auto w, auto dy, auto c, auto dx) {
       return lib().cudnnConvolutionBackwardData(h_, a, w, P(rq.wp), dy, P(rq.dyp), c, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
                                                 nullptr, 0, b, dx, P(rq.dxp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err conv_bwd_filter(Stream* s, const DnnConvBwdFilterReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto x = d.tensor(rq.x);
-      auto dy = d.tensor(rq.dy);
-      auto c = d.conv(rq.conv);
-      auto dw = d.filter(rq.dw);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.x, rq.dy, rq.conv, rq.dw),
+                [&](const float* a, const float* b, auto x, auto dy, auto c, auto dw) {
       return lib().cudnnConvolutionBackwardFilter(h_, a, x, P(rq.xp), dy, P(rq.dyp), c,
                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, nullptr, 0, b, dw, P(rq.dwp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err conv_bwd_bias(Stream* s, const DnnConvBwdBiasReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto dy = d.tensor(rq.dy);
-      auto db = d.tensor(rq.db);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.dy, rq.db), [&](const float* a, const float* b, auto dy, auto db) {
       return lib().cudnnConvolutionBackwardBias(h_, a, dy, P(rq.dyp), b, db, P(rq.dbp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err add_tensor(Stream* s, const DnnAddTensorReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto at = d.tensor(rq.a);
-      auto ct = d.tensor(rq.c);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.a, rq.c), [&](const float* a, const float* b, auto at, auto ct) {
       return lib().cudnnAddTensor(h_, a, at, P(rq.ap), b, ct, P(rq.cp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err pool_fwd(Stream* s, const DnnPoolFwdReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto p = d.pool(rq.pool);
-      auto x = d.tensor(rq.x);
-      auto y = d.tensor(rq.y);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.pool, rq.x, rq.y), [&](const float* a, const float* b, auto p, auto x,
+                                                                          auto y) {
       return lib().cudnnPoolingForward(h_, p, a, x, P(rq.xp), b, y, P(rq.yp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err pool_bwd(Stream* s, const DnnPoolBwdReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto p = d.pool(rq.pool);
-      auto y = d.tensor(rq.y);
-      auto dy = d.tensor(rq.dy);
-      auto x = d.tensor(rq.x);
-      auto dx = d.tensor(rq.dx);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.pool, rq.y, rq.dy, rq.x, rq.dx),
+                [&](const float* a, const float* b, auto p, auto y, auto dy, auto x, auto dx) {
       return lib().cudnnPoolingBackward(h_, p, a, y, P(rq.yp), dy, P(rq.dyp), x, P(rq.xp), b, dx, P(rq.dxp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err act_fwd(Stream* s, const DnnActFwdReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto ad = d.act(rq.act);
-      auto x = d.tensor(rq.x);
-      auto y = d.tensor(rq.y);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.act, rq.x, rq.y), [&](const float* a, const float* b, auto ad, auto x,
+                                                                         auto y) {
       return lib().cudnnActivationForward(h_, ad, a, x, P(rq.xp), b, y, P(rq.yp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err act_bwd(Stream* s, const DnnActBwdReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto ad = d.act(rq.act);
-      auto y = d.tensor(rq.y);
-      auto dy = d.tensor(rq.dy);
-      auto x = d.tensor(rq.x);
-      auto dx = d.tensor(rq.dx);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.act, rq.y, rq.dy, rq.x, rq.dx),
+                [&](const float* a, const float* b, auto ad, auto y, auto dy, auto x, auto dx) {
       return lib().cudnnActivationBackward(h_, ad, a, y, P(rq.yp), dy, P(rq.dyp), x, P(rq.xp), b, dx, P(rq.dxp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err softmax_fwd(Stream* s, const DnnSoftmaxFwdReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto x = d.tensor(rq.x);
-      auto y = d.tensor(rq.y);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.x, rq.y), [&](const float* a, const float* b, auto x, auto y) {
       return lib().cudnnSoftmaxForward(h_, cudnnSoftmaxAlgorithm_t(rq.algo), cudnnSoftmaxMode_t(rq.mode), a, x,
                                        P(rq.xp), b, y, P(rq.yp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err softmax_bwd(Stream* s, const DnnSoftmaxBwdReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto y = d.tensor(rq.y);
-      auto dy = d.tensor(rq.dy);
-      auto dx = d.tensor(rq.dx);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.y, rq.dy, rq.dx), [&](const float* a, const float* b, auto y,
+                                                                        auto dy, auto dx) {
       return lib().cudnnSoftmaxBackward(h_, cudnnSoftmaxAlgorithm_t(rq.algo), cudnnSoftmaxMode_t(rq.mode), a, y,
                                         P(rq.yp), dy, P(rq.dyp), b, dx, P(rq.dxp));
-    }, rq.alpha, rq.beta);
+    });
   }
 
   Err transform(Stream* s, const DnnTransformReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto x = d.tensor(rq.x);
-      auto y = d.tensor(rq.y);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.x, rq.y), [&](const float* a, const float* b, auto x, auto y) {
       return lib().cudnnTransformTensor(h_, a, x, P(rq.xp), b, y, P(rq.yp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err op_tensor(Stream* s, const DnnOpTensorReq& rq) override {
     const float a1 = float(rq.alpha1), a2 = float(rq.alpha2);
@@ -460,90 +429,57 @@ class CudaDnn final : public Dnn {
       }
       default: std::memcpy(v, &f, 4);
     }
-    return call(s, [&](Descs& d, const float*, const float*) {
-      auto y = d.tensor(rq.y);
-      if (d.st) return d.st;
+    return with(s, 0.0, 0.0, std::tie(rq.y), [&](const float*, const float*, auto y) {
       return lib().cudnnSetTensor(h_, y, P(rq.yp), v);
-    }, 0.0, 0.0);
+    });
   }
   Err scale_tensor(Stream* s, const DnnScaleTensorReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float*) {
-      auto y = d.tensor(rq.y);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, 0.0, std::tie(rq.y), [&](const float* a, const float*, auto y) {
       return lib().cudnnScaleTensor(h_, y, P(rq.yp), a);
-    }, rq.alpha, 0.0);
+    });
   }
 
   // Batch normalization and LRN map one to one.
   Err bn_fwd_train(Stream* s, const DnnBnFwdTrainReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto x = d.tensor(rq.x);
-      auto y = d.tensor(rq.y);
-      auto bn = d.tensor(rq.bn);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.x, rq.y, rq.bn), [&](const float* a, const float* b, auto x, auto y,
+                                                                       auto bn) {
       return lib().cudnnBatchNormalizationForwardTraining(
           h_, cudnnBatchNormMode_t(rq.mode), a, b, x, P(rq.xp), y, P(rq.yp), bn, P(rq.scalep), P(rq.biasp), rq.factor,
           P(rq.rmeanp), P(rq.rvarp), rq.eps, P(rq.smeanp), P(rq.sinvp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err bn_fwd_infer(Stream* s, const DnnBnFwdInferReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto x = d.tensor(rq.x);
-      auto y = d.tensor(rq.y);
-      auto bn = d.tensor(rq.bn);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.x, rq.y, rq.bn), [&](const float* a, const float* b, auto x, auto y,
+                                                                       auto bn) {
       return lib().cudnnBatchNormalizationForwardInference(h_, cudnnBatchNormMode_t(rq.mode), a, b, x, P(rq.xp), y,
                                                            P(rq.yp), bn, P(rq.scalep), P(rq.biasp), P(rq.meanp),
                                                            P(rq.varp), rq.eps);
-    }, rq.alpha, rq.beta);
+    });
   }
   Err bn_bwd(Stream* s, const DnnBnBwdReq& rq) override {
     const float ap = float(rq.alpha_p), bp = float(rq.beta_p);
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto x = d.tensor(rq.x);
-      auto dy = d.tensor(rq.dy);
-      auto dx = d.tensor(rq.dx);
-      auto bn = d.tensor(rq.bn);
-      if (d.st) return d.st;
+    return with(s, rq.alpha, rq.beta, std::tie(rq.x, rq.dy, rq.dx, rq.bn),
+                [&](const float* a, const float* b, auto x, auto dy, auto dx, auto bn) {
       return lib().cudnnBatchNormalizationBackward(h_, cudnnBatchNormMode_t(rq.mode), a, b, &ap, &bp, x, P(rq.xp), dy,
                                                    P(rq.dyp), dx, P(rq.dxp), bn, P(rq.scalep), P(rq.dscalep),
                                                    P(rq.dbiasp), rq.eps, P(rq.smeanp), P(rq.sinvp));
-    }, rq.alpha, rq.beta);
+    });
   }
   Err lrn_fwd(Stream* s, const DnnLrnFwdReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto x = d.tensor(rq.x);
-      auto y = d.tensor(rq.y);
-      Lrn l(d, rq.lrn);
-      if (d.st) return d.st;
-      return lib().cudnnLRNCrossChannelForward(h_, l.h, CUDNN_LRN_CROSS_CHANNEL_DIM1, a, x, P(rq.xp), b, y, P(rq.yp));
-    }, rq.alpha, rq.beta);
+    return with(s, rq.alpha, rq.beta, std::tie(rq.x, rq.y, rq.lrn), [&](const float* a, const float* b, auto x, auto y,
+                                                                        auto l) {
+      return lib().cudnnLRNCrossChannelForward(h_, l, CUDNN_LRN_CROSS_CHANNEL_DIM1, a, x, P(rq.xp), b, y, P(rq.yp));
+    });
   }
   Err lrn_bwd(Stream* s, const DnnLrnBwdReq& rq) override {
-    return call(s, [&](Descs& d, const float* a, const float* b) {
-      auto y = d.tensor(rq.y);
-      auto dy = d.tensor(rq.dy);
-      auto x = d.tensor(rq.x);
-      auto dx = d.tensor(rq.dx);
-      Lrn l(d, rq.lrn);
-      if (d.st) return d.st;
-      return lib().cudnnLRNCrossChannelBackward(h_, l.h, CUDNN_LRN_CROSS_CHANNEL_DIM1, a, y, P(rq.yp), dy, P(rq.dyp),
-                                                x, P(rq.xp), b, dx, P(rq.dxp));
-    }, rq.alpha, rq.beta);
+    return with(s, rq.alpha, rq.beta, std::tie(rq.y, rq.dy, rq.x, rq.dx, rq.lrn),
+                [&](const float* a, const float* b, auto y, auto dy, auto x, auto dx, auto l) {
+      return lib().cudnnLRNCrossChannelBackward(h_, l, CUDNN_LRN_CROSS_CHANNEL_DIM1, a, y, P(rq.yp), dy, P(rq.dyp), x,
+                                                P(rq.xp), b, dx, P(rq.dxp));
+    });
   }
 
  private:
-  struct Lrn {  // an LRN descriptor for one call
-    cudnnLRNDescriptor_t h = nullptr;
-    Lrn(Descs& d, const DnnLrn& l) {
-      d.step(lib().cudnnCreateLRNDescriptor(&h));
-      if (h) d.step(lib().cudnnSetLRNDescriptor(h, l.n, l.alpha, l.beta, l.k));
-    }
-    ~Lrn() {
-      if (h) lib().cudnnDestroyLRNDescriptor(h);
-    }
-  };
-
   // Current context, the handle (made on first use), the stream; then the
   // call with float scalars (float, half and bfloat16 data all take float
   // scalars).
@@ -560,6 +496,19 @@ class CudaDnn final : public Dnn {
     const float a = float(alpha), b = float(beta);
     Descs d;
     return map(f(d, &a, &b));
+  }
+  // call() for the common shape: the descriptors of `wire` (std::tie of the
+  // request's wire structs) are made in order, then f(alpha, beta,
+  // descriptor...) runs unless one of them failed.
+  template <class... W, class F>
+  Err with(Stream* s, double alpha, double beta, const std::tuple<const W&...>& wire, F&& f) {
+    return call(s, [&](Descs& d, const float* a, const float* b) {
+      return std::apply([&](const W&... w) {
+        std::tuple<decltype(d.make(w))...> h{d.make(w)...};  // braces: left to right
+        if (d.st) return d.st;
+        return std::apply([&](auto... x) { return f(a, b, x...); }, h);
+      }, wire);
+    }, alpha, beta);
   }
 
   // Device memory the backend holds for a session (grown, never shrunk).

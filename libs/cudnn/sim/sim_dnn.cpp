@@ -42,6 +42,7 @@
 #include <cstring>
 #include <list>
 #include <type_traits>
+#include <utility>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
@@ -80,6 +81,17 @@ void each(const DnnTensor& t, F&& f) {
   }
 }
 
+// t read as a tensor of to's dimensions: its broadcast (size 1) dimensions
+// step by 0.
+DnnTensor broadcast(const DnnTensor& t, const DnnTensor& to) {
+  DnnTensor b = t;
+  for (int k = 0; k < b.nb; k++) {
+    b.dim[k] = to.dim[k];
+    if (t.dim[k] == 1) b.stride[k] = 0;
+  }
+  return b;
+}
+
 class SimDnn final : public Dnn {
  public:
   explicit SimDnn(Context& ctx) : ctx_(ctx), eng_(dnnl::engine::kind::cpu, 0) {}
@@ -97,9 +109,7 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *x, *w;
       float* y;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view_filter(rq.w, rq.wp, &w); e) return e;
-      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      if (Err e = views(rq.x, rq.xp, &x, rq.w, rq.wp, &w, rq.y, rq.yp, &y); e) return e;
       Buf xs = in(rq.x, x);
       Vec ws = filter(rq.w, w, rq.conv.mode == 0);
       Buf ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {w, dnn::filter_count(rq.w)}});
@@ -153,18 +163,12 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *w, *dy;
       float* dx;
-      if (Err e = view_filter(rq.w, rq.wp, &w); e) return e;
-      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      if (Err e = views(rq.w, rq.wp, &w, rq.dy, rq.dyp, &dy, rq.dx, rq.dxp, &dx); e) return e;
       Vec ws = filter(rq.w, w, rq.conv.mode == 0);
       Buf dys = in(rq.dy, dy);
       Buf dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{w, dnn::filter_count(rq.w)}, {dy, dnn::span(rq.dy)}});
       Conv c(*this, rq.dx, rq.w, rq.conv, rq.dy);
-      dnnl::convolution_forward::primitive_desc hint(c.fwd(), eng_);
-      dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, c.x, c.w, c.y, c.strides, c.dil,
-                                              c.pl, c.pr);
-      dnnl::convolution_backward_data::primitive_desc pd(d, eng_, hint);
-      run(dnnl::convolution_backward_data(pd),
+      run(dnnl::convolution_backward_data(c.bwd<dnnl::convolution_backward_data>(eng_)),
           {{DNNL_ARG_DIFF_DST, mem(c.y, dys)}, {DNNL_ARG_WEIGHTS, mem(c.w, ws)}, {DNNL_ARG_DIFF_SRC, mem(c.x, dxs)}});
       scatter(rq.dx, dx, dxs, rq.alpha, rq.beta);
       return Err(cudaSuccess);
@@ -176,17 +180,11 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *x, *dy;
       float* dw;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-      if (Err e = view_filter(rq.dw, rq.dwp, &dw); e) return e;
+      if (Err e = views(rq.x, rq.xp, &x, rq.dy, rq.dyp, &dy, rq.dw, rq.dwp, &dw); e) return e;
       Buf xs = in(rq.x, x), dys = in(rq.dy, dy);
       Vec dws(dnn::filter_count(rq.dw));
       Conv c(*this, rq.x, rq.dw, rq.conv, rq.dy);
-      dnnl::convolution_forward::primitive_desc hint(c.fwd(), eng_);
-      dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, c.x, c.w, c.y, c.strides, c.dil,
-                                                 c.pl, c.pr);
-      dnnl::convolution_backward_weights::primitive_desc pd(d, eng_, hint);
-      run(dnnl::convolution_backward_weights(pd),
+      run(dnnl::convolution_backward_weights(c.bwd<dnnl::convolution_backward_weights>(eng_)),
           {{DNNL_ARG_SRC, mem(c.x, xs)}, {DNNL_ARG_DIFF_DST, mem(c.y, dys)}, {DNNL_ARG_DIFF_WEIGHTS, mem(c.w, dws)}});
       // The gradient of the flipped filter, flipped back; in dw's layout.
       DnnFilter dense = rq.dw;
@@ -201,8 +199,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* dy;
     float* db;
-    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-    if (Err e = view(rq.db, rq.dbp, &db); e) return e;
+    if (Err e = views(rq.dy, rq.dyp, &dy, rq.db, rq.dbp, &db); e) return e;
     const DnnTensor& t = rq.dy;
     Vec sums(t.dim[1]);
     for (int c = 0; c < t.dim[1]; c++) {
@@ -222,14 +219,8 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* a;
     float* c;
-    if (Err e = view(rq.a, rq.ap, &a); e) return e;
-    if (Err e = view(rq.c, rq.cp, &c); e) return e;
-    // a's broadcast dimensions step by 0.
-    DnnTensor ab = rq.a;
-    for (int k = 0; k < ab.nb; k++) {
-      ab.dim[k] = rq.c.dim[k];
-      if (rq.a.dim[k] == 1) ab.stride[k] = 0;
-    }
+    if (Err e = views(rq.a, rq.ap, &a, rq.c, rq.cp, &c); e) return e;
+    const DnnTensor ab = broadcast(rq.a, rq.c);
     const float al = float(rq.alpha), be = float(rq.beta);
     if (packed(rq.c) && !(a < c + dnn::span(rq.c) && c < a + dnn::span(rq.a))) {  // the common bias case
       if (be == 0)
@@ -249,8 +240,7 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float* x;
       float* y;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
       Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
       Pool p(*this, rq.pool, rq.x, rq.y);
       dnnl::pooling_forward::primitive_desc pd(p.fwd(), eng_);
@@ -267,10 +257,8 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *x, *dy, *yv;
       float* dx;
-      if (Err e = view(rq.y, rq.yp, &yv); e) return e;  // checked, unused: the forward pass is recomputed
-      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      // y is checked, not read: the forward pass is recomputed
+      if (Err e = views(rq.y, rq.yp, &yv, rq.dy, rq.dyp, &dy, rq.x, rq.xp, &x, rq.dx, rq.dxp, &dx); e) return e;
       Buf xs = in(rq.x, x), dys = in(rq.dy, dy);
       Vec ys(dnn::count(rq.dy));
       Buf dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {dy, dnn::span(rq.dy)}});
@@ -298,8 +286,7 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float* x;
       float* y;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
       Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
       Act a(rq.act, dnn::count(rq.x));
       dnnl::eltwise_forward::primitive_desc pd(a.fwd(), eng_);
@@ -314,10 +301,8 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *yv, *dy, *x;
       float* dx;
-      if (Err e = view(rq.y, rq.yp, &yv); e) return e;  // checked; the gradient is computed from x
-      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      // y is checked, not read: the gradient is computed from x
+      if (Err e = views(rq.y, rq.yp, &yv, rq.dy, rq.dyp, &dy, rq.x, rq.xp, &x, rq.dx, rq.dxp, &dx); e) return e;
       Buf xs = in(rq.x, x), dys = in(rq.dy, dy), dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}, {dy, dnn::span(rq.dy)}});
       Act a(rq.act, dnn::count(rq.x));
       dnnl::eltwise_forward::primitive_desc hint(a.fwd(), eng_);
@@ -335,14 +320,11 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float* x;
       float* y;
-      if (Err e = view(rq.x, rq.xp, &x); e) return e;
-      if (Err e = view(rq.y, rq.yp, &y); e) return e;
+      if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
       Buf xs = in(rq.x, x), ys = out(rq.y, y, rq.alpha, rq.beta, {{x, dnn::span(rq.x)}});
-      const memory::desc md = softmax_md(rq.x, rq.mode);
-      const algorithm alg = rq.algo == 2 ? algorithm::softmax_log : algorithm::softmax_accurate;
-      dnnl::softmax_v2_forward::desc d(prop_kind::forward_training, alg, md, md, 1);
-      dnnl::softmax_v2_forward::primitive_desc pd(d, eng_);
-      run(dnnl::softmax_v2_forward(pd), {{DNNL_ARG_SRC, mem(md, xs)}, {DNNL_ARG_DST, mem(md, ys)}});
+      const Softmax sm(rq.x, rq.mode, rq.algo);
+      dnnl::softmax_v2_forward::primitive_desc pd(sm.fwd(), eng_);
+      run(dnnl::softmax_v2_forward(pd), {{DNNL_ARG_SRC, mem(sm.md, xs)}, {DNNL_ARG_DST, mem(sm.md, ys)}});
       scatter(rq.y, y, ys, rq.alpha, rq.beta);
       return Err(cudaSuccess);
     });
@@ -353,19 +335,14 @@ class SimDnn final : public Dnn {
     return guard([&] {
       const float *yv, *dy;
       float* dx;
-      if (Err e = view(rq.y, rq.yp, &yv); e) return e;
-      if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-      if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+      if (Err e = views(rq.y, rq.yp, &yv, rq.dy, rq.dyp, &dy, rq.dx, rq.dxp, &dx); e) return e;
       Buf ys = in(rq.y, yv), dys = in(rq.dy, dy),
           dxs = out(rq.dx, dx, rq.alpha, rq.beta, {{yv, dnn::span(rq.y)}, {dy, dnn::span(rq.dy)}});
-      const memory::desc md = softmax_md(rq.y, rq.mode);
-      const algorithm alg = rq.algo == 2 ? algorithm::softmax_log : algorithm::softmax_accurate;
-      dnnl::softmax_v2_forward::desc fd(prop_kind::forward_training, alg, md, md, 1);
-      dnnl::softmax_v2_forward::primitive_desc hint(fd, eng_);
-      dnnl::softmax_v2_backward::desc d(alg, md, md, md, 1);
-      dnnl::softmax_v2_backward::primitive_desc pd(d, eng_, hint);
+      const Softmax sm(rq.y, rq.mode, rq.algo);
+      const dnnl::softmax_v2_forward::primitive_desc hint(sm.fwd(), eng_);
+      dnnl::softmax_v2_backward::primitive_desc pd({sm.alg, sm.md, sm.md, sm.md, 1}, eng_, hint);
       run(dnnl::softmax_v2_backward(pd),
-          {{DNNL_ARG_DST, mem(md, ys)}, {DNNL_ARG_DIFF_DST, mem(md, dys)}, {DNNL_ARG_DIFF_SRC, mem(md, dxs)}});
+          {{DNNL_ARG_DST, mem(sm.md, ys)}, {DNNL_ARG_DIFF_DST, mem(sm.md, dys)}, {DNNL_ARG_DIFF_SRC, mem(sm.md, dxs)}});
       scatter(rq.dx, dx, dxs, rq.alpha, rq.beta);
       return Err(cudaSuccess);
     });
@@ -375,8 +352,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* x;
     float* y;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
     scatter(rq.y, y, gather(rq.x, x), rq.alpha, rq.beta);
     return cudaSuccess;
   }
@@ -392,12 +368,7 @@ class SimDnn final : public Dnn {
     if (Err e = view(rq.c, rq.cp, &c); e) return e;
     Vec r = gather(rq.a, a), bv(r.size(), 0.0f);
     if (uses_b) {
-      DnnTensor bb = rq.b;  // b's broadcast dimensions step by 0
-      for (int k = 0; k < bb.nb; k++) {
-        bb.dim[k] = rq.c.dim[k];
-        if (rq.b.dim[k] == 1) bb.stride[k] = 0;
-      }
-      each(bb, [&](int64_t i, int64_t off) { bv[i] = b[off]; });
+      each(broadcast(rq.b, rq.c), [&](int64_t i, int64_t off) { bv[i] = b[off]; });
     }
     const float a1 = float(rq.alpha1), a2 = float(rq.alpha2);
     for (size_t i = 0; i < r.size(); i++) {
@@ -439,18 +410,10 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float *x, *sc, *bi;
     float *y, *rm = nullptr, *rv = nullptr, *sm = nullptr, *si = nullptr;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.y, rq.yp, &y); e) return e;
-    if (Err e = view(rq.bn, rq.scalep, &sc); e) return e;
-    if (Err e = view(rq.bn, rq.biasp, &bi); e) return e;
-    if (rq.rmeanp)
-      if (Err e = view(rq.bn, rq.rmeanp, &rm); e) return e;
-    if (rq.rvarp)
-      if (Err e = view(rq.bn, rq.rvarp, &rv); e) return e;
-    if (rq.smeanp)
-      if (Err e = view(rq.bn, rq.smeanp, &sm); e) return e;
-    if (rq.sinvp)
-      if (Err e = view(rq.bn, rq.sinvp, &si); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y, rq.bn, rq.scalep, &sc, rq.bn, rq.biasp, &bi); e) return e;
+    if (Err e = views_if_set(rq.bn, rq.rmeanp, &rm, rq.bn, rq.rvarp, &rv, rq.bn, rq.smeanp, &sm, rq.bn, rq.sinvp,
+                             &si); e)
+      return e;
     const Vec xv = gather(rq.x, x), scale = gather(rq.bn, sc), bias = gather(rq.bn, bi);
     const BnIndex ix(rq.x, rq.mode);
     std::vector<double> mean, var;
@@ -484,12 +447,9 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float *x, *sc, *bi, *mp, *vp;
     float* y;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.y, rq.yp, &y); e) return e;
-    if (Err e = view(rq.bn, rq.scalep, &sc); e) return e;
-    if (Err e = view(rq.bn, rq.biasp, &bi); e) return e;
-    if (Err e = view(rq.bn, rq.meanp, &mp); e) return e;
-    if (Err e = view(rq.bn, rq.varp, &vp); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y, rq.bn, rq.scalep, &sc, rq.bn, rq.biasp, &bi,
+                      rq.bn, rq.meanp, &mp, rq.bn, rq.varp, &vp); e)
+      return e;
     const Vec xv = gather(rq.x, x), scale = gather(rq.bn, sc), bias = gather(rq.bn, bi), mean = gather(rq.bn, mp),
               var = gather(rq.bn, vp);
     const BnIndex ix(rq.x, rq.mode);
@@ -506,16 +466,10 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float *x, *dy, *sc, *smp = nullptr, *sip = nullptr;
     float *dx, *ds, *db;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-    if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
-    if (Err e = view(rq.bn, rq.scalep, &sc); e) return e;
-    if (Err e = view(rq.bn, rq.dscalep, &ds); e) return e;
-    if (Err e = view(rq.bn, rq.dbiasp, &db); e) return e;
-    if (rq.smeanp)
-      if (Err e = view(rq.bn, rq.smeanp, &smp); e) return e;
-    if (rq.sinvp)
-      if (Err e = view(rq.bn, rq.sinvp, &sip); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.dy, rq.dyp, &dy, rq.dx, rq.dxp, &dx, rq.bn, rq.scalep, &sc,
+                      rq.bn, rq.dscalep, &ds, rq.bn, rq.dbiasp, &db); e)
+      return e;
+    if (Err e = views_if_set(rq.bn, rq.smeanp, &smp, rq.bn, rq.sinvp, &sip); e) return e;
     const Vec xv = gather(rq.x, x), dyv = gather(rq.dy, dy), scale = gather(rq.bn, sc);
     const BnIndex ix(rq.x, rq.mode);
     std::vector<double> mean, inv;
@@ -551,8 +505,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* x;
     float* y;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
     const Vec xv = gather(rq.x, x);
     const std::vector<double> sc = lrn_scale(rq.lrn, rq.x, xv);
     Vec out(xv.size());
@@ -567,10 +520,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float *yv, *dy, *x;
     float* dx;
-    if (Err e = view(rq.y, rq.yp, &yv); e) return e;
-    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+    if (Err e = views(rq.y, rq.yp, &yv, rq.dy, rq.dyp, &dy, rq.x, rq.xp, &x, rq.dx, rq.dxp, &dx); e) return e;
     const Vec xv = gather(rq.x, x), dyv = gather(rq.dy, dy);
     const std::vector<double> sc = lrn_scale(rq.lrn, rq.x, xv);
     const double b = rq.lrn.beta, coef = 2.0 * b * rq.lrn.alpha / rq.lrn.n;
@@ -609,8 +559,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* x;
     float* y;
-    if (Err e = view(rq.x, rq.xp, &x); e) return e;
-    if (Err e = view(rq.y, rq.yp, &y); e) return e;
+    if (Err e = views(rq.x, rq.xp, &x, rq.y, rq.yp, &y); e) return e;
     uint8_t* st = ctx_.host_view(rq.statesp, dnn::kDropoutStates);
     uint8_t* mask = ctx_.host_view(rq.reservep, dnn::dropout_reserve(rq.x));
     if (!st || !mask) return cudaErrorIllegalAddress;
@@ -633,8 +582,7 @@ class SimDnn final : public Dnn {
     Stage stage;
     const float* dy;
     float* dx;
-    if (Err e = view(rq.dy, rq.dyp, &dy); e) return e;
-    if (Err e = view(rq.dx, rq.dxp, &dx); e) return e;
+    if (Err e = views(rq.dy, rq.dyp, &dy, rq.dx, rq.dxp, &dx); e) return e;
     const uint8_t* mask = ctx_.host_view(rq.reservep, dnn::dropout_reserve(rq.dy));
     if (!mask) return cudaErrorIllegalAddress;
     Vec v = gather(rq.dy, dy);
@@ -652,8 +600,7 @@ class SimDnn final : public Dnn {
     const float* a;
     float* c;
     uint32_t* idx = nullptr;
-    if (Err e = view(rq.a, rq.ap, &a); e) return e;
-    if (Err e = view(rq.c, rq.cp, &c); e) return e;
+    if (Err e = views(rq.a, rq.ap, &a, rq.c, rq.cp, &c); e) return e;
     const bool want_idx = rq.indicesp && dnn::reduce_has_indices(rq.red);
     if (want_idx)
       if (Err e = view_bytes(rq.indicesp, dnn::count(rq.c), &idx); e) return e;
@@ -738,6 +685,13 @@ class SimDnn final : public Dnn {
     dnnl::convolution_forward::desc fwd() const {
       return {prop_kind::forward_training, algorithm::convolution_direct, x, w, y, strides, dil, pl, pr};
     }
+    // A backward pass (Op: convolution_backward_data or _weights), which
+    // oneDNN builds from the forward pass's primitive descriptor.
+    template <class Op>
+    typename Op::primitive_desc bwd(const dnnl::engine& eng) const {
+      const dnnl::convolution_forward::primitive_desc hint(fwd(), eng);
+      return {typename Op::desc(algorithm::convolution_direct, x, w, y, strides, dil, pl, pr), eng, hint};
+    }
   };
   struct Pool {
     memory::desc x, y;
@@ -777,6 +731,15 @@ class SimDnn final : public Dnn {
       }
     }
     dnnl::eltwise_forward::desc fwd() const { return {prop_kind::forward_training, alg, md, alpha, beta}; }
+  };
+  // A cuDNN softmax in oneDNN: over C*H*W (mode 0, instance) or C, log
+  // (algo 2) or accurate.
+  struct Softmax {
+    memory::desc md;
+    algorithm alg;
+    Softmax(const DnnTensor& t, int32_t mode, int32_t algo)
+        : md(softmax_md(t, mode)), alg(algo == 2 ? algorithm::softmax_log : algorithm::softmax_accurate) {}
+    dnnl::softmax_v2_forward::desc fwd() const { return {prop_kind::forward_training, alg, md, md, 1}; }
   };
 
 
@@ -938,6 +901,27 @@ class SimDnn final : public Dnn {
   template <class T>
   Err view_filter(const DnnFilter& f, uint64_t p, T** out) {
     return view_typed(p, dnn::filter_count(f), f.dtype, out);
+  }
+  template <class T>
+  Err view(const DnnFilter& f, uint64_t p, T** out) {
+    return view_filter(f, p, out);
+  }
+  // view() of each (descriptor, address, out) triple in turn; the first
+  // refusal is the call's.
+  Err views() { return cudaSuccess; }
+  template <class D, class T, class... Rest>
+  Err views(const D& d, uint64_t p, T** out, Rest&&... rest) {
+    if (Err e = view(d, p, out); e) return e;
+    return views(std::forward<Rest>(rest)...);
+  }
+  // views() of the operands a call may leave out: a zero address is skipped
+  // (its out stays null).
+  Err views_if_set() { return cudaSuccess; }
+  template <class D, class T, class... Rest>
+  Err views_if_set(const D& d, uint64_t p, T** out, Rest&&... rest) {
+    if (p)
+      if (Err e = view(d, p, out); e) return e;
+    return views_if_set(std::forward<Rest>(rest)...);
   }
   template <class T>
   Err view_typed(uint64_t p, int64_t elems, int32_t dtype, T** out) {

@@ -228,40 +228,9 @@ cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value) {
 
 size_t cublasGetCudartVersion(void) { return CUDART_VERSION; }
 
-const char* cublasGetStatusName(cublasStatus_t s) {
-  switch (s) {
-#define WH_S(x) \
-  case x: return #x;
-    WH_S(CUBLAS_STATUS_SUCCESS)
-    WH_S(CUBLAS_STATUS_NOT_INITIALIZED)
-    WH_S(CUBLAS_STATUS_ALLOC_FAILED)
-    WH_S(CUBLAS_STATUS_INVALID_VALUE)
-    WH_S(CUBLAS_STATUS_ARCH_MISMATCH)
-    WH_S(CUBLAS_STATUS_MAPPING_ERROR)
-    WH_S(CUBLAS_STATUS_EXECUTION_FAILED)
-    WH_S(CUBLAS_STATUS_INTERNAL_ERROR)
-    WH_S(CUBLAS_STATUS_NOT_SUPPORTED)
-    WH_S(CUBLAS_STATUS_LICENSE_ERROR)
-#undef WH_S
-    default: return "CUBLAS_STATUS_UNKNOWN";
-  }
-}
+const char* cublasGetStatusName(cublasStatus_t s) { return wh::guest::blas::status_name(s); }
 
-const char* cublasGetStatusString(cublasStatus_t s) {
-  switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "success";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "an absent device architectural feature is required";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "error detected trying to check the license";
-    default: return "unknown error";
-  }
-}
+const char* cublasGetStatusString(cublasStatus_t s) { return wh::guest::blas::status_string(s); }
 
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
   WH_HANDLE(h);

@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>
 
+#include "wormhole/cublas_status.hpp"
 #include "wormhole/library_call.hpp"
 #include "wormhole/lt_handle.hpp"
 #include "wormhole/guest_abi.h"
@@ -30,21 +31,6 @@ inline bool connected() { return wh_guest_connection() != nullptr; }
 
 using wh::guest::lib::call;
 using wh::guest::lib::post;
-
-// A server status (cudaError_t) as the cublasStatus_t cuBLAS would return.
-inline cublasStatus_t status(cudaError_t e) {
-  switch (e) {
-    case cudaSuccess: return CUBLAS_STATUS_SUCCESS;
-    case cudaErrorInvalidValue: return CUBLAS_STATUS_INVALID_VALUE;
-    case cudaErrorMemoryAllocation: return CUBLAS_STATUS_ALLOC_FAILED;
-    case cudaErrorNotSupported: return CUBLAS_STATUS_NOT_SUPPORTED;
-    case cudaErrorInvalidResourceHandle:
-    case cudaErrorInitializationError:
-    case cudaErrorDevicesUnavailable: return CUBLAS_STATUS_NOT_INITIALIZED;
-    case cudaErrorIllegalAddress: return CUBLAS_STATUS_MAPPING_ERROR;
-    default: return CUBLAS_STATUS_EXECUTION_FAILED;
-  }
-}
 
 void log_once(const char* what);
 

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "wormhole/proto/cublaslt_check.hpp"
+#include "wormhole/cublas_status.hpp"
 #include "wormhole/library_call.hpp"
 #include "wormhole/lt_handle.hpp"
 #include "wormhole/proto/wire.hpp"
@@ -49,19 +50,7 @@ using wh::guest::lib::call;
 using wh::guest::lib::log_once;
 using wh::guest::lib::post;
 
-cublasStatus_t status(cudaError_t e) {
-  switch (e) {
-    case cudaSuccess: return CUBLAS_STATUS_SUCCESS;
-    case cudaErrorInvalidValue: return CUBLAS_STATUS_INVALID_VALUE;
-    case cudaErrorMemoryAllocation: return CUBLAS_STATUS_ALLOC_FAILED;
-    case cudaErrorNotSupported: return CUBLAS_STATUS_NOT_SUPPORTED;
-    case cudaErrorInvalidResourceHandle:
-    case cudaErrorInitializationError:
-    case cudaErrorDevicesUnavailable: return CUBLAS_STATUS_NOT_INITIALIZED;
-    case cudaErrorIllegalAddress: return CUBLAS_STATUS_MAPPING_ERROR;
-    default: return CUBLAS_STATUS_EXECUTION_FAILED;
-  }
-}
+using wh::guest::blas::status;  // and its LtCheck twin below
 cublasStatus_t status(LtCheck c) {
   return c == LtCheck::Ok ? CUBLAS_STATUS_SUCCESS
          : c == LtCheck::NotSupported ? CUBLAS_STATUS_NOT_SUPPORTED
@@ -80,6 +69,7 @@ struct Attr {
 
 template <class T, size_t N>
 cublasStatus_t attr_set(T* obj, const Attr (&tab)[N], int id, const void* buf, size_t size) {
+  if (!obj) return CUBLAS_STATUS_INVALID_VALUE;
   for (const Attr& a : tab)
     if (a.id == id) {
       if (!buf || size != a.size) return CUBLAS_STATUS_INVALID_VALUE;
@@ -90,6 +80,7 @@ cublasStatus_t attr_set(T* obj, const Attr (&tab)[N], int id, const void* buf, s
 }
 template <class T, size_t N>
 cublasStatus_t attr_get(const T* obj, const Attr (&tab)[N], int id, void* buf, size_t size, size_t* written) {
+  if (!obj) return CUBLAS_STATUS_INVALID_VALUE;
   for (const Attr& a : tab)
     if (a.id == id) {
       if (size == 0) {
@@ -105,6 +96,37 @@ cublasStatus_t attr_get(const T* obj, const Attr (&tab)[N], int id, void* buf, s
   return CUBLAS_STATUS_INVALID_VALUE;
 }
 #define WH_ATTR(id, T, field) {id, offsetof(T, field), sizeof(T::field)}
+
+// ---------------------------------------------------------------- plain-data objects
+
+// The struct behind an opaque pointer, or null when it is not one of ours
+// (its magic is checked, so a destroyed or foreign object is refused).
+template <class T, class P>
+T* object_of(P p, decltype(T::magic) magic) {
+  auto* o = reinterpret_cast<T*>(p);
+  return o && o->magic == magic ? o : nullptr;
+}
+
+// *Create: the opaque struct of cublasLt.h on the heap, set up by `init`
+// (the matching *Init_internal, which cannot fail on a full-size struct).
+template <class Opaque, class Init>
+cublasStatus_t create_opaque(Opaque** out, Init init) {
+  if (!out) return CUBLAS_STATUS_INVALID_VALUE;
+  auto* o = new (std::nothrow) Opaque;
+  if (!o) return CUBLAS_STATUS_ALLOC_FAILED;
+  init(o);
+  *out = o;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// *Destroy: null is a no-op, anything else must be one of ours (`obj`).
+template <class T, class Opaque>
+cublasStatus_t destroy_opaque(T* obj, Opaque* o) {
+  if (!obj) return o ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_SUCCESS;
+  obj->magic = 0;
+  delete o;
+  return CUBLAS_STATUS_SUCCESS;
+}
 
 // ---------------------------------------------------------------- matmul descriptor
 
@@ -162,10 +184,7 @@ const Attr kDescAttrs[] = {
     WH_ATTR(CUBLASLT_MATMUL_DESC_EMULATION_DESCRIPTOR, Desc, emulation),
 };
 
-Desc* desc_of(cublasLtMatmulDesc_t d) {
-  auto* p = reinterpret_cast<Desc*>(d);
-  return p && p->magic == kDescMagic ? p : nullptr;
-}
+Desc* desc_of(cublasLtMatmulDesc_t d) { return object_of<Desc>(d, kDescMagic); }
 
 // ---------------------------------------------------------------- matrix layout
 
@@ -191,9 +210,16 @@ const Attr kLayoutAttrs[] = {
     WH_ATTR(CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, Layout, batch_mode),
 };
 
-Layout* layout_of(cublasLtMatrixLayout_t l) {
-  auto* p = reinterpret_cast<Layout*>(l);
-  return p && p->magic == kLayoutMagic ? p : nullptr;
+Layout* layout_of(cublasLtMatrixLayout_t l) { return object_of<Layout>(l, kLayoutMagic); }
+
+// One operand of a request: its pointer and layout (a size past INT64_MAX
+// becomes -1, which the checks refuse).
+void put(const Layout* l, const void* p, uint64_t* ptr, int64_t* rows, int64_t* cols, int64_t* ld, int64_t* stride,
+         int32_t* type, int32_t* order, int32_t* batch) {
+  *ptr = reinterpret_cast<uint64_t>(p);
+  *rows = l->rows > uint64_t(INT64_MAX) ? -1 : int64_t(l->rows);
+  *cols = l->cols > uint64_t(INT64_MAX) ? -1 : int64_t(l->cols);
+  *ld = l->ld, *stride = l->stride, *type = int32_t(l->type), *order = l->order, *batch = l->batch;
 }
 
 // ---------------------------------------------------------------- preference
@@ -218,10 +244,7 @@ const Attr kPrefAttrs[] = {
     WH_ATTR(CUBLASLT_MATMUL_PREF_IMPL_MASK, Pref, impl_mask),
 };
 
-Pref* pref_of(cublasLtMatmulPreference_t p) {
-  auto* q = reinterpret_cast<Pref*>(p);
-  return q && q->magic == kPrefMagic ? q : nullptr;
-}
+Pref* pref_of(cublasLtMatmulPreference_t p) { return object_of<Pref>(p, kPrefMagic); }
 
 // ---------------------------------------------------------------- transform descriptor
 
@@ -239,10 +262,7 @@ const Attr kTDescAttrs[] = {
     WH_ATTR(CUBLASLT_MATRIX_TRANSFORM_DESC_TRANSB, TDesc, transb),
 };
 
-TDesc* tdesc_of(cublasLtMatrixTransformDesc_t d) {
-  auto* p = reinterpret_cast<TDesc*>(d);
-  return p && p->magic == kTDescMagic ? p : nullptr;
-}
+TDesc* tdesc_of(cublasLtMatrixTransformDesc_t d) { return object_of<TDesc>(d, kTDescMagic); }
 
 // ---------------------------------------------------------------- algorithm
 
@@ -269,10 +289,7 @@ const Attr kAlgoAttrs[] = {
     WH_ATTR(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, Algo, cluster_shape),
 };
 
-const Algo* algo_of(const cublasLtMatmulAlgo_t* a) {
-  auto* p = reinterpret_cast<const Algo*>(a);
-  return p && p->magic == kAlgoMagic ? p : nullptr;
-}
+const Algo* algo_of(const cublasLtMatmulAlgo_t* a) { return object_of<const Algo>(a, kAlgoMagic); }
 
 // A type combination the sim device's algorithm computes (lt_check's rules).
 bool types_supported(int32_t compute, int32_t scale, int32_t at, int32_t bt, int32_t ct, int32_t dt) {
@@ -321,13 +338,6 @@ cublasStatus_t build(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const void* al
   if (d->a_scale || d->b_scale || d->c_scale || d->d_scale || d->amax_d || d->aux_scale || d->aux_amax ||
       d->d_out_scale)
     r->flags |= kLtScalePointers;
-  auto put = [](const Layout* l, const void* p, uint64_t* ptr, int64_t* rows, int64_t* cols, int64_t* ld,
-                int64_t* stride, int32_t* type, int32_t* order, int32_t* batch) {
-    *ptr = reinterpret_cast<uint64_t>(p);
-    *rows = l->rows > uint64_t(INT64_MAX) ? -1 : int64_t(l->rows);
-    *cols = l->cols > uint64_t(INT64_MAX) ? -1 : int64_t(l->cols);
-    *ld = l->ld, *stride = l->stride, *type = int32_t(l->type), *order = l->order, *batch = l->batch;
-  };
   put(a, A, &r->A, &r->a_rows, &r->a_cols, &r->a_ld, &r->a_stride, &r->a_type, &r->a_order, &r->a_batch);
   put(b, B, &r->B, &r->b_rows, &r->b_cols, &r->b_ld, &r->b_stride, &r->b_type, &r->b_order, &r->b_batch);
   put(c, C, &r->C, &r->c_rows, &r->c_cols, &r->c_ld, &r->c_stride, &r->c_type, &r->c_order, &r->c_batch);
@@ -411,40 +421,9 @@ cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int* value) {
   }
 }
 
-const char* cublasLtGetStatusName(cublasStatus_t s) {
-  switch (s) {
-#define WH_S(x) \
-  case x: return #x;
-    WH_S(CUBLAS_STATUS_SUCCESS)
-    WH_S(CUBLAS_STATUS_NOT_INITIALIZED)
-    WH_S(CUBLAS_STATUS_ALLOC_FAILED)
-    WH_S(CUBLAS_STATUS_INVALID_VALUE)
-    WH_S(CUBLAS_STATUS_ARCH_MISMATCH)
-    WH_S(CUBLAS_STATUS_MAPPING_ERROR)
-    WH_S(CUBLAS_STATUS_EXECUTION_FAILED)
-    WH_S(CUBLAS_STATUS_INTERNAL_ERROR)
-    WH_S(CUBLAS_STATUS_NOT_SUPPORTED)
-    WH_S(CUBLAS_STATUS_LICENSE_ERROR)
-#undef WH_S
-    default: return "CUBLAS_STATUS_UNKNOWN";
-  }
-}
+const char* cublasLtGetStatusName(cublasStatus_t s) { return wh::guest::blas::status_name(s); }
 
-const char* cublasLtGetStatusString(cublasStatus_t s) {
-  switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "success";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "an absent device architectural feature is required";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "error detected trying to check the license";
-    default: return "unknown error";
-  }
-}
+const char* cublasLtGetStatusString(cublasStatus_t s) { return wh::guest::blas::status_string(s); }
 
 // The logger: accepted, nothing is logged (the server logs its own side).
 cublasStatus_t cublasLtLoggerSetCallback(cublasLtLoggerCallback_t) { return CUBLAS_STATUS_SUCCESS; }
@@ -478,32 +457,23 @@ cublasStatus_t cublasLtMatmulDescInit_internal(cublasLtMatmulDesc_t matmulDesc, 
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc, cublasComputeType_t computeType,
                                         cudaDataType_t scaleType) {
-  if (!matmulDesc) return CUBLAS_STATUS_INVALID_VALUE;
-  auto* d = new (std::nothrow) cublasLtMatmulDescOpaque_t;
-  if (!d) return CUBLAS_STATUS_ALLOC_FAILED;
-  cublasLtMatmulDescInit_internal(d, sizeof(*d), computeType, scaleType);
-  *matmulDesc = d;
-  return CUBLAS_STATUS_SUCCESS;
+  return create_opaque(matmulDesc, [&](cublasLtMatmulDesc_t d) {
+    cublasLtMatmulDescInit_internal(d, sizeof(*d), computeType, scaleType);
+  });
 }
 
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
-  Desc* d = desc_of(matmulDesc);
-  if (!d) return matmulDesc ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_SUCCESS;
-  d->magic = 0;
-  delete matmulDesc;
-  return CUBLAS_STATUS_SUCCESS;
+  return destroy_opaque(desc_of(matmulDesc), matmulDesc);
 }
 
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr,
                                               const void* buf, size_t sizeInBytes) {
-  Desc* d = desc_of(matmulDesc);
-  return d ? attr_set(d, kDescAttrs, attr, buf, sizeInBytes) : CUBLAS_STATUS_INVALID_VALUE;
+  return attr_set(desc_of(matmulDesc), kDescAttrs, attr, buf, sizeInBytes);
 }
 
 cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr,
                                               void* buf, size_t sizeInBytes, size_t* sizeWritten) {
-  const Desc* d = desc_of(matmulDesc);
-  return d ? attr_get(d, kDescAttrs, attr, buf, sizeInBytes, sizeWritten) : CUBLAS_STATUS_INVALID_VALUE;
+  return attr_get(desc_of(matmulDesc), kDescAttrs, attr, buf, sizeInBytes, sizeWritten);
 }
 
 // ---------------------------------------------------------------- matrix layouts
@@ -523,32 +493,23 @@ cublasStatus_t cublasLtMatrixLayoutInit_internal(cublasLtMatrixLayout_t matLayou
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cudaDataType type, uint64_t rows,
                                           uint64_t cols, int64_t ld) {
-  if (!matLayout) return CUBLAS_STATUS_INVALID_VALUE;
-  auto* l = new (std::nothrow) cublasLtMatrixLayoutOpaque_t;
-  if (!l) return CUBLAS_STATUS_ALLOC_FAILED;
-  cublasLtMatrixLayoutInit_internal(l, sizeof(*l), type, rows, cols, ld);
-  *matLayout = l;
-  return CUBLAS_STATUS_SUCCESS;
+  return create_opaque(matLayout, [&](cublasLtMatrixLayout_t l) {
+    cublasLtMatrixLayoutInit_internal(l, sizeof(*l), type, rows, cols, ld);
+  });
 }
 
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout) {
-  Layout* l = layout_of(matLayout);
-  if (!l) return matLayout ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_SUCCESS;
-  l->magic = 0;
-  delete matLayout;
-  return CUBLAS_STATUS_SUCCESS;
+  return destroy_opaque(layout_of(matLayout), matLayout);
 }
 
 cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout, cublasLtMatrixLayoutAttribute_t attr,
                                                 const void* buf, size_t sizeInBytes) {
-  Layout* l = layout_of(matLayout);
-  return l ? attr_set(l, kLayoutAttrs, attr, buf, sizeInBytes) : CUBLAS_STATUS_INVALID_VALUE;
+  return attr_set(layout_of(matLayout), kLayoutAttrs, attr, buf, sizeInBytes);
 }
 
 cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t matLayout, cublasLtMatrixLayoutAttribute_t attr,
                                                 void* buf, size_t sizeInBytes, size_t* sizeWritten) {
-  const Layout* l = layout_of(matLayout);
-  return l ? attr_get(l, kLayoutAttrs, attr, buf, sizeInBytes, sizeWritten) : CUBLAS_STATUS_INVALID_VALUE;
+  return attr_get(layout_of(matLayout), kLayoutAttrs, attr, buf, sizeInBytes, sizeWritten);
 }
 
 // ---------------------------------------------------------------- preferences
@@ -566,34 +527,23 @@ cublasStatus_t cublasLtMatmulPreferenceInit_internal(cublasLtMatmulPreference_t 
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-  if (!pref) return CUBLAS_STATUS_INVALID_VALUE;
-  auto* p = new (std::nothrow) cublasLtMatmulPreferenceOpaque_t;
-  if (!p) return CUBLAS_STATUS_ALLOC_FAILED;
-  cublasLtMatmulPreferenceInit_internal(p, sizeof(*p));
-  *pref = p;
-  return CUBLAS_STATUS_SUCCESS;
+  return create_opaque(pref, [](cublasLtMatmulPreference_t p) { cublasLtMatmulPreferenceInit_internal(p, sizeof(*p)); });
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
-  Pref* p = pref_of(pref);
-  if (!p) return pref ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_SUCCESS;
-  p->magic = 0;
-  delete pref;
-  return CUBLAS_STATUS_SUCCESS;
+  return destroy_opaque(pref_of(pref), pref);
 }
 
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
                                                     size_t sizeInBytes) {
-  Pref* p = pref_of(pref);
-  return p ? attr_set(p, kPrefAttrs, attr, buf, sizeInBytes) : CUBLAS_STATUS_INVALID_VALUE;
+  return attr_set(pref_of(pref), kPrefAttrs, attr, buf, sizeInBytes);
 }
 
 cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr, void* buf,
                                                     size_t sizeInBytes, size_t* sizeWritten) {
-  const Pref* p = pref_of(pref);
-  return p ? attr_get(p, kPrefAttrs, attr, buf, sizeInBytes, sizeWritten) : CUBLAS_STATUS_INVALID_VALUE;
+  return attr_get(pref_of(pref), kPrefAttrs, attr, buf, sizeInBytes, sizeWritten);
 }
 
 // ---------------------------------------------------------------- algorithms
@@ -636,8 +586,7 @@ cublasStatus_t cublasLtMatmulAlgoConfigSetAttribute(cublasLtMatmulAlgo_t* algo, 
 cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
                                                     cublasLtMatmulAlgoConfigAttributes_t attr, void* buf,
                                                     size_t sizeInBytes, size_t* sizeWritten) {
-  const Algo* a = algo_of(algo);
-  return a ? attr_get(a, kAlgoAttrs, attr, buf, sizeInBytes, sizeWritten) : CUBLAS_STATUS_INVALID_VALUE;
+  return attr_get(algo_of(algo), kAlgoAttrs, attr, buf, sizeInBytes, sizeWritten);
 }
 
 cublasStatus_t cublasLtMatmulAlgoCapGetAttribute(const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoCapAttributes_t attr,
@@ -807,34 +756,25 @@ cublasStatus_t cublasLtMatrixTransformDescInit_internal(cublasLtMatrixTransformD
 
 cublasStatus_t cublasLtMatrixTransformDescCreate(cublasLtMatrixTransformDesc_t* transformDesc,
                                                  cudaDataType scaleType) {
-  if (!transformDesc) return CUBLAS_STATUS_INVALID_VALUE;
-  auto* d = new (std::nothrow) cublasLtMatrixTransformDescOpaque_t;
-  if (!d) return CUBLAS_STATUS_ALLOC_FAILED;
-  cublasLtMatrixTransformDescInit_internal(d, sizeof(*d), scaleType);
-  *transformDesc = d;
-  return CUBLAS_STATUS_SUCCESS;
+  return create_opaque(transformDesc, [&](cublasLtMatrixTransformDesc_t d) {
+    cublasLtMatrixTransformDescInit_internal(d, sizeof(*d), scaleType);
+  });
 }
 
 cublasStatus_t cublasLtMatrixTransformDescDestroy(cublasLtMatrixTransformDesc_t transformDesc) {
-  TDesc* d = tdesc_of(transformDesc);
-  if (!d) return transformDesc ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_SUCCESS;
-  d->magic = 0;
-  delete transformDesc;
-  return CUBLAS_STATUS_SUCCESS;
+  return destroy_opaque(tdesc_of(transformDesc), transformDesc);
 }
 
 cublasStatus_t cublasLtMatrixTransformDescSetAttribute(cublasLtMatrixTransformDesc_t transformDesc,
                                                        cublasLtMatrixTransformDescAttributes_t attr, const void* buf,
                                                        size_t sizeInBytes) {
-  TDesc* d = tdesc_of(transformDesc);
-  return d ? attr_set(d, kTDescAttrs, attr, buf, sizeInBytes) : CUBLAS_STATUS_INVALID_VALUE;
+  return attr_set(tdesc_of(transformDesc), kTDescAttrs, attr, buf, sizeInBytes);
 }
 
 cublasStatus_t cublasLtMatrixTransformDescGetAttribute(cublasLtMatrixTransformDesc_t transformDesc,
                                                        cublasLtMatrixTransformDescAttributes_t attr, void* buf,
                                                        size_t sizeInBytes, size_t* sizeWritten) {
-  const TDesc* d = tdesc_of(transformDesc);
-  return d ? attr_get(d, kTDescAttrs, attr, buf, sizeInBytes, sizeWritten) : CUBLAS_STATUS_INVALID_VALUE;
+  return attr_get(tdesc_of(transformDesc), kTDescAttrs, attr, buf, sizeInBytes, sizeWritten);
 }
 
 cublasStatus_t cublasLtMatrixTransform(cublasLtHandle_t handle, cublasLtMatrixTransformDesc_t transformDesc,
@@ -868,13 +808,6 @@ cublasStatus_t cublasLtMatrixTransform(cublasLtHandle_t handle, cublasLtMatrixTr
     r.alpha = reinterpret_cast<uint64_t>(alpha);
     r.beta = reinterpret_cast<uint64_t>(beta);
   }
-  auto put = [](const Layout* l, const void* p, uint64_t* ptr, int64_t* rows, int64_t* cols, int64_t* ld,
-                int64_t* stride, int32_t* type, int32_t* order, int32_t* batch) {
-    *ptr = reinterpret_cast<uint64_t>(p);
-    *rows = l->rows > uint64_t(INT64_MAX) ? -1 : int64_t(l->rows);
-    *cols = l->cols > uint64_t(INT64_MAX) ? -1 : int64_t(l->cols);
-    *ld = l->ld, *stride = l->stride, *type = int32_t(l->type), *order = l->order, *batch = l->batch;
-  };
   put(a, A, &r.A, &r.a_rows, &r.a_cols, &r.a_ld, &r.a_stride, &r.a_type, &r.a_order, &r.a_batch);
   if (b) put(b, B, &r.B, &r.b_rows, &r.b_cols, &r.b_ld, &r.b_stride, &r.b_type, &r.b_order, &r.b_batch);
   put(c, C, &r.C, &r.c_rows, &r.c_cols, &r.c_ld, &r.c_stride, &r.c_type, &r.c_order, &r.c_batch);
