@@ -2,10 +2,10 @@
 //
 // Each library with a server part (libs/<name>/server/) is a Service: its
 // handle tables and the handlers of its API table (on_Name, declared and
-// dispatched by WH_SERVICE_TABLE). A session
-// makes a library's service at the first call in that library's opcode
-// block (services.cpp) and destroys it before its device context. A service
-// reaches the session only through the checks below.
+// dispatched by WH_SERVICE_TABLE). A session makes a library's service at
+// the first call in that library's opcode block (services.cpp) and destroys
+// it before its device context. A service reaches the session only through
+// the checks below.
 #pragma once
 
 #include <cstdint>
