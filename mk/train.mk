@@ -20,7 +20,7 @@ DEMO_ARGS ?=
 DEMO_MLP_ARGS ?=
 DEMO_CNN_ARGS ?= $(DEMO_ARGS)
 
-.PHONY: demo demo-cnn demo-mlp bench-train bench-train-vm test-gpu-train
+.PHONY: demo demo-cnn demo-mlp demo-torch bench-train bench-train-vm test-gpu-train
 
 demo: demo-cnn
 
@@ -29,6 +29,11 @@ demo-cnn: build
 
 demo-mlp: build
 	@tests/train/demo.sh $(BUILD) mlp $(DEMO_MLP_ARGS)
+
+# PyTorch from PyPI (about 3 GB, downloaded once) training an MLP with
+# torch.compile through Wormhole (docs/pytorch.md).
+demo-torch: build
+	@tests/torch/demo.sh $(BUILD) $(DEMO_TORCH_ARGS)
 
 bench-train: build
 	@tests/train/bench.sh $(BUILD)
