@@ -51,7 +51,7 @@ CHECK_LINE = re.compile(r"^//\s*check:\s*(\w+)\s+(sim-only|no-backend)\s+(\w+)",
 
 
 def tables():
-    """(def file, handler files, seam headers, sim files, cuda files) per table."""
+    """(def file, {handlers, seam, sim, cuda}: the files of each) per table."""
     core = dict(
         handlers=files("host-server/session/src/*.cpp"),
         seam=files("host-server/backend/include/wormhole/server/backend.hpp"),
@@ -102,7 +102,7 @@ def handler_bodies(paths):
 
 def guest_senders():
     """Op name -> exported functions of the guest that send it (through at
-    most two helpers of the same file)."""
+    most three helpers of the same file)."""
     senders = {}
     # A function's first line: its name, then an open parameter list or a
     # whole one-line body.
@@ -110,17 +110,15 @@ def guest_senders():
     for p in files("guest-lib/**/*.cpp", "libs/*/guest/**/*.cpp", "libs/*/guest/**/*.hpp", "guest-lib/**/*.hpp"):
         lines = strip_comments(read(p)).split("\n")
         owner = [None] * len(lines)  # enclosing function of each line
+        text_by_owner = {}
         cur = None
         for i, line in enumerate(lines):
             m = header.match(line)
             if m and m.group(1) not in ("if", "for", "while", "switch", "return"):
                 cur = m.group(1)
             owner[i] = cur
-        calls = {}  # function -> lines calling it... resolved lazily
-        text_by_owner = {}
-        for i, line in enumerate(lines):
-            if owner[i]:
-                text_by_owner.setdefault(owner[i], []).append(line)
+            if cur:
+                text_by_owner.setdefault(cur, []).append(line)
         bodies = {k: "\n".join(v) for k, v in text_by_owner.items()}
 
         def exported(fn, depth):
