@@ -54,16 +54,19 @@ int device_count() {
   return std::min(n, kMaxDevices);
 }
 
-bool valid(nvmlDevice_t d) {
-  return d && d >= g_devices && d < g_devices + kMaxDevices && d->index < std::max(device_count(), 0);
+// NVML's answer for a device handle before any query: initialised, and a
+// handle of one of the devices there are.
+nvmlReturn_t check(nvmlDevice_t d) {
+  if (!inited()) return NVML_ERROR_UNINITIALIZED;
+  const bool valid = d && d >= g_devices && d < g_devices + kMaxDevices && d->index < std::max(device_count(), 0);
+  return valid ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 // The runtime's answer for device `d`, with `d` current meanwhile (NVML's
 // queries do not change the calling thread's device).
 template <class F>
 nvmlReturn_t on_device(nvmlDevice_t d, F f) {
-  if (!inited()) return NVML_ERROR_UNINITIALIZED;
-  if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = check(d)) return r;
   int cur = 0;
   if (cudaGetDevice(&cur) != cudaSuccess) return NVML_ERROR_UNKNOWN;
   if (cur != d->index && cudaSetDevice(d->index) != cudaSuccess) return NVML_ERROR_GPU_IS_LOST;
@@ -73,8 +76,7 @@ nvmlReturn_t on_device(nvmlDevice_t d, F f) {
 }
 
 nvmlReturn_t props(nvmlDevice_t d, cudaDeviceProp* p) {
-  if (!inited()) return NVML_ERROR_UNINITIALIZED;
-  if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = check(d)) return r;
   return cudaGetDeviceProperties(p, d->index) == cudaSuccess ? NVML_SUCCESS : NVML_ERROR_GPU_IS_LOST;
 }
 
@@ -251,8 +253,8 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* id, nvmlDevice_t* device)
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int* index) {
-  if (!inited()) return NVML_ERROR_UNINITIALIZED;
-  if (!valid(d) || !index) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = check(d)) return r;
+  if (!index) return NVML_ERROR_INVALID_ARGUMENT;
   *index = unsigned(d->index);
   return NVML_SUCCESS;
 }
@@ -296,7 +298,8 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int* major, int*
 // Memory as the session sees it: cudaMemGetInfo's total and free (the
 // session's quota when it has one).
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* m) {
-  if (!m) return on_device(d, [] { return NVML_ERROR_INVALID_ARGUMENT; });
+  if (nvmlReturn_t r = check(d)) return r;
+  if (!m) return NVML_ERROR_INVALID_ARGUMENT;
   return on_device(d, [&] {
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) return NVML_ERROR_GPU_IS_LOST;
@@ -353,11 +356,10 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int* 
 
 // No graphics work runs on a Wormhole device.
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int* count, nvmlProcessInfo_t*) {
-  return on_device(d, [&] {
-    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
-    *count = 0;
-    return NVML_SUCCESS;
-  });
+  if (nvmlReturn_t r = check(d)) return r;
+  if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = 0;
+  return NVML_SUCCESS;
 }
 
 }  // extern "C"
