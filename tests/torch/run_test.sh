@@ -25,7 +25,10 @@ done
 # wormhole-run alone: it preloads Wormhole's drop-ins, which PyTorch's
 # DT_RPATH would otherwise pass over for NVIDIA's copies (docs/pytorch.md),
 # and Wormhole's NVRTC finds the wheel's to compile. Jiterated kernels are
-# compiled afresh each run (no disk cache).
+# compiled afresh each run (no disk cache), and so are torch.compile's
+# (Triton's and Inductor's caches in this run's directory): a cached kernel
+# would pass by wormhole-ptxas.
+export TRITON_CACHE_DIR="$dir/triton" TORCHINDUCTOR_CACHE_DIR="$dir/inductor"
 USE_PYTORCH_KERNEL_CACHE=0 "$run" --lib-dir "$lib" --socket "$dir/s.sock" "$env/bin/python" "$script"
 rc=$?
 [ $rc -eq 0 ] || { echo "--- server log"; cat "$dir/server.log"; }
