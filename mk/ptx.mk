@@ -4,7 +4,10 @@ PTX_FUZZ_SECONDS ?= 60
 # Fixed kernel mix on one core and on all cores; the last line is the figure.
 bench-ptx: build
 	cmake --build $(BUILD) --target wh_bench_ptx
-	$(BUILD)/bench/wh_bench_ptx $(BUILD)/tests/ptx
+	@echo "== interpreted (WORMHOLE_PTX_JIT=off)"
+	WORMHOLE_PTX_JIT=off $(BUILD)/bench/wh_bench_ptx $(BUILD)/tests/ptx
+	@echo "== compiled (WORMHOLE_PTX_JIT=always)"
+	WORMHOLE_PTX_JIT=always $(BUILD)/bench/wh_bench_ptx $(BUILD)/tests/ptx
 
 # libFuzzer on the PTX and fatbin parsers (clang++ -fsanitize=fuzzer,address,undefined).
 fuzz-ptx: build

@@ -11,7 +11,7 @@ GROUP[core]="build-essential cmake ninja-build pkg-config git
   libtomlplusplus-dev nlohmann-json3-dev libcpp-httplib-dev libzstd-dev libelf-dev libopenblas-dev libfftw3-dev libdnnl-dev nettle-dev zlib1g-dev
   libucx-dev iproute2
   dataset-fashion-mnist fortunes gnuplot-nox clang lld libclang-rt-14-dev
-  python3-venv python3-dev"
+  python3-venv python3-dev llvm-16-dev"
 # Guest images and VMs under QEMU (TCG), libvirt XML validation.
 GROUP[vm]="qemu-system-x86 qemu-utils busybox-static linux-image-amd64 kmod cpio
   libvirt-clients libvirt-daemon-system"

@@ -37,6 +37,8 @@ Environment of the guest libraries (read by the programs, not the server):
   WORMHOLE_LIB_DIR         wormhole-run: where the guest libraries are
 Server environment:
   WORMHOLE_BLAS_THREADS    sim backend: OpenBLAS threads (default 1)
+  WORMHOLE_PTX_JIT         sim backend: auto | always | off: compile kernels to native
+                           code once they ran 100 ms interpreted, at first launch, or never
 Signals: SIGTERM/SIGINT stop the server (running kernels are cancelled);
 SIGUSR1 logs the statistics; SIGHUP logs that the configuration is read at
 start only (restart to apply changes).)";

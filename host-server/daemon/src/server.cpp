@@ -1,5 +1,7 @@
 #include "server.hpp"
 
+#include "wormhole/ptx/engine.hpp"
+
 #include <grp.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -116,6 +118,9 @@ void log_kernel_totals(uint64_t sid, const SessionCounters& c) {
                  s > 0 ? double(ti) / s / 1e6 : 0.0);
   else
     spdlog::info("session {}: {} kernel launches, {:.3f} s in them", sid, n, s);
+  if (const auto cs = wh::ptx::compile_stats(); cs.kernels)
+    spdlog::info("PTX compiler (server total): {} kernels, {} instructions compiled to native code in {:.3f} s", cs.kernels,
+                 cs.instructions, cs.seconds);
 }
 
 // One request read from a channel's ring: handled, then answered on the

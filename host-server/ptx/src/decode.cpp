@@ -1,6 +1,7 @@
 // Instruction decode: an opcode and its operands -> Inst with its handler
 // chosen once; the families with their own files are decode_*.cpp.
 #include "parser.hpp"
+#include "jit_catalog.hpp"
 
 namespace wh::ptx::detail::parse {
 
@@ -499,3 +500,5 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
 }
 
 }  // namespace wh::ptx::detail::parse
+
+WH_JIT_CATALOG(core);

@@ -1,5 +1,6 @@
 // Decode of the arithmetic, logic and math instructions.
 #include "parser.hpp"
+#include "jit_catalog.hpp"
 
 namespace wh::ptx::detail::parse {
 
@@ -410,3 +411,5 @@ bool Parser::decode_arith(std::string_view base, const std::vector<std::string_v
 }
 
 }  // namespace wh::ptx::detail::parse
+
+WH_JIT_CATALOG(arith);

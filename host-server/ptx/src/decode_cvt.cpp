@@ -1,5 +1,6 @@
 // Decode of cvt (conversions).
 #include "parser.hpp"
+#include "jit_catalog.hpp"
 
 namespace wh::ptx::detail::parse {
 
@@ -119,3 +120,5 @@ void Parser::decode_cvt(const std::vector<std::string_view>& mods, std::vector<O
 }
 
 }  // namespace wh::ptx::detail::parse
+
+WH_JIT_CATALOG(cvt);

@@ -1,5 +1,6 @@
 // Decode of memory instructions: ld/st, atom/red and their addresses.
 #include "parser.hpp"
+#include "jit_catalog.hpp"
 
 namespace wh::ptx::detail::parse {
 
@@ -232,3 +233,5 @@ void Parser::decode_atom(bool red, const std::vector<std::string_view>& mods, st
 }
 
 }  // namespace wh::ptx::detail::parse
+
+WH_JIT_CATALOG(memory);

@@ -13,6 +13,7 @@
 
 #include "cg_runtime.hpp"
 #include "devrt.hpp"
+#include "jit.hpp"
 #include "wormhole/common/ptx_link.hpp"
 
 namespace wh::ptx {
@@ -214,6 +215,7 @@ std::unique_ptr<Module> Module::from_ptx(std::string_view text, std::string* err
   M.gaddr.assign(M.globals.size(), 0);
   M.gbound.assign(M.globals.size(), 0);
   detail::build_kernels(M, err);
+  M.jit = std::make_shared<detail::JitState>(M.funcs.size(), M.kdata.size());
   return m;
 }
 
@@ -654,6 +656,7 @@ struct EngineImpl {
     W.icount = 0;
     Ctx& c = W.ctx;
     c.rc = {};
+    c.rc2 = {};
     setup_ctx(c, J);
     W.resident.clear();
     W.free_blocks.clear();
@@ -895,10 +898,12 @@ struct EngineImpl {
     Frame* fr;
     const Function* fn;
     const Inst* code;
+    const JitEntry* jit = nullptr;  // the function's compiled blocks, by start pc
     uint32_t pc, active;
     auto load = [&] {
       fr = &w.frames.back();
       fn = &M.funcs[fr->func];
+      jit = M.jit ? M.jit->table[fr->func].load(std::memory_order_acquire) : nullptr;
       c.func = fn;
       c.regs = wregs + size_t(fr->regbase) * 32;
       c.frame_local = fr->localbase;
@@ -913,6 +918,17 @@ struct EngineImpl {
     };
     load();
     for (;;) {
+      // Compiled code runs from a block start when no parked lanes wait inside the block
+      // (they merge only at its end); it returns where the interpreter must go on.
+      if (jit && jit[pc].fn && (fr->min_wait <= pc || fr->min_wait >= jit[pc].end)) {
+        const uint32_t np = jit[pc].fn(&c, active, &cnt, pc, fr->min_wait, &slice);
+        if (c.fault) { pc = np; save(); return; }
+        if (np != pc) {
+          pc = np;
+          if (pc == fr->min_wait) merge(*fr, pc, active);
+          continue;
+        }
+      }
       const Inst& I = code[pc];
       uint32_t m = active;
       if (I.guard != NOREG) {
@@ -1315,6 +1331,11 @@ uint64_t Engine::max_coresident_blocks(const Module& mod, std::string_view kerne
     }
   return 0;
 }
+CompileStats compile_stats() {
+  const detail::JitStats s = detail::jit_stats();
+  return {s.seconds, s.kernels, s.blocks, s.insts};
+}
+
 uint64_t Engine::instructions_executed() const { return impl_->icount.load(); }
 
 namespace detail {
@@ -1386,6 +1407,8 @@ LaunchError EngineImpl::run_grid(const ModuleImpl& M, const KernelData& kd, cons
   // grid_workspace {wsSize, barrier} as the driver lays it out
   const uint32_t ws_size = kGridWorkspaceBytes;
   std::memcpy(job.gridws, &ws_size, 4);
+  jit_prepare(M, kd);
+  const auto t0 = std::chrono::steady_clock::now();
   unsigned helpers = unsigned(std::min<uint64_t>(threads.size(), job.nblocks - 1));
   {
     std::lock_guard lk(mu);
@@ -1402,6 +1425,7 @@ LaunchError EngineImpl::run_grid(const ModuleImpl& M, const KernelData& kd, cons
     if (helpers) done_cv.wait(lk, [&] { return running == 0; });
     this->job = nullptr;
   }
+  jit_account(M, kd, uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
   return job.err;
 }
 

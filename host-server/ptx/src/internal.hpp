@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -55,6 +56,9 @@ inline int ty_bytes(Ty t) {
 inline bool ty_signed(Ty t) { return t == T_S8 || t == T_S16 || t == T_S32 || t == T_S64; }
 inline bool ty_float(Ty t) { return t == T_F16 || t == T_BF16 || t == T_F32 || t == T_F64; }
 const char* ty_name(Ty t);
+
+// Comparisons of setp/set (a handler template argument; the compiler reads it too).
+enum Cmp : uint32_t { C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE, C_EQU, C_NEU, C_LTU, C_LEU, C_GTU, C_GEU, C_NUM, C_NAN };
 
 enum class Sp : uint8_t { Generic, Global, Const, Shared, Local, KParam };
 const char* sp_name(Sp);
@@ -151,6 +155,7 @@ struct KernelData {
   std::vector<uint32_t> globals_used;
 };
 
+struct JitState;
 struct ModuleImpl {
   std::string text;
   std::vector<uint32_t> line_start;
@@ -166,6 +171,7 @@ struct ModuleImpl {
   std::vector<uint32_t> kernel_of_func;  // function index -> kdata index (NOREG: not a kernel)
   uint32_t tag = 0;     // in function addresses (func_addr), unique per loaded module mod 2^11
   int target_arch = 0;  // from .target sm_XX (0: none given)
+  std::shared_ptr<JitState> jit;  // compiled code (jit.hpp)
   // The function a function address names, or NOREG.
   uint32_t func_at(uint64_t a) const {
     if ((a & ~((uint64_t(1) << (kFuncTagShift + kFuncTagBits)) - 1)) != kFuncWindow) return NOREG;
@@ -207,6 +213,7 @@ struct Ctx {
   uint32_t kparam_size = 0;
   DeviceMemory* mem = nullptr;
   DeviceMemory::Region rc{};
+  DeviceMemory::Region rc2{};  // the region before rc (compiled code checks both)
   const uint32_t* shared_off = nullptr;
   const uint64_t* gaddr = nullptr;
   uint8_t* gridws = nullptr;  // cooperative launch workspace (host memory), else null

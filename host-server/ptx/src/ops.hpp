@@ -603,7 +603,6 @@ void h_sad(Ctx& c, const Inst& I, uint32_t m) {
 }
 
 // ---------------- compare ----------------
-enum Cmp : uint32_t { C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE, C_EQU, C_NEU, C_LTU, C_LEU, C_GTU, C_GEU, C_NUM, C_NAN };
 template <class V, Cmp C>
 inline bool cmp(V a, V b) {
   if constexpr (std::is_floating_point_v<V>) {

@@ -213,4 +213,12 @@ class Engine {
   std::unique_ptr<detail::EngineImpl> impl_;
 };
 
+// The PTX compiler's work in this process (docs/ptx.md): kernels compiled to
+// native code, their blocks and instructions, and the time it took.
+struct CompileStats {
+  double seconds = 0;
+  uint64_t kernels = 0, blocks = 0, instructions = 0;
+};
+CompileStats compile_stats();
+
 }  // namespace wh::ptx

@@ -1,0 +1,85 @@
+// The PTX compiler of the sim device: each function becomes native code over
+// the warp's 32 lanes, built with LLVM. Straight-line code and branches the
+// whole group takes alike (loops) run natively; the interpreter keeps
+// divergence, barriers, calls and every instruction the compiler does not
+// know: compiled code calls the instruction's handler for those, and for any
+// memory access its fast path does not cover, so the semantics (faults, their
+// messages, rounding) are the interpreter's own.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "internal.hpp"
+
+namespace wh::ptx::detail {
+
+// What the compiler knows about a handler (registered by the decode units
+// that instantiate it, see jit_catalog.hpp).
+enum class JK : uint8_t {
+  Mov, IBin, IUn, MadLo, MulWide, MadWide, Shift, Setp, Selp, Cvt, Cvta, PBin, PNot,
+  FBin, FUn, FFma, DBin, DUn, DFma, Ld, St
+};
+enum JOp : uint8_t { JAdd, JSub, JMul, JMulHi, JAnd, JOr, JXor, JMin, JMax, JDiv, JNeg, JNot, JAbs, JSqrt, JRcp, JRsqrt };
+struct JitDesc {
+  JK kind;
+  uint8_t op = 0;       // JOp; Setp: the Cmp
+  Ty ty = T_None;       // operand type (Cvt: destination)
+  Ty ty2 = T_None;      // Cvt: source type
+  bool flag = false;    // FBin/FUn/FFma: .ftz; Shift: left; Cvta: to
+  Sp space = Sp::Generic;
+  uint8_t size = 0, vec = 0;  // Ld/St: bytes per element, elements
+  bool sgn = false;           // Ld: sign-extending
+};
+void jit_note(Handler h, const JitDesc& d);
+
+// A compiled function, entered at the block starting at `pc` for the lanes in
+// `active` (the warp's current group); `min_wait` is the frame's lowest parked
+// pc, `slice` the warp's backward branches left before it yields. Returns the
+// pc where the interpreter goes on: after a fault (Ctx::fault set) the faulting
+// instruction; `pc` itself when it ran nothing. Adds the thread-instructions it
+// ran to *count.
+using JitFn = uint32_t (*)(Ctx* c, uint32_t active, uint64_t* count, uint32_t pc, uint32_t min_wait, uint32_t* slice);
+struct JitEntry {
+  JitFn fn = nullptr;  // set at block starts
+  uint32_t end = 0;    // the block's end (its first control instruction or the next start)
+};
+
+// Per module: the compiled blocks of each function (null: none yet), published
+// once complete so that workers of other engines read them without a lock.
+struct JitState {
+  JitState(size_t nfuncs, size_t nkernels)
+      : table(new std::atomic<const JitEntry*>[nfuncs]), nfuncs(nfuncs), interp_ns(new std::atomic<uint64_t>[nkernels]) {
+    for (size_t i = 0; i < nfuncs; ++i) table[i].store(nullptr, std::memory_order_relaxed);
+    for (size_t i = 0; i < nkernels; ++i) interp_ns[i].store(0, std::memory_order_relaxed);
+  }
+  ~JitState();
+  std::unique_ptr<std::atomic<const JitEntry*>[]> table;
+  size_t nfuncs;
+  std::mutex mu;
+  std::vector<std::unique_ptr<JitEntry[]>> owned;
+  std::unique_ptr<std::atomic<uint64_t>[]> interp_ns;  // per kernel (kdata index): time interpreted so far
+  void* tracker = nullptr;         // the LLVM resource tracker of the module's code
+  double compile_seconds = 0;
+  uint64_t blocks = 0, insts = 0;  // compiled blocks and the instructions in them
+};
+
+enum class JitMode { Off, Auto, Always };
+JitMode jit_mode();  // WORMHOLE_PTX_JIT: off, auto (default), always
+// auto: a kernel is compiled once it has run this long in the interpreter (a
+// compile takes some tens of milliseconds; one-shot small launches never pay it).
+constexpr uint64_t kJitAutoNs = 100'000'000;
+// Compiles the kernel and every function it may reach, when the mode calls for
+// it. Called before a grid starts.
+void jit_prepare(const ModuleImpl& M, const KernelData& kd);
+// After a grid: the time it ran (counts toward kJitAutoNs while interpreted).
+void jit_account(const ModuleImpl& M, const KernelData& kd, uint64_t ns);
+// Process-wide compile statistics (server statistics): seconds, blocks, instructions.
+struct JitStats {
+  double seconds = 0;
+  uint64_t kernels = 0, blocks = 0, insts = 0;
+};
+JitStats jit_stats();
+
+}  // namespace wh::ptx::detail

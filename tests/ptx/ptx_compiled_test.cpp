@@ -1,0 +1,169 @@
+// The PTX compiler forced on (WORMHOLE_PTX_JIT=always, set before the engine reads
+// it): kernels with loops, divergence, shared memory, barriers and faults give
+// the host's results and the interpreter's errors, and the code really ran
+// natively (the compiler's statistics count it). The whole PTX test corpus also
+// runs with the compiler forced (test ptx.compiled_corpus).
+#include <cstdlib>
+#include <cstring>
+
+#include "ptx_test_util.hpp"
+
+using namespace whtest;
+using wh::ptx::Engine;
+using wh::ptx::LaunchError;
+using wh::ptx::Module;
+
+namespace {
+
+[[maybe_unused]] const int forced = setenv("WORMHOLE_PTX_JIT", "always", 1);
+
+// dot[i] = sum over k < n of a[i*n+k] * b[k] for odd i (a loop taken by the
+// whole warp), and a per-thread running max over a[i*n..] for even i (a
+// divergent branch inside the loop), through a shared-memory copy of b
+// loaded in tiles between barriers.
+const char* kPtx = R"(.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry mix(.param .u64 pa, .param .u64 pb, .param .u64 pout, .param .u32 n)
+{
+  .reg .pred %p<4>;
+  .reg .u32 %r<12>;
+  .reg .u64 %rd<12>;
+  .reg .f32 %f<8>;
+  .shared .align 4 .f32 tile[64];
+  ld.param.u64 %rd0, [pa];
+  ld.param.u64 %rd1, [pb];
+  ld.param.u64 %rd2, [pout];
+  ld.param.u32 %r0, [n];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mad.lo.u32 %r4, %r2, %r3, %r1;
+  and.b32 %r5, %r4, 1;
+  setp.eq.u32 %p1, %r5, 0;
+  mov.f32 %f0, 0f00000000;
+  mov.f32 %f1, 0fFF800000;
+  mul.lo.u32 %r6, %r4, %r0;
+  mov.u32 %r7, 0;
+LOOP:
+  // tile of b into shared memory: thread t < 64 copies b[k0 + t]
+  setp.ge.u32 %p2, %r1, 64;
+  @%p2 bra SKIP;
+  add.u32 %r8, %r7, %r1;
+  mul.wide.u32 %rd3, %r8, 4;
+  add.u64 %rd4, %rd1, %rd3;
+  ld.global.f32 %f2, [%rd4];
+  mul.wide.u32 %rd5, %r1, 4;
+  mov.u64 %rd6, tile;
+  add.u64 %rd6, %rd6, %rd5;
+  st.shared.f32 [%rd6], %f2;
+SKIP:
+  bar.sync 0;
+  mov.u32 %r9, 0;
+INNER:
+  add.u32 %r10, %r6, %r7;
+  add.u32 %r10, %r10, %r9;
+  mul.wide.u32 %rd7, %r10, 4;
+  add.u64 %rd8, %rd0, %rd7;
+  ld.global.f32 %f3, [%rd8];
+  mul.wide.u32 %rd9, %r9, 4;
+  mov.u64 %rd10, tile;
+  add.u64 %rd10, %rd10, %rd9;
+  ld.shared.f32 %f4, [%rd10];
+  @%p1 bra EVEN;
+  fma.rn.f32 %f0, %f3, %f4, %f0;
+  bra NEXT;
+EVEN:
+  max.f32 %f1, %f1, %f3;
+NEXT:
+  add.u32 %r9, %r9, 1;
+  setp.lt.u32 %p3, %r9, 64;
+  @%p3 bra INNER;
+  bar.sync 0;
+  add.u32 %r7, %r7, 64;
+  setp.lt.u32 %p3, %r7, %r0;
+  @%p3 bra LOOP;
+  selp.f32 %f5, %f1, %f0, %p1;
+  mul.wide.u32 %rd11, %r4, 4;
+  add.u64 %rd11, %rd2, %rd11;
+  st.global.f32 [%rd11], %f5;
+  ret;
+}
+.visible .entry oob(.param .u64 pa, .param .u32 n)
+{
+  .reg .u32 %r<4>;
+  .reg .u64 %rd<4>;
+  .reg .f32 %f<2>;
+  ld.param.u64 %rd0, [pa];
+  ld.param.u32 %r0, [n];
+  mov.u32 %r1, %tid.x;
+  add.u32 %r2, %r1, %r0;
+  mul.wide.u32 %rd1, %r2, 4;
+  add.u64 %rd2, %rd0, %rd1;
+  ld.global.f32 %f0, [%rd2];
+  add.f32 %f1, %f0, %f0;
+  st.global.f32 [%rd2], %f1;
+  ret;
+}
+)";
+
+TEST(PtxCompiled, LoopsDivergenceSharedMemoryMatchTheHost) {
+  std::string err;
+  auto m = Module::from_ptx(kPtx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(2);
+  const uint32_t n = 256, rows = 4 * 96;
+  std::vector<float> a(size_t(rows) * n), b(n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float((i * 37) % 101) / 16.0f - 3.0f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = float((i * 11) % 13) / 8.0f - 0.5f;
+  const uint64_t da = mem.upload(a), db = mem.upload(b), dout = mem.alloc(rows * 4);
+  const auto before = wh::ptx::compile_stats();
+  Args args(m->kernel("mix"));
+  args(da);
+  args(db);
+  args(dout);
+  args(n);
+  wh::ptx::LaunchConfig cfg;
+  cfg.grid = {4, 1, 1};
+  cfg.block = {96, 1, 1};
+  LaunchError e = eng.launch(*m, "mix", cfg, args.data(), args.size(), mem);
+  ASSERT_FALSE(e) << e.message;
+  const auto out = mem.download<float>(dout, rows);
+  for (uint32_t i = 0; i < rows; ++i) {
+    float ref = (i & 1) ? 0.0f : -INFINITY;
+    for (uint32_t k = 0; k < n; ++k) ref = (i & 1) ? std::fma(a[size_t(i) * n + k], b[k], ref) : std::max(ref, a[size_t(i) * n + k]);
+    ASSERT_EQ(out[i], ref) << "row " << i;
+  }
+  const auto after = wh::ptx::compile_stats();
+  EXPECT_EQ(after.kernels, before.kernels + 1) << "the kernel was not compiled";
+  EXPECT_GT(after.instructions, before.instructions);
+  // a second launch reuses the code
+  e = eng.launch(*m, "mix", cfg, args.data(), args.size(), mem);
+  ASSERT_FALSE(e) << e.message;
+  EXPECT_EQ(wh::ptx::compile_stats().kernels, after.kernels);
+}
+
+TEST(PtxCompiled, AFaultInCompiledCodeIsTheInterpretersError) {
+  std::string err;
+  auto m = Module::from_ptx(kPtx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(1);
+  std::vector<float> a(64, 1.5f);
+  const uint64_t da = mem.upload(a);
+  Args args(m->kernel("oob"));
+  args(da);
+  args(uint32_t(40));  // lanes 24..31 read past the 64 floats
+  wh::ptx::LaunchConfig cfg;
+  cfg.grid = {1, 1, 1};
+  cfg.block = {32, 1, 1};
+  LaunchError e = eng.launch(*m, "oob", cfg, args.data(), args.size(), mem);
+  ASSERT_EQ(e.kind, LaunchError::BadAccess) << e.message;
+  EXPECT_NE(e.message.find("ld.global.f32"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("not inside an allocation"), std::string::npos) << e.message;
+  // nothing after the faulting load ran: the lanes in bounds did not store either
+  EXPECT_EQ(mem.download<float>(da, 64), a);
+}
+
+}  // namespace
