@@ -921,7 +921,7 @@ struct EngineImpl {
       // Compiled code runs from a block start when no parked lanes wait inside the block
       // (they merge only at its end); it returns where the interpreter must go on.
       if (jit && jit[pc].fn && (fr->min_wait <= pc || fr->min_wait >= jit[pc].end)) {
-        const uint32_t np = jit[pc].fn(&c, active, &cnt, pc, fr->min_wait, &slice);
+        const uint32_t np = (active == 0xffffffffu ? jit[pc].fn_full : jit[pc].fn)(&c, active, &cnt, pc, fr->min_wait, &slice);
         if (c.fault) { pc = np; save(); return; }
         if (np != pc) {
           pc = np;

@@ -358,8 +358,12 @@ struct Gen {
     // every lane of the group passes (no lanes: nothing to do, also "passes")
     llvm::Value* all = all_override ? all_override : B.CreateAndReduce(B.CreateOr(B.CreateNot(mvec), ok));
     llvm::Value* sval[4] = {};
-    if (store)
-      for (int i = 0; i < d.vec; ++i) sval[i] = reg(I.s[i]);  // before the branch: both paths must see the cache alike
+    llvm::Value* old[4] = {};
+    // before the branch, so that both paths see the same cache
+    for (int i = 0; i < d.vec; ++i) {
+      if (store) sval[i] = reg(I.s[i]);
+      else if (I.d[i] != NOREG) old[i] = reg(I.d[i]);
+    }
     flush();
     llvm::BasicBlock* fast = llvm::BasicBlock::Create(C, "fast", fn);
     llvm::BasicBlock* slow = llvm::BasicBlock::Create(C, "slow", fn);
@@ -368,6 +372,7 @@ struct Gen {
     B.SetInsertPoint(fast);
     llvm::Type* et = B.getIntNTy(d.size * 8);
     llvm::Value* p0 = B.CreateGEP(i8, host, a);
+    llvm::Value* loaded[4] = {};
     for (int i = 0; i < d.vec; ++i) {
       llvm::Value* p = i ? B.CreateGEP(i8, p0, B.getInt64(uint64_t(i) * d.size)) : p0;
       if (store) {
@@ -375,23 +380,31 @@ struct Gen {
         B.CreateMaskedScatter(v, p, llvm::Align(d.size), mvec);
       } else if (I.d[i] != NOREG) {
         llvm::Value* v = B.CreateMaskedGather(vec(et), p, llvm::Align(d.size), mvec);
-        llvm::Value* old = B.CreateAlignedLoad(vec(i64), slot_ptr(I.d[i]), llvm::Align(8));
-        B.CreateAlignedStore(B.CreateSelect(mvec, ext64(v, d.sgn), old), slot_ptr(I.d[i]), llvm::Align(8));
+        loaded[i] = B.CreateSelect(mvec, ext64(v, d.sgn), old[i]);
       }
     }
+    llvm::BasicBlock* fast_end = B.GetInsertBlock();
     B.CreateBr(join);
     B.SetInsertPoint(slow);
+    llvm::Value* reread[4] = {};
     {
-      auto saved = cache;  // the slow path must not leave values the fast path lacks
+      auto saved = cache;  // the handler writes only the destinations: the rest stays valid
       call_handler(I, m, pc);
       cache = std::move(saved);
+      for (int i = 0; i < d.vec; ++i)
+        if (!store && I.d[i] != NOREG) reread[i] = B.CreateAlignedLoad(vec(i64), slot_ptr(I.d[i]), llvm::Align(8));
     }
+    llvm::BasicBlock* slow_end = B.GetInsertBlock();
     B.CreateBr(join);
     B.SetInsertPoint(join);
-    // loads wrote their destinations in memory on both paths; clean values stay valid
-    if (!store)
-      for (int i = 0; i < d.vec; ++i)
-        if (I.d[i] != NOREG) cache.erase(I.d[i]);
+    // a loaded value stays in SSA form (dirty: the fast path did not write it back)
+    for (int i = 0; i < d.vec; ++i)
+      if (!store && I.d[i] != NOREG) {
+        llvm::PHINode* ph = B.CreatePHI(vec(i64), 2);
+        ph->addIncoming(loaded[i], fast_end);
+        ph->addIncoming(reread[i], slow_end);
+        cache[I.d[i]] = {ph, true};
+      }
     return true;
   }
 
@@ -592,7 +605,9 @@ struct Gen {
   // that the whole group takes, or none of it, continues natively (loops run
   // without the interpreter) when the interpreter would not have to park or
   // merge lanes there; anything else returns to the interpreter at that pc.
-  std::vector<uint32_t> function(const Function& F, const std::string& name, std::vector<uint32_t>& ends) {
+  // `full`: the variant for a whole warp (active == all 32 lanes), where the
+  // lane masks of unguarded instructions fold away.
+  std::vector<uint32_t> function(const Function& F, const std::string& name, std::vector<uint32_t>& ends, bool full) {
     const uint32_t n = uint32_t(F.code.size());
     std::vector<char> is_start(n + 1, 0);
     is_start[0] = 1;
@@ -616,7 +631,7 @@ struct Gen {
                                 name, Mod);
     fn->addParamAttr(0, llvm::Attribute::NoAlias);
     ctx = fn->getArg(0);
-    active = fn->getArg(1);
+    active = full ? static_cast<llvm::Value*>(B.getInt32(0xffffffffu)) : fn->getArg(1);
     count = fn->getArg(2);
     llvm::Value* entry_pc = fn->getArg(3);
     llvm::Value* min_wait = fn->getArg(4);
@@ -814,7 +829,8 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd) {
     const Function& F = M.funcs[fi];
     if (!F.defined || F.builtin || !F.unsupported.empty() || F.code.empty()) continue;
     Pending p{fi, {}, {}, "wh" + std::to_string(id) + "_f" + std::to_string(fi)};
-    p.starts = G.function(F, p.name, p.ends);
+    p.starts = G.function(F, p.name, p.ends, false);
+    G.function(F, p.name + "_w", p.ends, true);
     pending.push_back(std::move(p));
   }
   // Tables for every function reached (empty ones too: compiled, nothing to run natively).
@@ -849,7 +865,12 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd) {
         std::fprintf(stderr, "wormhole: PTX compiler: %s; interpreting\n", llvm::toString(sym.takeError()).c_str());
         return;
       }
-      for (uint32_t st : p.starts) tables[p.func][st] = {sym->toPtr<JitFn>(), p.ends[st]};
+      auto symw = J->lookup(p.name + "_w");
+      if (!symw) {
+        std::fprintf(stderr, "wormhole: PTX compiler: %s; interpreting\n", llvm::toString(symw.takeError()).c_str());
+        return;
+      }
+      for (uint32_t st : p.starts) tables[p.func][st] = {sym->toPtr<JitFn>(), symw->toPtr<JitFn>(), p.ends[st]};
       S.insts += M.funcs[p.func].code.size();
     }
   }

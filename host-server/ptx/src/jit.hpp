@@ -42,7 +42,8 @@ void jit_note(Handler h, const JitDesc& d);
 // ran to *count.
 using JitFn = uint32_t (*)(Ctx* c, uint32_t active, uint64_t* count, uint32_t pc, uint32_t min_wait, uint32_t* slice);
 struct JitEntry {
-  JitFn fn = nullptr;  // set at block starts
+  JitFn fn = nullptr;       // set at block starts
+  JitFn fn_full = nullptr;  // the same for a whole warp (active = all lanes)
   uint32_t end = 0;    // the block's end (its first control instruction or the next start)
 };
 
