@@ -1,8 +1,10 @@
-// The PTX compiler forced on (WORMHOLE_PTX_JIT=always, set before the engine reads
-// it): kernels with loops, divergence, shared memory, barriers and faults give
-// the host's results and the interpreter's errors, and the code really ran
-// natively (the compiler's statistics count it). The whole PTX test corpus also
-// runs with the compiler forced (test ptx.compiled_corpus).
+// The PTX compiler in compare mode (WORMHOLE_PTX_JIT=compare, set before the
+// engine reads it: each launch runs interpreted, then compiled, and the memory
+// after both must agree): kernels with loops, divergence, shared memory,
+// barriers and faults give the host's results and the interpreter's errors,
+// the code really was compiled (the compiler's statistics count it), and a
+// kernel whose two runs differ is reported. The whole PTX test corpus also
+// runs in compare mode (test ptx.compiled_corpus).
 #include <cstdlib>
 #include <cstring>
 
@@ -15,7 +17,7 @@ using wh::ptx::Module;
 
 namespace {
 
-[[maybe_unused]] const int forced = setenv("WORMHOLE_PTX_JIT", "always", 1);
+[[maybe_unused]] const int forced = setenv("WORMHOLE_PTX_JIT", "compare", 1);
 
 // dot[i] = sum over k < n of a[i*n+k] * b[k] for odd i (a loop taken by the
 // whole warp), and a per-thread running max over a[i*n..] for even i (a
@@ -87,6 +89,18 @@ NEXT:
   mul.wide.u32 %rd11, %r4, 4;
   add.u64 %rd11, %rd2, %rd11;
   st.global.f32 [%rd11], %f5;
+  ret;
+}
+.visible .entry clock(.param .u64 pa)
+{
+  .reg .u32 %r<2>;
+  .reg .u64 %rd<4>;
+  ld.param.u64 %rd0, [pa];
+  mov.u32 %r1, %tid.x;
+  mov.u64 %rd1, %globaltimer;
+  mul.wide.u32 %rd2, %r1, 8;
+  add.u64 %rd3, %rd0, %rd2;
+  st.global.u64 [%rd3], %rd1;
   ret;
 }
 .visible .entry oob(.param .u64 pa, .param .u32 n)
@@ -164,6 +178,25 @@ TEST(PtxCompiled, AFaultInCompiledCodeIsTheInterpretersError) {
   EXPECT_NE(e.message.find("not inside an allocation"), std::string::npos) << e.message;
   // nothing after the faulting load ran: the lanes in bounds did not store either
   EXPECT_EQ(mem.download<float>(da, 64), a);
+}
+
+// The two runs of a kernel that stores the time see different times: compare
+// mode names the kernel and the first address that differs.
+TEST(PtxCompiled, CompareModeReportsADifference) {
+  std::string err;
+  auto m = Module::from_ptx(kPtx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(1);
+  const uint64_t d = mem.alloc(32 * 8);
+  Args args(m->kernel("clock"));
+  args(d);
+  wh::ptx::LaunchConfig cfg;
+  cfg.grid = {1, 1, 1};
+  cfg.block = {32, 1, 1};
+  LaunchError e = eng.launch(*m, "clock", cfg, args.data(), args.size(), mem);
+  ASSERT_EQ(e.kind, LaunchError::Internal) << e.message;
+  EXPECT_NE(e.message.find("kernel clock: compiled and interpreted runs differ at address 0x"), std::string::npos) << e.message;
 }
 
 }  // namespace

@@ -62,6 +62,11 @@ class HostMem : public wh::ptx::DeviceMemory {
     ++translations;
     return it->second.data() + off;
   }
+  bool writable_regions(std::vector<Region>& out) override {
+    std::lock_guard lk(mu_);
+    for (auto& [base, bytes] : allocs_) out.push_back({base, bytes.size(), bytes.data(), true});
+    return true;
+  }
   bool region(uint64_t addr, Region& r) override {
     if (!use_regions) return false;
     std::lock_guard lk(mu_);

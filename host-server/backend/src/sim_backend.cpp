@@ -329,6 +329,12 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     out = {it->first, size, it->second.host.p, true};
     return true;
   }
+  // WORMHOLE_PTX_JIT=compare: every allocation (with its granule) and the mapped host area.
+  bool writable_regions(std::vector<Region>& out) override {
+    for (const auto& [addr, a] : allocs_) out.push_back({addr, round_up(a.bytes, kAllocAlign), a.host.p, true});
+    if (mapped_host_) out.push_back({mapped_dptr_, mapped_bytes_, mapped_host_, true});
+    return true;
+  }
   uint64_t device_malloc(uint64_t bytes) override { return heap_ready_ ? dheap_.alloc(bytes) : 0; }
   bool device_free(uint64_t addr) override { return heap_ready_ && dheap_.release(addr); }
   // cudaDeviceGetAttribute in a kernel answers what the host's does.

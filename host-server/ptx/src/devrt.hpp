@@ -27,6 +27,9 @@ struct DevTree {
   bool has_deadline = false;  // the host launch's watchdog covers every grid
   std::chrono::steady_clock::time_point deadline{};
   uint64_t timeout_ms = 0;
+  // Compare mode (jit.hpp): this launch interprets only, or compiles before it
+  // runs; both run their blocks in order on one worker (the same order twice).
+  bool interpret = false, compile = false, serial = false;
 };
 
 // A launch recorded by a kernel, run once its grid has completed.

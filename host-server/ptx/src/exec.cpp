@@ -903,7 +903,7 @@ struct EngineImpl {
     auto load = [&] {
       fr = &w.frames.back();
       fn = &M.funcs[fr->func];
-      jit = M.jit ? M.jit->table[fr->func].load(std::memory_order_acquire) : nullptr;
+      jit = M.jit && !J.tree->interpret ? M.jit->table[fr->func].load(std::memory_order_acquire) : nullptr;
       c.func = fn;
       c.regs = wregs + size_t(fr->regbase) * 32;
       c.frame_local = fr->localbase;
@@ -1296,6 +1296,65 @@ struct EngineImpl {
   }
 };
 
+// Compare mode: kernels whose two runs can be compared (no device heap, whose
+// state a second run would see changed, no launches from the device, no
+// spin-waits on other blocks or the host).
+bool comparable(const ModuleImpl& M, const KernelData& kd) {
+  std::vector<char> seen(M.funcs.size(), 0);
+  std::vector<uint32_t> todo{kd.func};
+  seen[kd.func] = 1;
+  while (!todo.empty()) {
+    const Function& f = M.funcs[todo.back()];
+    todo.pop_back();
+    if (f.calls_heap || f.launches || f.builtin == 3 || f.builtin == 4 || f.builtin == 5) return false;
+    if (!f.spin_regs.empty()) return false;  // spin-waits: progress depends on other blocks or the host
+    for (const auto* list : {&f.callees, &f.icallees})
+      for (uint32_t v : *list)
+        if (v < seen.size() && !seen[v]) seen[v] = 1, todo.push_back(v);
+  }
+  return true;
+}
+
+// Runs the launch interpreted, keeps what it wrote, restores the memory, runs it
+// compiled, and reports the first byte where the two differ (an engine bug:
+// the compiler must compute what the interpreter computes). Both runs take
+// the blocks in order on one worker, so racing blocks race alike. The first
+// run's printf output is dropped.
+LaunchError run_compared(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg,
+                         const std::vector<DeviceMemory::Region>& regions,
+                         const std::function<LaunchError(const LaunchConfig&, bool, bool, bool)>& run) {
+  std::vector<std::vector<uint8_t>> before(regions.size()), interpreted(regions.size());
+  for (size_t i = 0; i < regions.size(); ++i) before[i].assign(regions[i].host, regions[i].host + regions[i].size);
+  DeviceOutput scratch;
+  LaunchConfig first = cfg;
+  first.output = &scratch;
+  const LaunchError e1 = run(first, true, false, true);
+  // cancelled or stopped by the watchdog: nothing to compare, the launch ends here
+  if (e1.kind == LaunchError::Cancelled || e1.kind == LaunchError::Timeout) return e1;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    interpreted[i].assign(regions[i].host, regions[i].host + regions[i].size);
+    std::memcpy(regions[i].host, before[i].data(), regions[i].size);
+  }
+  LaunchError e2 = run(cfg, false, true, true);
+  const std::string kname = M.funcs[kd.func].name;
+  if (e1.kind != e2.kind)
+    return {LaunchError::Internal, "kernel " + kname + ": compiled and interpreted runs differ: interpreted " +
+                                       to_string(e1.kind) + " (" + e1.message + "), compiled " + to_string(e2.kind) + " (" +
+                                       e2.message + ")"};
+  if (e1) return e2;  // both failed alike: memory after a fault is not compared
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const uint8_t* now = regions[i].host;
+    for (uint64_t k = 0; k < regions[i].size; ++k)
+      if (now[k] != interpreted[i][k]) {
+        char what[160];
+        std::snprintf(what, sizeof what, "at address 0x%llx: interpreted 0x%02x, compiled 0x%02x",
+                      (unsigned long long)(regions[i].base + k), interpreted[i][k], now[k]);
+        return {LaunchError::Internal, "kernel " + kname + ": compiled and interpreted runs differ " + what};
+      }
+  }
+  return e2;
+}
+
 }  // namespace detail
 
 Engine::Engine(unsigned threads) : impl_(std::make_unique<detail::EngineImpl>()) {
@@ -1407,9 +1466,9 @@ LaunchError EngineImpl::run_grid(const ModuleImpl& M, const KernelData& kd, cons
   // grid_workspace {wsSize, barrier} as the driver lays it out
   const uint32_t ws_size = kGridWorkspaceBytes;
   std::memcpy(job.gridws, &ws_size, 4);
-  jit_prepare(M, kd);
+  if (!tree.interpret) jit_prepare(M, kd, tree.compile);
   const auto t0 = std::chrono::steady_clock::now();
-  unsigned helpers = unsigned(std::min<uint64_t>(threads.size(), job.nblocks - 1));
+  unsigned helpers = tree.serial ? 0u : unsigned(std::min<uint64_t>(threads.size(), job.nblocks - 1));
   {
     std::lock_guard lk(mu);
     this->job = &job;
@@ -1492,25 +1551,35 @@ LaunchError Engine::launch(const Module& mod, std::string_view kernel, const Lau
                                             " blocks of this shape the sim device runs concurrently"};
 
   std::lock_guard launch_lock(impl_->launch_mu);
+  std::vector<uint8_t> p(static_cast<const uint8_t*>(params), static_cast<const uint8_t*>(params) + params_size);
   // One tree per host launch: the grids it leads to share its pending-launch
   // budget, cancel flag and watchdog.
-  detail::DevTree tree(std::min(cfg.pending_launch_limit, detail::kMaxPendingLaunches));
-  if (cfg.timeout_ms) {
-    tree.has_deadline = true;
-    tree.timeout_ms = cfg.timeout_ms;
-    tree.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.timeout_ms);
-  }
-  {
-    std::lock_guard lk(impl_->mu);
-    impl_->tree = &tree;
-  }
-  std::vector<uint8_t> p(static_cast<const uint8_t*>(params), static_cast<const uint8_t*>(params) + params_size);
-  LaunchError e = impl_->run_tree(M, *kd, cfg, std::move(p), mem, tree, 0);
-  {
-    std::lock_guard lk(impl_->mu);
-    impl_->tree = nullptr;
-  }
-  return e;
+  auto run = [&](const LaunchConfig& c, bool interpret, bool compile, bool serial) {
+    detail::DevTree tree(std::min(c.pending_launch_limit, detail::kMaxPendingLaunches));
+    tree.interpret = interpret;
+    tree.compile = compile;
+    tree.serial = serial;
+    if (c.timeout_ms) {
+      tree.has_deadline = true;
+      tree.timeout_ms = c.timeout_ms;
+      tree.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(c.timeout_ms);
+    }
+    {
+      std::lock_guard lk(impl_->mu);
+      impl_->tree = &tree;
+    }
+    LaunchError e = impl_->run_tree(M, *kd, c, p, mem, tree, 0);
+    {
+      std::lock_guard lk(impl_->mu);
+      impl_->tree = nullptr;
+    }
+    return e;
+  };
+  std::vector<DeviceMemory::Region> regions;
+  if (detail::jit_mode() != detail::JitMode::Compare || cfg.cooperative || !detail::comparable(M, *kd) ||
+      !mem.writable_regions(regions))
+    return run(cfg, false, detail::jit_mode() == detail::JitMode::Compare, false);  // compare: at least compiled
+  return detail::run_compared(M, *kd, cfg, regions, run);
 }
 
 }  // namespace wh::ptx

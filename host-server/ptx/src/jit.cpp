@@ -755,7 +755,9 @@ JitMode jit_mode() {
     std::string s = v ? v : "";
     if (s == "0" || s == "off") return JitMode::Off;
     if (s == "1" || s == "on" || s == "always") return JitMode::Always;
-    if (!s.empty() && s != "auto") std::fprintf(stderr, "wormhole: WORMHOLE_PTX_JIT=%s: expected off, auto or always; using auto\n", v);
+    if (s == "compare") return JitMode::Compare;
+    if (!s.empty() && s != "auto")
+      std::fprintf(stderr, "wormhole: WORMHOLE_PTX_JIT=%s: expected off, auto, always or compare; using auto\n", v);
     return JitMode::Auto;
   }();
   return mode;
@@ -784,12 +786,12 @@ void jit_account(const ModuleImpl& M, const KernelData& kd, uint64_t ns) {
   M.jit->interp_ns[&kd - M.kdata.data()].fetch_add(ns, std::memory_order_relaxed);
 }
 
-void jit_prepare(const ModuleImpl& M, const KernelData& kd) {
+void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
   const JitMode mode = jit_mode();
-  if (mode == JitMode::Off || !M.jit) return;
+  if ((mode == JitMode::Off && !force) || !M.jit) return;
   JitState& S = *M.jit;
   if (S.table[kd.func].load(std::memory_order_acquire)) return;
-  if (mode == JitMode::Auto && S.interp_ns[&kd - M.kdata.data()].load(std::memory_order_relaxed) < kJitAutoNs) return;
+  if (mode == JitMode::Auto && !force && S.interp_ns[&kd - M.kdata.data()].load(std::memory_order_relaxed) < kJitAutoNs) return;
   std::lock_guard lk(S.mu);
   if (S.table[kd.func].load(std::memory_order_acquire)) return;
   std::string err;
@@ -799,6 +801,10 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd) {
     std::call_once(once, [&] { std::fprintf(stderr, "wormhole: PTX compiler unavailable (%s); interpreting\n", err.c_str()); });
     return;
   }
+  // One compile at a time in the process: LLJIT's compiler and the optimizer's
+  // target machine are shared and not safe to use from two threads (sessions).
+  static std::mutex compile_mu;
+  std::lock_guard clk(compile_mu);
   const auto t0 = std::chrono::steady_clock::now();
   // the kernel and everything it may call (directly or through a pointer)
   std::vector<uint32_t> todo{kd.func}, funcs;

@@ -66,14 +66,16 @@ struct JitState {
   uint64_t blocks = 0, insts = 0;  // compiled blocks and the instructions in them
 };
 
-enum class JitMode { Off, Auto, Always };
-JitMode jit_mode();  // WORMHOLE_PTX_JIT: off, auto (default), always
+enum class JitMode { Off, Auto, Always, Compare };
+// WORMHOLE_PTX_JIT: off, auto (default), always, or compare: every launch runs
+// interpreted, then compiled from the same memory, and the two results must agree.
+JitMode jit_mode();
 // auto: a kernel is compiled once it has run this long in the interpreter (a
 // compile takes some tens of milliseconds; one-shot small launches never pay it).
 constexpr uint64_t kJitAutoNs = 100'000'000;
 // Compiles the kernel and every function it may reach, when the mode calls for
 // it. Called before a grid starts.
-void jit_prepare(const ModuleImpl& M, const KernelData& kd);
+void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force = false);
 // After a grid: the time it ran (counts toward kJitAutoNs while interpreted).
 void jit_account(const ModuleImpl& M, const KernelData& kd, uint64_t ns);
 // Process-wide compile statistics (server statistics): seconds, blocks, instructions.

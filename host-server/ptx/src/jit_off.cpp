@@ -9,6 +9,6 @@ JitMode jit_mode() { return JitMode::Off; }
 JitStats jit_stats() { return {}; }
 JitState::~JitState() = default;
 void jit_account(const ModuleImpl&, const KernelData&, uint64_t) {}
-void jit_prepare(const ModuleImpl&, const KernelData&) {}
+void jit_prepare(const ModuleImpl&, const KernelData&, bool) {}
 
 }  // namespace wh::ptx::detail

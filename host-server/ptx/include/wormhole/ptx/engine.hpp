@@ -59,6 +59,9 @@ struct DeviceMemory {
     bool writable = false;
   };
   virtual bool region(uint64_t addr, Region& out) { return false; }
+  // Every region a kernel may write (WORMHOLE_PTX_JIT=compare snapshots them
+  // before a launch and compares them after). False: not provided, no comparison.
+  virtual bool writable_regions(std::vector<Region>& out) { return false; }
   // The texture / surface object a kernel names by its 64-bit handle; false
   // if there is none. Read-only during a launch, thread-safe.
   virtual bool texture(uint64_t handle, TexView& out) { return false; }
