@@ -918,10 +918,10 @@ struct EngineImpl {
     };
     load();
     for (;;) {
-      // Compiled code runs from a block start when no parked lanes wait inside the block
+      // Compiled code runs a whole warp from a block start when no parked lanes wait inside the block
       // (they merge only at its end); it returns where the interpreter must go on.
-      if (jit && jit[pc].fn && (fr->min_wait <= pc || fr->min_wait >= jit[pc].end)) {
-        const uint32_t np = (active == 0xffffffffu ? jit[pc].fn_full : jit[pc].fn)(&c, active, &cnt, pc, fr->min_wait, &slice);
+      if (jit && active == 0xffffffffu && jit[pc].fn && (fr->min_wait <= pc || fr->min_wait >= jit[pc].end)) {
+        const uint32_t np = jit[pc].fn(&c, active, &cnt, pc, fr->min_wait, &slice);
         if (c.fault) { pc = np; save(); return; }
         if (np != pc) {
           pc = np;

@@ -90,15 +90,20 @@ llvm::TargetMachine* host_machine() {
 // Fields of Ctx the compiled code reads (Ctx is not standard-layout; GCC lays it out as written).
 const uint64_t kOffRegs = offsetof(Ctx, regs), kOffShared = offsetof(Ctx, shared),
                kOffSharedSize = offsetof(Ctx, shared_size), kOffFault = offsetof(Ctx, fault),
-               kOffRc = offsetof(Ctx, rc), kOffRc2 = offsetof(Ctx, rc2), kRegionBase = offsetof(DeviceMemory::Region, base),
+               kOffRc = offsetof(Ctx, rc), kRegionBase = offsetof(DeviceMemory::Region, base),
                kRegionSize = offsetof(DeviceMemory::Region, size), kRegionHost = offsetof(DeviceMemory::Region, host),
                kRegionWritable = offsetof(DeviceMemory::Region, writable),
                kOffSharedOffPtr = offsetof(Ctx, shared_off), kOffGaddrPtr = offsetof(Ctx, gaddr);
 #pragma GCC diagnostic pop
 
-// A global access outside Ctx::rc and rc2: the region of its first lane becomes
-// rc, the old rc rc2 (kernels read two or three arrays in turn).
+// A global access outside Ctx::rc: the region of its first lane becomes rc
+// (kernels read two or three arrays in turn: the previous rc is kept as rc2,
+// and taken back without a lookup).
 void jit_refresh(Ctx* c, uint64_t addr) {
+  if (addr - c->rc2.base < c->rc2.size) {
+    std::swap(c->rc, c->rc2);
+    return;
+  }
   DeviceMemory::Region r;
   if (c->mem->region(addr, r) && r.host) {
     c->rc2 = c->rc;
@@ -310,7 +315,8 @@ struct Gen {
       ok = B.CreateAnd(aligned, B.CreateAnd(B.CreateICmpULE(a, lim), B.CreateVectorSplat(32, fits)));
       host = field(kOffShared, ptr);
     } else {
-      // the last two regions translated (Ctx::rc, Ctx::rc2), then a fresh lookup
+      // the last region translated (Ctx::rc); else jit_refresh makes the first
+      // lane's region rc (the one before, rc2, or a lookup) and it is checked again
       auto check = [&](uint64_t r, llvm::Value*& host_out, llvm::Value*& off_out) {
         llvm::Value* rb = field(r + kRegionBase, i64);
         llvm::Value* rs = field(r + kRegionSize, i64);
@@ -323,12 +329,10 @@ struct Gen {
         off_out = off;
         return B.CreateAndReduce(B.CreateOr(B.CreateNot(mvec), k));
       };
-      llvm::Value *h1, *o1, *h2, *o2, *h3, *o3;
-      llvm::Value* all1 = check(kOffRc, h1, o1);
-      llvm::Value* all2 = check(kOffRc2, h2, o2);
-      llvm::Value* all12 = B.CreateOr(all1, all2);
-      llvm::Value* host12 = B.CreateSelect(all1, h1, h2);
-      llvm::Value* off12 = B.CreateSelect(all1, o1, o2);
+      llvm::Value *h1, *o1, *h3, *o3;
+      llvm::Value* all12 = check(kOffRc, h1, o1);
+      llvm::Value* host12 = h1;
+      llvm::Value* off12 = o1;
       llvm::BasicBlock* cur = B.GetInsertBlock();
       llvm::BasicBlock* refresh = llvm::BasicBlock::Create(C, "refresh", fn);
       llvm::BasicBlock* pick = llvm::BasicBlock::Create(C, "pick", fn);
@@ -791,7 +795,8 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
   if ((mode == JitMode::Off && !force) || !M.jit) return;
   JitState& S = *M.jit;
   if (S.table[kd.func].load(std::memory_order_acquire)) return;
-  if (mode == JitMode::Auto && !force && S.interp_ns[&kd - M.kdata.data()].load(std::memory_order_relaxed) < kJitAutoNs) return;
+  const uint64_t interp = S.interp_ns[&kd - M.kdata.data()].load(std::memory_order_relaxed);
+  if (mode == JitMode::Auto && !force && interp < kJitAutoNs) return;
   std::lock_guard lk(S.mu);
   if (S.table[kd.func].load(std::memory_order_acquire)) return;
   std::string err;
@@ -818,6 +823,11 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
       for (uint32_t v : *list)
         if (v < M.funcs.size() && !seen[v]) seen[v] = 1, todo.push_back(v);
   }
+  if (mode == JitMode::Auto && !force) {
+    uint64_t ninst = 0;
+    for (uint32_t f : funcs) ninst += M.funcs[f].code.size();
+    if (interp < 2 * ninst * kJitNsPerInst) return;
+  }
   static std::atomic<uint64_t> serial{0};
   const uint64_t id = serial++;
   auto ctx = std::make_unique<llvm::LLVMContext>();
@@ -835,8 +845,7 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
     const Function& F = M.funcs[fi];
     if (!F.defined || F.builtin || !F.unsupported.empty() || F.code.empty()) continue;
     Pending p{fi, {}, {}, "wh" + std::to_string(id) + "_f" + std::to_string(fi)};
-    p.starts = G.function(F, p.name, p.ends, false);
-    G.function(F, p.name + "_w", p.ends, true);
+    p.starts = G.function(F, p.name, p.ends, true);
     pending.push_back(std::move(p));
   }
   // Tables for every function reached (empty ones too: compiled, nothing to run natively).
@@ -871,12 +880,7 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
         std::fprintf(stderr, "wormhole: PTX compiler: %s; interpreting\n", llvm::toString(sym.takeError()).c_str());
         return;
       }
-      auto symw = J->lookup(p.name + "_w");
-      if (!symw) {
-        std::fprintf(stderr, "wormhole: PTX compiler: %s; interpreting\n", llvm::toString(symw.takeError()).c_str());
-        return;
-      }
-      for (uint32_t st : p.starts) tables[p.func][st] = {sym->toPtr<JitFn>(), symw->toPtr<JitFn>(), p.ends[st]};
+      for (uint32_t st : p.starts) tables[p.func][st] = {sym->toPtr<JitFn>(), p.ends[st]};
       S.insts += M.funcs[p.func].code.size();
     }
   }

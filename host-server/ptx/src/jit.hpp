@@ -34,16 +34,16 @@ struct JitDesc {
 };
 void jit_note(Handler h, const JitDesc& d);
 
-// A compiled function, entered at the block starting at `pc` for the lanes in
-// `active` (the warp's current group); `min_wait` is the frame's lowest parked
+// A compiled function, entered at the block starting at `pc` for a whole warp
+// (`active` has all 32 lanes: a partial group, after divergence or at the
+// end of a block of threads, is interpreted; this keeps compiles half as long); `min_wait` is the frame's lowest parked
 // pc, `slice` the warp's backward branches left before it yields. Returns the
 // pc where the interpreter goes on: after a fault (Ctx::fault set) the faulting
 // instruction; `pc` itself when it ran nothing. Adds the thread-instructions it
 // ran to *count.
 using JitFn = uint32_t (*)(Ctx* c, uint32_t active, uint64_t* count, uint32_t pc, uint32_t min_wait, uint32_t* slice);
 struct JitEntry {
-  JitFn fn = nullptr;       // set at block starts
-  JitFn fn_full = nullptr;  // the same for a whole warp (active = all lanes)
+  JitFn fn = nullptr;  // set at block starts
   uint32_t end = 0;    // the block's end (its first control instruction or the next start)
 };
 
@@ -70,9 +70,10 @@ enum class JitMode { Off, Auto, Always, Compare };
 // WORMHOLE_PTX_JIT: off, auto (default), always, or compare: every launch runs
 // interpreted, then compiled from the same memory, and the two results must agree.
 JitMode jit_mode();
-// auto: a kernel is compiled once it has run this long in the interpreter (a
-// compile takes some tens of milliseconds; one-shot small launches never pay it).
-constexpr uint64_t kJitAutoNs = 100'000'000;
+// auto: a kernel is compiled once it has run in the interpreter for twice what
+// its compile is estimated to take (about 1 ms per PTX instruction of it and
+// what it calls), and at least 100 ms: one-shot and short launches never pay for it.
+constexpr uint64_t kJitAutoNs = 100'000'000, kJitNsPerInst = 1'000'000;
 // Compiles the kernel and every function it may reach, when the mode calls for
 // it. Called before a grid starts.
 void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force = false);
