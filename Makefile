@@ -7,7 +7,7 @@ CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 CTEST_ARGS ?=
 
 .PHONY: all deps build test test-stacked bench-stacked test-unit test-asan test-tsan test-gpu demo clean compat \
-        soak bench-report bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-remote bench-train bench-vm kmod qemu test-exitless fuzz
+        soak bench-report bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-remote bench-train bench-torch bench-vm kmod qemu test-exitless fuzz
 
 all: build
 

@@ -35,6 +35,11 @@ demo-mlp: build
 demo-torch: build
 	@tests/torch/demo.sh $(BUILD) $(DEMO_TORCH_ARGS)
 
+# PyTorch through Wormhole against torch on the CPU: a small op, MLP and CNN
+# steps, with calls per step (docs/benchmarks.md).
+bench-torch: build
+	@tests/torch/bench.sh $(BUILD)
+
 bench-train: build
 	@tests/train/bench.sh $(BUILD)
 

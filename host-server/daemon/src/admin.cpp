@@ -106,7 +106,7 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
         }
       }
     } else if (cmd == "stats") {
-      uint64_t calls = 0, errors = 0, device = 0;
+      uint64_t calls = 0, errors = 0, posted = 0, device = 0;
       json ops = json::array();
       const double k = Stats::ns_per_tick();
       const std::vector<OpFigures> figs = stats_.ops();
@@ -115,8 +115,10 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
         if (!f.calls) continue;
         calls += f.calls;
         errors += f.errors;
+        posted += f.posted;
         ops.push_back(json{{"op", proto::op_name(proto::kAllOps[i])},
                            {"calls", f.calls},
+                           {"posted", f.posted},
                            {"errors", f.errors},
                            {"bytes_in", f.bytes_in},
                            {"bytes_out", f.bytes_out},
@@ -140,6 +142,7 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
                  {"sessions_total", stats_.sessions.load()},
                  {"draining", draining_.load()},
                  {"calls", calls},
+                 {"posted", posted},
                  {"errors", errors},
                  {"rejected", stats_.rejected.load()},
                  {"bytes_htod", stats_.bytes_htod.load()},

@@ -95,6 +95,7 @@ void OpFigures::add(const OpCounters& c) {
   calls += c.calls.load(std::memory_order_relaxed);
   ticks += c.ticks.load(std::memory_order_relaxed);
   errors += c.errors.load(std::memory_order_relaxed);
+  posted += c.posted.load(std::memory_order_relaxed);
   bytes_in += c.bytes_in.load(std::memory_order_relaxed);
   bytes_out += c.bytes_out.load(std::memory_order_relaxed);
   for (size_t b = 0; b < kLatencyBuckets; b++) latency[b] += c.latency[b].load(std::memory_order_relaxed);
@@ -138,7 +139,7 @@ std::vector<OpFigures> Stats::ops() const {
 std::string Stats::render() const {
   std::ostringstream o;
   const std::vector<OpFigures> ops = this->ops();
-  uint64_t total = 0;
+  uint64_t total = 0, posted = 0;
   double total_ns = 0;
   const double k = ns_per_tick();
   int width = 0;  // the longest name of an op that was called
@@ -148,6 +149,7 @@ std::string Stats::render() const {
     uint64_t c = ops[i].calls;
     if (!c) continue;
     total += c;
+    posted += ops[i].posted;
     total_ns += double(ops[i].ticks) * k;
     char line[160];
     std::snprintf(line, sizeof line, "  %-*s %10llu calls  %9.2f us mean service\n", width, op_name(kAllOps[i]),
@@ -156,9 +158,9 @@ std::string Stats::render() const {
   }
   char tail[256];
   std::snprintf(tail, sizeof tail,
-                "  total %llu calls, mean service %.2f us; moved H2D %.1f MiB, D2H %.1f MiB, D2D %.1f MiB; "
+                "  total %llu calls (%llu posted), mean service %.2f us; moved H2D %.1f MiB, D2H %.1f MiB, D2D %.1f MiB; "
                 "rejected %llu; sessions %llu\n",
-                (unsigned long long)total, total ? total_ns / 1e3 / double(total) : 0.0,
+                (unsigned long long)total, (unsigned long long)posted, total ? total_ns / 1e3 / double(total) : 0.0,
                 bytes_htod.load() / 1048576.0, bytes_dtoh.load() / 1048576.0, bytes_dtod.load() / 1048576.0,
                 (unsigned long long)rejected.load(), (unsigned long long)sessions.load());
   o << tail;
@@ -336,6 +338,7 @@ void Session::account() {
     OpCounters& c = ops_.at(p.opcode);
     SessionCounters::add(c.bytes_in, p.in);
     if (!p.posted) SessionCounters::add(c.bytes_out, p.out);
+    else SessionCounters::add(c.posted, 1);
     if (failed) SessionCounters::add(c.errors, 1);
     const auto& b = latency_bounds();
     size_t i = 0;

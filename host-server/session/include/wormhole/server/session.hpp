@@ -35,6 +35,7 @@ constexpr size_t kLatencyBuckets = kLatencyBounds.size() + 1;
 struct OpCounters {
   std::atomic<uint64_t> calls{0}, ticks{0};  // ticks: service time, stat_clock() units
   std::atomic<uint64_t> errors{0};           // answered with a status other than success
+  std::atomic<uint64_t> posted{0};           // posted: no answer awaited (launches, copies in order)
   std::atomic<uint64_t> bytes_in{0}, bytes_out{0};  // request / response messages
   // Service time histogram: counts per bucket (not cumulative).
   std::array<std::atomic<uint64_t>, kLatencyBuckets> latency{};
@@ -42,7 +43,7 @@ struct OpCounters {
 
 // A plain copy of the same, summed over sessions, for readers.
 struct OpFigures {
-  uint64_t calls = 0, ticks = 0, errors = 0, bytes_in = 0, bytes_out = 0;
+  uint64_t calls = 0, ticks = 0, errors = 0, posted = 0, bytes_in = 0, bytes_out = 0;
   std::array<uint64_t, kLatencyBuckets> latency{};
   void add(const OpCounters& c);
 };
