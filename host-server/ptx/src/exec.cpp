@@ -1392,7 +1392,7 @@ uint64_t Engine::max_coresident_blocks(const Module& mod, std::string_view kerne
 }
 CompileStats compile_stats() {
   const detail::JitStats s = detail::jit_stats();
-  return {s.seconds, s.kernels, s.blocks, s.insts};
+  return {s.seconds, s.kernels, s.functions, s.insts};
 }
 
 uint64_t Engine::instructions_executed() const { return impl_->icount.load(); }

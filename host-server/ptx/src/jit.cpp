@@ -30,19 +30,8 @@ namespace wh::ptx::detail {
 
 namespace {
 
-std::mutex g_catalog_mu;
-std::unordered_map<Handler, JitDesc>& catalog() {
-  static auto* m = new std::unordered_map<Handler, JitDesc>;
-  return *m;
-}
-const JitDesc* describe(Handler h) {
-  std::lock_guard lk(g_catalog_mu);
-  auto it = catalog().find(h);
-  return it == catalog().end() ? nullptr : &it->second;
-}
-
-std::mutex g_stats_mu;
-JitStats g_stats;
+// What the compiler knows of a handler (the catalog lives in the engine).
+const JitDesc* (*describe)(Handler) = nullptr;
 
 // One process-wide LLJIT (never destroyed: code of modules still loaded may run until exit).
 llvm::orc::LLJIT* the_jit(std::string* err) {
@@ -746,88 +735,20 @@ struct Gen {
   }
 };
 
-}  // namespace
-
-void jit_note(Handler h, const JitDesc& d) {
-  std::lock_guard lk(g_catalog_mu);
-  catalog()[h] = d;
-}
-
-JitMode jit_mode() {
-  static const JitMode mode = [] {
-    const char* v = std::getenv("WORMHOLE_PTX_JIT");
-    std::string s = v ? v : "";
-    if (s == "0" || s == "off") return JitMode::Off;
-    if (s == "1" || s == "on" || s == "always") return JitMode::Always;
-    if (s == "compare") return JitMode::Compare;
-    if (!s.empty() && s != "auto")
-      std::fprintf(stderr, "wormhole: WORMHOLE_PTX_JIT=%s: expected off, auto, always or compare; using auto\n", v);
-    return JitMode::Auto;
-  }();
-  return mode;
-}
-
-JitStats jit_stats() {
-  std::lock_guard lk(g_stats_mu);
-  return g_stats;
-}
-
-namespace {
 struct Tracker {
   llvm::orc::ResourceTrackerSP rt;
 };
-}  // namespace
 
-JitState::~JitState() {
-  if (auto* t = static_cast<Tracker*>(tracker)) {
-    llvm::consumeError(t->rt->remove());  // frees the module's code
-    delete t;
-  }
-}
-
-void jit_account(const ModuleImpl& M, const KernelData& kd, uint64_t ns) {
-  if (!M.jit || M.jit->table[kd.func].load(std::memory_order_relaxed)) return;
-  M.jit->interp_ns[&kd - M.kdata.data()].fetch_add(ns, std::memory_order_relaxed);
-}
-
-void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
-  const JitMode mode = jit_mode();
-  if ((mode == JitMode::Off && !force) || !M.jit) return;
-  JitState& S = *M.jit;
-  if (S.table[kd.func].load(std::memory_order_acquire)) return;
-  const uint64_t interp = S.interp_ns[&kd - M.kdata.data()].load(std::memory_order_relaxed);
-  if (mode == JitMode::Auto && !force && interp < kJitAutoNs) return;
-  std::lock_guard lk(S.mu);
-  if (S.table[kd.func].load(std::memory_order_acquire)) return;
-  std::string err;
-  llvm::orc::LLJIT* J = the_jit(&err);
-  if (!J) {
-    static std::once_flag once;
-    std::call_once(once, [&] { std::fprintf(stderr, "wormhole: PTX compiler unavailable (%s); interpreting\n", err.c_str()); });
-    return;
-  }
-  // One compile at a time in the process: LLJIT's compiler and the optimizer's
-  // target machine are shared and not safe to use from two threads (sessions).
-  static std::mutex compile_mu;
-  std::lock_guard clk(compile_mu);
-  const auto t0 = std::chrono::steady_clock::now();
-  // the kernel and everything it may call (directly or through a pointer)
-  std::vector<uint32_t> todo{kd.func}, funcs;
-  std::vector<char> seen(M.funcs.size(), 0);
-  seen[kd.func] = 1;
-  while (!todo.empty()) {
-    uint32_t u = todo.back();
-    todo.pop_back();
-    if (!S.table[u].load(std::memory_order_relaxed)) funcs.push_back(u);
-    for (const auto* list : {&M.funcs[u].callees, &M.funcs[u].icallees})
-      for (uint32_t v : *list)
-        if (v < M.funcs.size() && !seen[v]) seen[v] = 1, todo.push_back(v);
-  }
-  if (mode == JitMode::Auto && !force) {
-    uint64_t ninst = 0;
-    for (uint32_t f : funcs) ninst += M.funcs[f].code.size();
-    if (interp < 2 * ninst * kJitNsPerInst) return;
-  }
+// See JitBackend::compile.
+bool compile(const ModuleImpl& M, const std::vector<uint32_t>& funcs, const JitDesc* (*describe_fn)(Handler),
+             std::vector<std::unique_ptr<JitEntry[]>>& tables, void** tracker, std::string* err) {
+  describe = describe_fn;
+  llvm::orc::LLJIT* J = the_jit(err);
+  if (!J) return false;
+  auto fail = [&](std::string what) {
+    if (err) *err = std::move(what);
+    return false;
+  };
   static std::atomic<uint64_t> serial{0};
   const uint64_t id = serial++;
   auto ctx = std::make_unique<llvm::LLVMContext>();
@@ -848,14 +769,15 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
     p.starts = G.function(F, p.name, p.ends, true);
     pending.push_back(std::move(p));
   }
-  // Tables for every function reached (empty ones too: compiled, nothing to run natively).
-  std::map<uint32_t, std::unique_ptr<JitEntry[]>> tables;
-  for (uint32_t fi : funcs) tables[fi] = std::make_unique<JitEntry[]>(M.funcs[fi].code.size() + 1);
+  // Tables for every function (empty ones too: compiled, nothing to run natively).
+  std::map<uint32_t, size_t> index;
+  tables.clear();
+  for (uint32_t fi : funcs) {
+    index[fi] = tables.size();
+    tables.push_back(std::make_unique<JitEntry[]>(M.funcs[fi].code.size() + 1));
+  }
   if (!pending.empty()) {
-    if (llvm::verifyModule(*mod, &llvm::errs())) {
-      std::fprintf(stderr, "wormhole: PTX compiler produced invalid code; interpreting\n");
-      return;
-    }
+    if (llvm::verifyModule(*mod, &llvm::errs())) return fail("the compiler produced invalid code");
     {
       llvm::PassBuilder PB(host_machine());
       llvm::LoopAnalysisManager LAM;
@@ -869,33 +791,30 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
       PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
       PB.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(*mod, MAM);
     }
-    if (!S.tracker) S.tracker = new Tracker{J->getMainJITDylib().createResourceTracker()};
-    if (auto e = J->addIRModule(static_cast<Tracker*>(S.tracker)->rt, llvm::orc::ThreadSafeModule(std::move(mod), std::move(ctx)))) {
-      std::fprintf(stderr, "wormhole: PTX compiler: %s; interpreting\n", llvm::toString(std::move(e)).c_str());
-      return;
-    }
+    if (!*tracker) *tracker = new Tracker{J->getMainJITDylib().createResourceTracker()};
+    if (auto e = J->addIRModule(static_cast<Tracker*>(*tracker)->rt, llvm::orc::ThreadSafeModule(std::move(mod), std::move(ctx))))
+      return fail(llvm::toString(std::move(e)));
     for (const Pending& p : pending) {
       auto sym = J->lookup(p.name);
-      if (!sym) {
-        std::fprintf(stderr, "wormhole: PTX compiler: %s; interpreting\n", llvm::toString(sym.takeError()).c_str());
-        return;
-      }
-      for (uint32_t st : p.starts) tables[p.func][st] = {sym->toPtr<JitFn>(), p.ends[st]};
-      S.insts += M.funcs[p.func].code.size();
+      if (!sym) return fail(llvm::toString(sym.takeError()));
+      for (uint32_t st : p.starts) tables[index[p.func]][st] = {sym->toPtr<JitFn>(), p.ends[st]};
     }
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  S.blocks += pending.size();
-  S.compile_seconds += secs;
-  for (auto& [fi, t] : tables) {
-    S.table[fi].store(t.get(), std::memory_order_release);
-    S.owned.push_back(std::move(t));
-  }
-  std::lock_guard sl(g_stats_mu);
-  g_stats.seconds += secs;
-  g_stats.kernels += 1;
-  g_stats.blocks += pending.size();
-  for (const Pending& p : pending) g_stats.insts += M.funcs[p.func].code.size();
+  return true;
 }
 
+void release(void* tracker) {
+  if (auto* t = static_cast<Tracker*>(tracker)) {
+    llvm::consumeError(t->rt->remove());  // frees the module's code
+    delete t;
+  }
+}
+
+}  // namespace
+
 }  // namespace wh::ptx::detail
+
+extern "C" const wh::ptx::detail::JitBackend* wh_ptx_jit_backend() {
+  static const wh::ptx::detail::JitBackend b{wh::ptx::detail::compile, wh::ptx::detail::release};
+  return &b;
+}

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "internal.hpp"
 
@@ -63,7 +65,7 @@ struct JitState {
   std::unique_ptr<std::atomic<uint64_t>[]> interp_ns;  // per kernel (kdata index): time interpreted so far
   void* tracker = nullptr;         // the LLVM resource tracker of the module's code
   double compile_seconds = 0;
-  uint64_t blocks = 0, insts = 0;  // compiled blocks and the instructions in them
+  uint64_t insts = 0;  // compiled instructions
 };
 
 enum class JitMode { Off, Auto, Always, Compare };
@@ -82,8 +84,20 @@ void jit_account(const ModuleImpl& M, const KernelData& kd, uint64_t ns);
 // Process-wide compile statistics (server statistics): seconds, blocks, instructions.
 struct JitStats {
   double seconds = 0;
-  uint64_t kernels = 0, blocks = 0, insts = 0;
+  uint64_t kernels = 0, functions = 0, insts = 0;
 };
 JitStats jit_stats();
+
+// The code generator: libwormhole-ptx-jit.so (jit.cpp, LLVM) exports
+// `extern "C" const JitBackend* wh_ptx_jit_backend()`; the engine loads it at
+// its first compile (jit_core.cpp).
+struct JitBackend {
+  // Compiles the functions `funcs` of M: tables[i] gets function funcs[i]'s
+  // entries (code.size() + 1 of them). *tracker holds the module's code
+  // (made at its first compile). False: nothing compiled, *err says why.
+  bool (*compile)(const ModuleImpl& M, const std::vector<uint32_t>& funcs, const JitDesc* (*describe)(Handler),
+                  std::vector<std::unique_ptr<JitEntry[]>>& tables, void** tracker, std::string* err);
+  void (*release)(void* tracker);  // frees a module's code
+};
 
 }  // namespace wh::ptx::detail

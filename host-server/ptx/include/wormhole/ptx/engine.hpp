@@ -217,10 +217,10 @@ class Engine {
 };
 
 // The PTX compiler's work in this process (docs/ptx.md): kernels compiled to
-// native code, their blocks and instructions, and the time it took.
+// native code, the functions and instructions compiled, and the time it took.
 struct CompileStats {
   double seconds = 0;
-  uint64_t kernels = 0, blocks = 0, instructions = 0;
+  uint64_t kernels = 0, functions = 0, instructions = 0;
 };
 CompileStats compile_stats();
 

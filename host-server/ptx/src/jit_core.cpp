@@ -1,0 +1,162 @@
+// The engine's side of the PTX compiler (jit.hpp): what the compiler knows of
+// each handler, when a kernel is compiled, the compiled tables and their
+// statistics. The code generator (jit.cpp, LLVM) is a plugin,
+// libwormhole-ptx-jit.so, loaded at the first compile: a server without it
+// (or without LLVM's library) interprets every kernel.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+
+#include "jit.hpp"
+
+namespace wh::ptx::detail {
+
+namespace {
+
+std::mutex g_catalog_mu;
+std::unordered_map<Handler, JitDesc>& catalog() {
+  static auto* m = new std::unordered_map<Handler, JitDesc>;
+  return *m;
+}
+const JitDesc* describe(Handler h) {
+  std::lock_guard lk(g_catalog_mu);
+  auto it = catalog().find(h);
+  return it == catalog().end() ? nullptr : &it->second;
+}
+
+std::mutex g_stats_mu;
+JitStats g_stats;
+
+// WORMHOLE_PTX_JIT_LIB, else beside the server as installed
+// (bin/../<libdir>/wormhole-server/), else where the build tree made it.
+const JitBackend* backend(std::string* why) {
+  static const JitBackend* b = nullptr;
+  static std::string failure;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> paths;
+    if (const char* e = std::getenv("WORMHOLE_PTX_JIT_LIB")) paths.push_back(e);
+    char exe[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+      std::string dir(exe, size_t(n));
+      dir.resize(dir.rfind('/') + 1);
+      paths.push_back(dir + WH_PTX_JIT_INSTALL_REL);
+    }
+    paths.push_back(WH_PTX_JIT_BUILD_PATH);
+    for (const std::string& p : paths) {
+      if (access(p.c_str(), R_OK) != 0) continue;
+      void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h) {
+        failure = dlerror();
+        continue;
+      }
+      auto get = reinterpret_cast<const JitBackend* (*)()>(dlsym(h, "wh_ptx_jit_backend"));
+      if (get && (b = get())) return;
+      failure = p + ": no wh_ptx_jit_backend";
+    }
+    if (failure.empty()) failure = "libwormhole-ptx-jit.so not found";
+  });
+  if (!b && why) *why = failure;
+  return b;
+}
+
+}  // namespace
+
+void jit_note(Handler h, const JitDesc& d) {
+  std::lock_guard lk(g_catalog_mu);
+  catalog()[h] = d;
+}
+
+JitMode jit_mode() {
+  static const JitMode mode = [] {
+    const char* v = std::getenv("WORMHOLE_PTX_JIT");
+    std::string s = v ? v : "";
+    if (s == "0" || s == "off") return JitMode::Off;
+    if (s == "1" || s == "on" || s == "always") return JitMode::Always;
+    if (s == "compare") return JitMode::Compare;
+    if (!s.empty() && s != "auto")
+      std::fprintf(stderr, "wormhole: WORMHOLE_PTX_JIT=%s: expected off, auto, always or compare; using auto\n", v);
+    return JitMode::Auto;
+  }();
+  return mode;
+}
+
+JitStats jit_stats() {
+  std::lock_guard lk(g_stats_mu);
+  return g_stats;
+}
+
+JitState::~JitState() {
+  if (tracker)
+    if (const JitBackend* b = backend(nullptr)) b->release(tracker);  // frees the module's code
+}
+
+void jit_account(const ModuleImpl& M, const KernelData& kd, uint64_t ns) {
+  if (!M.jit || M.jit->table[kd.func].load(std::memory_order_relaxed)) return;
+  M.jit->interp_ns[&kd - M.kdata.data()].fetch_add(ns, std::memory_order_relaxed);
+}
+
+void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
+  const JitMode mode = jit_mode();
+  if ((mode == JitMode::Off && !force) || !M.jit) return;
+  JitState& S = *M.jit;
+  if (S.table[kd.func].load(std::memory_order_acquire)) return;
+  const uint64_t interp = S.interp_ns[&kd - M.kdata.data()].load(std::memory_order_relaxed);
+  if (mode == JitMode::Auto && !force && interp < kJitAutoNs) return;
+  std::lock_guard lk(S.mu);
+  if (S.table[kd.func].load(std::memory_order_acquire)) return;
+  // the kernel and everything it may call (directly or through a pointer), not compiled yet
+  std::vector<uint32_t> todo{kd.func}, funcs;
+  std::vector<char> seen(M.funcs.size(), 0);
+  seen[kd.func] = 1;
+  while (!todo.empty()) {
+    uint32_t u = todo.back();
+    todo.pop_back();
+    if (!S.table[u].load(std::memory_order_relaxed)) funcs.push_back(u);
+    for (const auto* list : {&M.funcs[u].callees, &M.funcs[u].icallees})
+      for (uint32_t v : *list)
+        if (v < M.funcs.size() && !seen[v]) seen[v] = 1, todo.push_back(v);
+  }
+  uint64_t ninst = 0;
+  for (uint32_t f : funcs) ninst += M.funcs[f].code.size();
+  if (mode == JitMode::Auto && !force && interp < 2 * ninst * kJitNsPerInst) return;
+  std::string why;
+  const JitBackend* b = backend(&why);
+  if (!b) {
+    static std::once_flag once;
+    std::call_once(once, [&] { std::fprintf(stderr, "wormhole: PTX compiler unavailable (%s); interpreting\n", why.c_str()); });
+    return;
+  }
+  // One compile at a time in the process: LLJIT's compiler and the optimizer's
+  // target machine are shared and not safe to use from two threads (sessions).
+  static std::mutex compile_mu;
+  std::lock_guard clk(compile_mu);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<JitEntry[]>> tables;
+  if (!b->compile(M, funcs, describe, tables, &S.tracker, &why)) {
+    static std::once_flag once;
+    std::call_once(once, [&] { std::fprintf(stderr, "wormhole: PTX compiler: %s; interpreting\n", why.c_str()); });
+    return;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  S.compile_seconds += secs;
+  S.insts += ninst;
+  for (size_t i = 0; i < funcs.size(); ++i) {
+    S.table[funcs[i]].store(tables[i].get(), std::memory_order_release);
+    S.owned.push_back(std::move(tables[i]));
+  }
+  std::lock_guard sl(g_stats_mu);
+  g_stats.seconds += secs;
+  g_stats.kernels += 1;
+  g_stats.functions += funcs.size();
+  g_stats.insts += ninst;
+}
+
+}  // namespace wh::ptx::detail
