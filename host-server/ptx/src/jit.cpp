@@ -1,11 +1,10 @@
-// PTX to native code with LLVM (see jit.hpp): a basic block of plain
-// instructions becomes one function over the warp. Registers stay in the
-// warp's register file (32 lanes of 8 bytes per slot, as the interpreter keeps
-// them); within a block their values live in SSA form and are written back
-// before anything that may read the file (a handler, the block's end).
-// Lanes are vector elements; the group's mask (active lanes and the guard
-// predicate) selects which lanes an instruction writes, so divergent code
-// computes the same values the interpreter does.
+// The PTX compiler's code generator, libwormhole-ptx-jit.so (see jit.hpp): each
+// function becomes one LLVM function over a whole warp, entered at any block
+// start. Registers stay in the warp's register file (32 lanes of 8 bytes per
+// slot, as the interpreter keeps them); within a block their values live in
+// SSA form and are written back before anything that may read the file (a
+// handler, the block's end). Lanes are vector elements; an instruction's guard
+// predicate selects which lanes it writes.
 #include "jit.hpp"
 
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -24,7 +23,6 @@
 #include <cstdlib>
 #include <map>
 #include <string>
-#include <unordered_map>
 
 namespace wh::ptx::detail {
 
@@ -111,13 +109,11 @@ struct Gen {
   // per block
   llvm::Function* fn = nullptr;
   llvm::Value *ctx = nullptr, *regs = nullptr, *count = nullptr, *active = nullptr;
-  uint32_t fault_pc = 0;
   struct Cached {
     llvm::Value* v;
     bool dirty;
   };
   std::map<uint32_t, Cached> cache;  // slot -> <32 x i64> value
-  uint32_t inlined = 0;
 
   Gen(llvm::LLVMContext& c, llvm::Module& mod, const ModuleImpl& m) : C(c), Mod(mod), M(m), B(c) {
     i1 = B.getInt1Ty();
@@ -664,10 +660,8 @@ struct Gen {
         llvm::Value* mvec = group_mask(I, active_vec);
         llvm::Value* m = B.CreateBitCast(mvec, i32);
         add_count(m);
-        fault_pc = pc;
         const JitDesc* d = describe(I.fn);
-        if (d && inst(I, *d, mvec, m, pc)) ++inlined;
-        else call_handler(I, m, pc);
+        if (!d || !inst(I, *d, mvec, m, pc)) call_handler(I, m, pc);
       }
       flush();
       cache.clear();
