@@ -38,8 +38,9 @@ void jit_note(Handler h, const JitDesc& d);
 
 // A compiled function, entered at the block starting at `pc` for a whole warp
 // (`active` has all 32 lanes: a partial group, after divergence or at the
-// end of a block of threads, is interpreted; this keeps compiles half as long); `min_wait` is the frame's lowest parked
-// pc, `slice` the warp's backward branches left before it yields. Returns the
+// end of a block of threads, is interpreted; this keeps compiles half as
+// long); `min_wait` is the frame's lowest parked pc, `slice` the warp's
+// backward branches left before it yields. Returns the
 // pc where the interpreter goes on: after a fault (Ctx::fault set) the faulting
 // instruction; `pc` itself when it ran nothing. Adds the thread-instructions it
 // ran to *count.
@@ -81,7 +82,7 @@ constexpr uint64_t kJitAutoNs = 100'000'000, kJitNsPerInst = 1'000'000;
 void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force = false);
 // After a grid: the time it ran (counts toward kJitAutoNs while interpreted).
 void jit_account(const ModuleImpl& M, const KernelData& kd, uint64_t ns);
-// Process-wide compile statistics (server statistics): seconds, blocks, instructions.
+// Process-wide compile statistics (server statistics): seconds, kernels, functions, instructions.
 struct JitStats {
   double seconds = 0;
   uint64_t kernels = 0, functions = 0, insts = 0;
