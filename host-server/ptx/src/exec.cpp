@@ -114,6 +114,7 @@ void build_kernels(ModuleImpl& M, std::string* err) {
     };
     dfs(fi);
     kd.recursive = recursive;
+    kd.funcs = order;
     auto frame = [&](uint32_t u) { return (M.funcs[u].frame_bytes + 15u) & ~15u; };
     if (!recursive) {
       std::vector<uint64_t> lmemo(M.funcs.size(), UINT64_MAX), rmemo(M.funcs.size(), UINT64_MAX);
@@ -1300,17 +1301,10 @@ struct EngineImpl {
 // state a second run would see changed, no launches from the device, no
 // spin-waits on other blocks or the host).
 bool comparable(const ModuleImpl& M, const KernelData& kd) {
-  std::vector<char> seen(M.funcs.size(), 0);
-  std::vector<uint32_t> todo{kd.func};
-  seen[kd.func] = 1;
-  while (!todo.empty()) {
-    const Function& f = M.funcs[todo.back()];
-    todo.pop_back();
+  for (uint32_t u : kd.funcs) {
+    const Function& f = M.funcs[u];
     if (f.calls_heap || f.launches || f.builtin == 3 || f.builtin == 4 || f.builtin == 5) return false;
     if (!f.spin_regs.empty()) return false;  // spin-waits: progress depends on other blocks or the host
-    for (const auto* list : {&f.callees, &f.icallees})
-      for (uint32_t v : *list)
-        if (v < seen.size() && !seen[v]) seen[v] = 1, todo.push_back(v);
   }
   return true;
 }

@@ -146,6 +146,7 @@ struct SharedVar {
 
 struct KernelData {
   uint32_t func;
+  std::vector<uint32_t> funcs;  // the kernel and every function it may reach (calls, function pointers)
   std::vector<uint32_t> shared_off;  // per SharedVar (only referenced ones meaningful)
   uint32_t static_shared = 0;
   uint32_t dyn_align = 16;
@@ -213,7 +214,7 @@ struct Ctx {
   uint32_t kparam_size = 0;
   DeviceMemory* mem = nullptr;
   DeviceMemory::Region rc{};
-  DeviceMemory::Region rc2{};  // the region before rc (compiled code checks both)
+  DeviceMemory::Region rc2{};  // compiled code: the region before rc, taken back on a miss
   const uint32_t* shared_off = nullptr;
   const uint64_t* gaddr = nullptr;
   uint8_t* gridws = nullptr;  // cooperative launch workspace (host memory), else null

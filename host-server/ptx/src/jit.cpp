@@ -701,29 +701,19 @@ struct Gen {
       B.SetInsertPoint(taken);
       const uint32_t t = X.a0;
       llvm::Value* ok = enter_ok(t, true);
-      if (X.sched & kSchedBack) {
-        // a loop: the warp's slice of backward branches, then it yields (in the interpreter)
-        llvm::Value* sl = B.CreateLoad(i32, slice);
-        ok = B.CreateAnd(ok, B.CreateICmpUGT(sl, B.getInt32(1)));
-        llvm::BasicBlock* yes = llvm::BasicBlock::Create(C, "loop", fn);
-        llvm::BasicBlock* no = llvm::BasicBlock::Create(C, "loopno", fn);
-        B.CreateCondBr(ok, yes, no);
-        B.SetInsertPoint(no);
-        exit_at(B.getInt32(e));
-        B.SetInsertPoint(yes);
-        B.CreateStore(B.CreateSub(sl, B.getInt32(1)), slice);
-        add_count(m);
-        B.CreateBr(label[t]);
-      } else {
-        llvm::BasicBlock* yes = llvm::BasicBlock::Create(C, "jmp", fn);
-        llvm::BasicBlock* no = llvm::BasicBlock::Create(C, "jmpno", fn);
-        B.CreateCondBr(ok, yes, no);
-        B.SetInsertPoint(no);
-        exit_at(B.getInt32(e));
-        B.SetInsertPoint(yes);
-        add_count(m);
-        B.CreateBr(label[t]);
-      }
+      // a loop: the warp's slice of backward branches, then it yields (in the interpreter)
+      const bool back = X.sched & kSchedBack;
+      llvm::Value* sl = back ? B.CreateLoad(i32, slice) : nullptr;
+      if (back) ok = B.CreateAnd(ok, B.CreateICmpUGT(sl, B.getInt32(1)));
+      llvm::BasicBlock* yes = llvm::BasicBlock::Create(C, "jmp", fn);
+      llvm::BasicBlock* no = llvm::BasicBlock::Create(C, "jmpno", fn);
+      B.CreateCondBr(ok, yes, no);
+      B.SetInsertPoint(no);
+      exit_at(B.getInt32(e));
+      B.SetInsertPoint(yes);
+      if (back) B.CreateStore(B.CreateSub(sl, B.getInt32(1)), slice);
+      add_count(m);
+      B.CreateBr(label[t]);
     }
     return starts;
   }

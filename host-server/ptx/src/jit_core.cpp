@@ -113,17 +113,9 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
   std::lock_guard lk(S.mu);
   if (S.table[kd.func].load(std::memory_order_acquire)) return;
   // the kernel and everything it may call (directly or through a pointer), not compiled yet
-  std::vector<uint32_t> todo{kd.func}, funcs;
-  std::vector<char> seen(M.funcs.size(), 0);
-  seen[kd.func] = 1;
-  while (!todo.empty()) {
-    uint32_t u = todo.back();
-    todo.pop_back();
+  std::vector<uint32_t> funcs;
+  for (uint32_t u : kd.funcs)
     if (!S.table[u].load(std::memory_order_relaxed)) funcs.push_back(u);
-    for (const auto* list : {&M.funcs[u].callees, &M.funcs[u].icallees})
-      for (uint32_t v : *list)
-        if (v < M.funcs.size() && !seen[v]) seen[v] = 1, todo.push_back(v);
-  }
   uint64_t ninst = 0;
   for (uint32_t f : funcs) ninst += M.funcs[f].code.size();
   if (mode == JitMode::Auto && !force && interp < 2 * ninst * kJitNsPerInst) return;
@@ -146,8 +138,6 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
     return;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  S.compile_seconds += secs;
-  S.insts += ninst;
   for (size_t i = 0; i < funcs.size(); ++i) {
     S.table[funcs[i]].store(tables[i].get(), std::memory_order_release);
     S.owned.push_back(std::move(tables[i]));
