@@ -95,14 +95,13 @@ __attribute__((visibility("default"))) int wh_guest_call(uint16_t op, const void
                                                          int posted) {
   Connection* c = Connection::get();
   if (!c) return cudaErrorDevicesUnavailable;
-  // Library work on a capturing stream: posted cuBLAS requests become call
-  // nodes of the capture's graph (the server replays them when the graph
-  // runs); anything else, which would have to run now or answer now, is
-  // refused and invalidates the capture. Every request of the libraries
-  // after BlasDestroy starts with its handle and stream.
-  if (capture_any() && op > uint16_t(Op::BlasDestroy) && op < uint16_t(Op::Limit_) && rq_len >= 16) {
+  // Library work on a capturing stream: posted requests a graph may replay
+  // become call nodes of the capture's graph (the server replays them when
+  // the graph runs); anything else, which would have to run now or answer
+  // now, is refused and invalidates the capture.
+  if (const int at = library_stream_offset(op); capture_any() && at >= 0 && rq_len >= size_t(at) + 8) {
     uint64_t stream;
-    std::memcpy(&stream, static_cast<const uint8_t*>(rq) + 8, sizeof stream);
+    std::memcpy(&stream, static_cast<const uint8_t*>(rq) + at, sizeof stream);
     if (stream_capturing(reinterpret_cast<cudaStream_t>(stream))) {
       if (posted && graph_call_allowed(op))
         return capture_call(reinterpret_cast<cudaStream_t>(stream), op, rq, rq_len, tail, tail_len);

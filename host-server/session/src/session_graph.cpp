@@ -147,9 +147,9 @@ Err Session::parse_graph(std::span<const uint8_t> wire, uint32_t nodes, uint32_t
       case GraphOp::Call: {
         GraphCallBody b;
         if (h.body_bytes < sizeof b || !take(&b, sizeof b)) return cudaErrorInvalidValue;
-        if (b.payload_bytes != body_end - pos || b.payload_bytes > kMaxGraphCallBytes || b.payload_bytes < 16)
+        if (b.payload_bytes != body_end - pos || b.payload_bytes > kMaxGraphCallBytes) return cudaErrorInvalidValue;
+        if (!graph_call_allowed(b.op) || b.payload_bytes < size_t(library_stream_offset(b.op)) + 8)
           return cudaErrorInvalidValue;
-        if (!graph_call_allowed(b.op)) return cudaErrorInvalidValue;
         n.handle = b.op;
         n.bytes.assign(wire.data() + pos, wire.data() + body_end);
         pos = body_end;
@@ -262,7 +262,7 @@ Err Session::run_graph_node(const GraphNode& n, Stream* s) {
       // As if the guest had posted it now on the launch stream: the request
       // is decoded and checked like any other.
       std::vector<uint8_t> payload = n.bytes;
-      std::memcpy(payload.data() + 8, &graph_stream_, sizeof graph_stream_);
+      std::memcpy(payload.data() + library_stream_offset(uint16_t(n.handle)), &graph_stream_, sizeof graph_stream_);
       DispatchResult r;
       route(uint16_t(n.handle), std::span<const uint8_t>(payload), max_msg_, r);
       if (op_index(uint16_t(n.handle)) >= 0) SessionCounters::add(ops_.at(uint16_t(n.handle)).calls, 1);

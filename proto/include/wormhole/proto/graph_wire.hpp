@@ -55,21 +55,53 @@ struct GraphEventBody {
   uint64_t event;
 };
 
-// A library call captured from a stream (cuBLAS work on a capturing stream):
-// followed by the request's payload as it would travel alone (fixed part,
-// then its tail). Only posted cuBLAS requests; each starts with its handle
-// and stream, and the stream is replaced by the launch's when the node runs.
-// The server checks it as any request, when it runs.
+// A library call captured from a stream (library work on a capturing
+// stream): followed by the request's payload as it would travel alone (fixed
+// part, then its tail). The stream it names (library_stream_offset) is
+// replaced by the launch's when the node runs, and the server checks it as
+// any request then.
 struct GraphCallBody {
   uint16_t op;
   uint16_t pad;
   uint32_t payload_bytes;
 };
 constexpr uint32_t kMaxGraphCallBytes = 1u << 20;
-// The requests a call node may carry: posted (not Sync) cuBLAS requests. The
-// guest records exactly these during capture; the server refuses the rest.
+
+// Where a library request names its stream, so that its work on a capturing
+// stream is recorded instead of run: after the handle (byte 8) in the
+// stream-ordered requests of cuBLAS, cuFFT, cuBLASLt and cuRAND; first
+// (byte 0) in cuDNN's, whose handles live in the guest. -1: the request
+// names no stream (handles, plans, seeds, the other tables).
+inline int library_stream_offset(uint16_t op) {
+  switch (Op(op)) {
+    case Op::BlasCreate: case Op::BlasDestroy: case Op::FftPlan: case Op::FftDestroy: case Op::LtCreate:
+    case Op::LtDestroy: case Op::RandCreate: case Op::RandDestroy: case Op::RandSet: case Op::DnnCreate:
+      return -1;
+    default:
+      break;
+  }
+  const auto block = [](Op first) { return uint16_t(first) & ~(kOpBlock - 1); };
+  const int b = op & ~(kOpBlock - 1);
+  if (op >= kOpLimit || op_index(op) < 0) return -1;
+  if (b == block(Op::BlasCreate) || b == block(Op::FftPlan) || b == block(Op::LtCreate) || b == block(Op::RandCreate))
+    return 8;
+  return b == block(Op::DnnCreate) ? 0 : -1;
+}
+
+// The requests a call node may carry: posted requests whose replay does the
+// same work again on the same memory, as a captured library kernel would.
+// cuRAND's generation and cuDNN's dropout are left out: replayed, they would
+// have to draw new numbers. The guest records exactly these during capture
+// (anything else on a capturing stream is refused and invalidates it); the
+// server refuses the rest.
 inline bool graph_call_allowed(uint16_t op) {
-  return op > uint16_t(Op::BlasDestroy) && op < uint16_t(Op::FftPlan) && op_kind(op) != Kind::Sync;
+  if (library_stream_offset(op) < 0 || op_kind(op) == Kind::Sync) return false;
+  switch (Op(op)) {
+    case Op::RandGenerate: case Op::DnnDropoutInit: case Op::DnnDropoutFwd: case Op::DnnDropoutBwd:
+      return false;
+    default:
+      return true;
+  }
 }
 
 constexpr uint32_t kMaxGraphNodes = 1u << 16;
