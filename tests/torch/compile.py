@@ -24,6 +24,8 @@ import torch._inductor.config as inductor
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value
 
+from models import TinyGPT, VOCAB, T, math_attention_only, mlp
+
 inductor.joint_graph_constant_folding = False
 
 
@@ -52,7 +54,7 @@ print(f"ok   compiled sin/exp on 4099 elements: max error {err:.2e} ({time.time(
 torch.manual_seed(0)
 X, Y = torch.randn(256, 64), torch.randint(0, 10, (256,))
 torch.manual_seed(1)
-model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+model = mlp()
 
 
 def loss_fn(params, x, y):
@@ -119,29 +121,10 @@ def cnn_step(params, x, y):
 
 compare("CNN", cnn_step, cnn, XC, YC, 4)
 
-# A transformer. Attention on the math path: PyTorch's fused attention
-# kernels (flash, memory-efficient, cuDNN) would be its own kernels.
-for enable in (torch.backends.cuda.enable_flash_sdp, torch.backends.cuda.enable_mem_efficient_sdp,
-               torch.backends.cuda.enable_cudnn_sdp):
-    enable(False)
-VOCAB, T, D = 64, 16, 32
+# A transformer.
+math_attention_only()
 torch.manual_seed(3)
 XT, YT = torch.randint(0, VOCAB, (8, T)), torch.randint(0, VOCAB, (8, T))
-
-
-class TinyGPT(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = torch.nn.Embedding(VOCAB, D)
-        self.pos = torch.nn.Parameter(torch.randn(T, D) * 0.02)
-        self.block = torch.nn.TransformerEncoderLayer(D, 4, 64, dropout=0.0, batch_first=True)
-        self.head = torch.nn.Linear(D, VOCAB)
-
-    def forward(self, x):
-        mask = torch.triu(torch.full((T, T), float("-inf"), device=x.device), 1)
-        return self.head(self.block(self.emb(x) + self.pos, src_mask=mask))
-
-
 gpt = TinyGPT()
 
 
@@ -160,7 +143,7 @@ compare("transformer", gpt_step, gpt, XT, YT, 4)
 # The usual loop.
 def usual_loop(device, make_opt, steps=5):
     torch.manual_seed(1)
-    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
+    net = mlp().to(device)
     opt = make_opt(net.parameters())
     x, y = X.to(device), Y.to(device)
     one = torch.tensor(1.0).to(device)
