@@ -199,4 +199,42 @@ TEST(PtxCompiled, CompareModeReportsADifference) {
   EXPECT_NE(e.message.find("kernel clock: compiled and interpreted runs differ at address 0x"), std::string::npos) << e.message;
 }
 
+// Many registers zeroed in one block (as reduction kernels start their
+// accumulators): the optimizer turns the stores into a memset call, which the
+// compiled code must be able to reach (it resolves to the server's libc).
+TEST(PtxCompiled, ZeroedRegistersBecomeALibraryCall) {
+  constexpr int kRegs = 48;
+  std::string ptx = ".version 8.0\n.target sm_80\n.address_size 64\n"
+                    ".visible .entry zeros(.param .u64 pout, .param .u32 n)\n{\n"
+                    "  .reg .pred %p<2>;\n  .reg .u32 %r<4>;\n  .reg .u64 %rd<4>;\n  .reg .f32 %f<64>;\n"
+                    "  ld.param.u64 %rd0, [pout];\n  ld.param.u32 %r0, [n];\n";
+  for (int k = 0; k < kRegs; ++k) ptx += "  mov.f32 %f" + std::to_string(k) + ", 0f00000000;\n";
+  ptx += "  mov.u32 %r1, 0;\nLOOP:\n  cvt.rn.f32.u32 %f60, %r1;\n";
+  for (int k = 0; k < kRegs; ++k)
+    ptx += "  fma.rn.f32 %f" + std::to_string(k) + ", %f60, " + std::to_string(k + 1) + ".0, %f" + std::to_string(k) + ";\n";
+  ptx += "  add.u32 %r1, %r1, 1;\n  setp.lt.u32 %p1, %r1, %r0;\n  @%p1 bra LOOP;\n"
+         "  mov.u32 %r2, %tid.x;\n  mul.wide.u32 %rd1, %r2, " + std::to_string(kRegs * 4) + ";\n  add.u64 %rd2, %rd0, %rd1;\n";
+  for (int k = 0; k < kRegs; ++k) ptx += "  st.global.f32 [%rd2+" + std::to_string(4 * k) + "], %f" + std::to_string(k) + ";\n";
+  ptx += "  ret;\n}\n";
+  std::string err;
+  auto m = Module::from_ptx(ptx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(1);
+  const uint64_t d = mem.alloc(32 * kRegs * 4);
+  Args args(m->kernel("zeros"));
+  args(d);
+  args(uint32_t(10));
+  wh::ptx::LaunchConfig cfg;
+  cfg.grid = {1, 1, 1};
+  cfg.block = {32, 1, 1};
+  const auto before = wh::ptx::compile_stats();
+  LaunchError e = eng.launch(*m, "zeros", cfg, args.data(), args.size(), mem);
+  ASSERT_FALSE(e) << e.message;
+  EXPECT_EQ(wh::ptx::compile_stats().kernels, before.kernels + 1) << "the kernel was not compiled";
+  const auto out = mem.download<float>(d, 32 * kRegs);
+  for (int t = 0; t < 32; ++t)
+    for (int k = 0; k < kRegs; ++k) ASSERT_EQ(out[t * kRegs + k], 45.0f * float(k + 1)) << "lane " << t << " register " << k;
+}
+
 }  // namespace

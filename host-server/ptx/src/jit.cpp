@@ -7,6 +7,7 @@
 // predicate selects which lanes it writes.
 #include "jit.hpp"
 
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/IRBuilder.h>
@@ -18,9 +19,11 @@
 #include <llvm/Support/TargetSelect.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -55,6 +58,29 @@ llvm::orc::LLJIT* the_jit(std::string* err) {
     failure = llvm::toString(j.takeError());
     if (err) *err = failure;
     return nullptr;
+  }
+  // The optimizer may turn loops into memset/memcpy/memmove calls and lower
+  // some intrinsics to the math library: those names, and only those, resolve
+  // to the server's own libc and libm.
+  {
+    auto& J = **j;
+    llvm::orc::SymbolMap libc;
+    auto add = [&](const char* name, const void* fn) {
+      libc[J.mangleAndIntern(name)] =
+          llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(fn), llvm::JITSymbolFlags::Exported);
+    };
+    add("memset", reinterpret_cast<const void*>(&memset));
+    add("memcpy", reinterpret_cast<const void*>(&memcpy));
+    add("memmove", reinterpret_cast<const void*>(&memmove));
+    add("fmaf", reinterpret_cast<const void*>(static_cast<float (*)(float, float, float)>(&fmaf)));
+    add("fma", reinterpret_cast<const void*>(static_cast<double (*)(double, double, double)>(&fma)));
+    add("sqrtf", reinterpret_cast<const void*>(static_cast<float (*)(float)>(&sqrtf)));
+    add("sqrt", reinterpret_cast<const void*>(static_cast<double (*)(double)>(&sqrt)));
+    if (auto e = J.getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(libc)))) {
+      failure = llvm::toString(std::move(e));
+      if (err) *err = failure;
+      return nullptr;
+    }
   }
   jit = j->release();
   return jit;

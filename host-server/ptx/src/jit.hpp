@@ -54,15 +54,19 @@ struct JitEntry {
 // once complete so that workers of other engines read them without a lock.
 struct JitState {
   JitState(size_t nfuncs, size_t nkernels)
-      : table(new std::atomic<const JitEntry*>[nfuncs]), interp_ns(new std::atomic<uint64_t>[nkernels]) {
+      : table(new std::atomic<const JitEntry*>[nfuncs]),
+        interp_ns(new std::atomic<uint64_t>[nkernels]),
+        failed(new std::atomic<bool>[nkernels]) {
     for (size_t i = 0; i < nfuncs; ++i) table[i].store(nullptr, std::memory_order_relaxed);
     for (size_t i = 0; i < nkernels; ++i) interp_ns[i].store(0, std::memory_order_relaxed);
+    for (size_t i = 0; i < nkernels; ++i) failed[i].store(false, std::memory_order_relaxed);
   }
   ~JitState();
   std::unique_ptr<std::atomic<const JitEntry*>[]> table;
   std::mutex mu;
   std::vector<std::unique_ptr<JitEntry[]>> owned;
   std::unique_ptr<std::atomic<uint64_t>[]> interp_ns;  // per kernel (kdata index): time interpreted so far
+  std::unique_ptr<std::atomic<bool>[]> failed;         // per kernel: its compile failed, it stays interpreted
   void* tracker = nullptr;  // the code generator's handle of the module's code
 };
 

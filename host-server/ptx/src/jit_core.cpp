@@ -107,8 +107,9 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
   const JitMode mode = jit_mode();
   if ((mode == JitMode::Off && !force) || !M.jit) return;
   JitState& S = *M.jit;
-  if (S.table[kd.func].load(std::memory_order_acquire)) return;
-  const uint64_t interp = S.interp_ns[&kd - M.kdata.data()].load(std::memory_order_relaxed);
+  const size_t k = &kd - M.kdata.data();
+  if (S.table[kd.func].load(std::memory_order_acquire) || S.failed[k].load(std::memory_order_relaxed)) return;
+  const uint64_t interp = S.interp_ns[k].load(std::memory_order_relaxed);
   if (mode == JitMode::Auto && !force && interp < kJitAutoNs) return;
   std::lock_guard lk(S.mu);
   if (S.table[kd.func].load(std::memory_order_acquire)) return;
@@ -133,8 +134,10 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::unique_ptr<JitEntry[]>> tables;
   if (!b->compile(M, funcs, describe, tables, &S.tracker, &why)) {
-    static std::once_flag once;
-    std::call_once(once, [&] { std::fprintf(stderr, "wormhole: PTX compiler: %s; interpreting\n", why.c_str()); });
+    // Once per kernel: a compile that failed would fail again.
+    S.failed[k].store(true, std::memory_order_relaxed);
+    std::fprintf(stderr, "wormhole: PTX compiler: kernel %s: %s; it is interpreted\n", M.funcs[kd.func].name.c_str(),
+                 why.c_str());
     return;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
