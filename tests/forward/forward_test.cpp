@@ -142,6 +142,9 @@ TEST_F(Forward, PinnedMemoryAtItsHostAddress) {
 // The reduce0..7 series (and a cooperative-groups reduce7) in int, float and double, block sizes 64
 // to 512, lengths 2^20, 2^20 + 3, 1000 and 1.
 TEST_F(Forward, ReductionSeries) { expect_pass(run({prog("reduce_series")}), "reduce_series"); }
+// The same from compute capability 8.0 PTX (cooperative groups' multi-warp
+// tiles use %reserved_smem_offset_1).
+TEST_F(Forward, ReductionSeriesSm80) { expect_pass(run({prog("reduce_series_sm80")}), "reduce_series"); }
 // exp, cos, sin, tan... in double, trigonometry of arguments up to 1e300, a Gabor filter bank.
 TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "double_math"); }
 // More pinned memory than the shared heap holds: every allocation works, copies are exact.

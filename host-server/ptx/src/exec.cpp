@@ -146,7 +146,11 @@ void build_kernels(ModuleImpl& M, std::string* err) {
     for (uint32_t u : order)
       for (uint32_t s : M.funcs[u].shared_used) used[s] = 1;
     kd.shared_off.assign(M.shared.size(), 0);
+    // A kernel that reads %reserved_smem_offset_* gets the reserved region at
+    // offset 0, before its own variables, as sm_80 and later reserve it.
     uint64_t off = 0;
+    for (uint32_t u : order)
+      if (M.funcs[u].reserved_shared) off = kReservedShared;
     for (size_t s = 0; s < M.shared.size(); ++s) {
       if (!used[s] || M.shared[s].is_extern) continue;
       uint64_t a = std::max<uint32_t>(M.shared[s].align, 1);

@@ -132,6 +132,7 @@ struct Function {
   int maxntid = 0;
   int maxnreg = 0;  // .maxnreg: the register count a GPU's compiler keeps to
   std::vector<uint32_t> callees, shared_used, globals_used;
+  bool reserved_shared = false;  // reads a %reserved_smem_offset_* register
   uint32_t decl_line = 0;
   std::string unsupported;  // first unsupported construct (reported at launch)
   uint32_t unsupported_line = 0;
@@ -143,6 +144,11 @@ struct SharedVar {
   uint32_t align;
   bool is_extern;
 };
+
+// Shared memory a GPU of compute capability 8.0 and later reserves for the
+// system in every block (cudaDevAttrReservedSharedMemoryPerBlock): here only
+// kernels that ask for it (%reserved_smem_offset_*) get it.
+constexpr uint32_t kReservedShared = 1024;
 
 struct KernelData {
   uint32_t func;

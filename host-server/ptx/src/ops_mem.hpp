@@ -350,7 +350,8 @@ void h_activemask(Ctx& c, const Inst& I, uint32_t m) {
 enum Sreg : uint32_t {
   SR_TID = 0, SR_NTID = 3, SR_CTAID = 6, SR_NCTAID = 9, SR_LANEID = 12, SR_WARPID, SR_NWARPID, SR_SMID, SR_NSMID,
   SR_GRIDID, SR_LM_EQ, SR_LM_LE, SR_LM_LT, SR_LM_GE, SR_LM_GT, SR_CLOCK, SR_CLOCK64, SR_GTIMER, SR_DYNSMEM,
-  SR_TOTSMEM, SR_ZERO, SR_GTIMER_LO, SR_GTIMER_HI, SR_ENVREG1, SR_ENVREG2
+  SR_TOTSMEM, SR_ZERO, SR_GTIMER_LO, SR_GTIMER_HI, SR_ENVREG1, SR_ENVREG2,
+  SR_RSV_BEGIN, SR_RSV_END, SR_RSV_CAP, SR_RSV_0, SR_RSV_1
 };
 void h_sreg(Ctx& c, const Inst& I, uint32_t m) {
   uint64_t* D = c.dst(I.d[0]);
@@ -382,6 +383,12 @@ void h_sreg(Ctx& c, const Inst& I, uint32_t m) {
     case SR_GTIMER_HI: bcast(now() >> 32); break;
     case SR_DYNSMEM: bcast(c.dyn_shared); break;
     case SR_TOTSMEM: bcast(c.shared_size); break;
+    // The reserved region (kReservedShared bytes at shared offset 0 of a kernel
+    // that names one of these), in two halves: cooperative groups keep their
+    // multi-warp scratch at %reserved_smem_offset_1.
+    case SR_RSV_BEGIN: case SR_RSV_0: bcast(0); break;
+    case SR_RSV_END: case SR_RSV_CAP: bcast(kReservedShared); break;
+    case SR_RSV_1: bcast(kReservedShared / 2); break;
     // the grid workspace address of a cooperative launch (high, low word), as the driver sets them
     case SR_ENVREG1: bcast(c.gridws_addr >> 32); break;
     case SR_ENVREG2: bcast(uint32_t(c.gridws_addr)); break;

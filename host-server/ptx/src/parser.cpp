@@ -48,7 +48,10 @@ const std::map<std::string_view, uint32_t>& sreg_table() {
       {"%clock64", SR_CLOCK64}, {"%globaltimer", SR_GTIMER}, {"%globaltimer_lo", SR_GTIMER_LO},
       {"%globaltimer_hi", SR_GTIMER_HI}, {"%dynamic_smem_size", SR_DYNSMEM}, {"%total_smem_size", SR_TOTSMEM},
       {"%clusterid.x", SR_ZERO}, {"%clusterid.y", SR_ZERO}, {"%clusterid.z", SR_ZERO},
-      {"%cluster_ctarank", SR_ZERO}, {"%is_explicit_cluster", SR_ZERO}};
+      {"%cluster_ctarank", SR_ZERO}, {"%is_explicit_cluster", SR_ZERO},
+      {"%reserved_smem_offset_begin", SR_RSV_BEGIN}, {"%reserved_smem_offset_end", SR_RSV_END},
+      {"%reserved_smem_offset_cap", SR_RSV_CAP}, {"%reserved_smem_offset_0", SR_RSV_0},
+      {"%reserved_smem_offset_1", SR_RSV_1}};
   return t;
 }
 
@@ -563,7 +566,12 @@ Opd Parser::parse_operand(int depth) {
   if (t.s[0] == '%') {
     auto& st = sreg_table();
     auto it = st.find(t.s);
-    if (it != st.end()) { o.k = Opd::Sreg; o.reg = it->second; return o; }
+    if (it != st.end()) {
+      o.k = Opd::Sreg;
+      o.reg = it->second;
+      if (o.reg >= SR_RSV_BEGIN && o.reg <= SR_RSV_1 && F) F->reserved_shared = true;
+      return o;
+    }
     if (t.s == "%envreg1" || t.s == "%envreg2") { o.k = Opd::Sreg; o.reg = t.s == "%envreg1" ? SR_ENVREG1 : SR_ENVREG2; return o; }
     if (t.s.starts_with("%envreg") || t.s.starts_with("%pm")) { o.k = Opd::Sreg; o.reg = SR_ZERO; return o; }
     fail(t.line, "unknown register '" + std::string(t.s) + "'");

@@ -213,6 +213,28 @@ __global__ void r7cg(const T* in, T* out, unsigned n) {
   }
 }
 
+// 8, multi-warp tiles: 64-thread tiles reduce with cg::reduce (built for
+// compute capability 8.0 and later, their scratch is the block's reserved
+// shared memory, %reserved_smem_offset_1; before, block_tile_memory), the
+// tiles' sums meet in shared memory and the first thread adds them.
+template <class T, unsigned BS>
+__global__ void r8mw(const T* in, T* out, unsigned n) {
+  __shared__ cg::block_tile_memory<BS> scratch;
+  T* s = Shared<T>().get();
+  cg::thread_block block = cg::this_thread_block(scratch);
+  cg::thread_block_tile<64> tile = cg::tiled_partition<64>(block);
+  T v = 0;
+  for (unsigned i = blockIdx.x * BS + threadIdx.x; i < n; i += BS * gridDim.x) v += in[i];
+  v = cg::reduce(tile, v, cg::plus<T>());
+  if (tile.thread_rank() == 0) s[tile.meta_group_rank()] = v;
+  block.sync();
+  if (block.thread_rank() == 0) {
+    T t = 0;
+    for (unsigned k = 0; k < tile.meta_group_size(); ++k) t += s[k];
+    out[blockIdx.x] = t;
+  }
+}
+
 // The kernels templated on the block size, for one block size.
 template <class T, unsigned BS>
 void run_templated(const T* din, T* dout, unsigned n, bool pow2,
@@ -227,6 +249,7 @@ void run_templated(const T* din, T* dout, unsigned n, bool pow2,
   check("reduce7", BS, g);
   if (pow2) r7cg<T, BS, true><<<g, BS, sh7>>>(din, dout, n); else r7cg<T, BS, false><<<g, BS, sh7>>>(din, dout, n);
   check("reduce7-cg", BS, g);
+  r8mw<T, BS><<<g, BS, sh7>>>(din, dout, n); check("reduce8-multiwarp", BS, g);
   // the non-power-of-two instantiation on a power-of-two length too (one element per step)
   r7<T, BS, false><<<g, BS, sh7>>>(din, dout, n); check("reduce7-np2", BS, g);
 }
