@@ -144,6 +144,9 @@ TEST_F(Forward, PinnedMemoryAtItsHostAddress) {
 TEST_F(Forward, ReductionSeries) { expect_pass(run({prog("reduce_series")}), "reduce_series"); }
 // The same from compute capability 8.0 PTX (cooperative groups' multi-warp
 // tiles use %reserved_smem_offset_1).
+// Cooperative groups' labeled and binary partitions: collectives over each
+// lane's own member mask.
+TEST_F(Forward, WarpGroups) { expect_pass(run({prog("warp_groups")}), "warp_groups"); }
 TEST_F(Forward, ReductionSeriesSm80) { expect_pass(run({prog("reduce_series_sm80")}), "reduce_series"); }
 // exp, cos, sin, tan... in double, trigonometry of arguments up to 1e300, a Gabor filter bank.
 TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "double_math"); }

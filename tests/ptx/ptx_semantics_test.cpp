@@ -755,4 +755,82 @@ TEST(PtxSemantics, VideoShiftsAgainstTheHost) {
   EXPECT_EQ(e.kind, LaunchError::Unsupported) << e.message;
 }
 
+// Warp collectives whose membermask names a subset of the warp, one per lane,
+// as cooperative groups' labeled partitions issue them: all 32 lanes execute
+// match.any (their label's group), then redux.sync.max/add, vote.sync.ballot and
+// match.all with that group as membermask; each lane's results cover its own
+// group only.
+TEST(PtxSemantics, CollectivesOverEachLanesMemberMask) {
+  const char* ptx = R"(.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry groups(.param .u64 pv, .param .u64 pout)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<16>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd0, [pv];
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r0, %laneid;
+  rem.u32 %r1, %r0, 3;
+  mul.wide.u32 %rd2, %r0, 4;
+  add.u64 %rd3, %rd0, %rd2;
+  ld.global.s32 %r2, [%rd3];
+  match.any.sync.b32 %r3, %r1, 0xffffffff;
+  redux.sync.max.s32 %r4, %r2, %r3;
+  redux.sync.add.u32 %r5, %r2, %r3;
+  setp.gt.s32 %p1, %r2, 0;
+  vote.sync.ballot.b32 %r6, %p1, %r3;
+  vote.sync.all.pred %p2, %p1, %r3;
+  selp.u32 %r7, 1, 0, %p2;
+  match.all.sync.b32 %r8|%p2, %r1, %r3;
+  mul.wide.u32 %rd4, %r0, 24;
+  add.u64 %rd5, %rd1, %rd4;
+  st.global.u32 [%rd5], %r3;
+  st.global.u32 [%rd5+4], %r4;
+  st.global.u32 [%rd5+8], %r5;
+  st.global.u32 [%rd5+12], %r6;
+  st.global.u32 [%rd5+16], %r7;
+  st.global.u32 [%rd5+20], %r8;
+  ret;
+}
+)";
+  std::string err;
+  auto m = Module::from_ptx(ptx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(1);
+  std::vector<int32_t> v(32);
+  for (int l = 0; l < 32; ++l) v[l] = (l * 37) % 23 - 8;
+  v[2] = v[5] = v[8] = v[11] = v[14] = v[17] = v[20] = v[23] = v[26] = v[29] = 5;  // label 2: all positive
+  const uint64_t dv = mem.upload(v), dout = mem.alloc(32 * 24);
+  Args args(m->kernel("groups"));
+  args(dv);
+  args(dout);
+  wh::ptx::LaunchConfig cfg;
+  cfg.grid = {1, 1, 1};
+  cfg.block = {32, 1, 1};
+  LaunchError e = eng.launch(*m, "groups", cfg, args.data(), args.size(), mem);
+  ASSERT_FALSE(e) << e.message;
+  const auto out = mem.download<uint32_t>(dout, 32 * 6);
+  for (int l = 0; l < 32; ++l) {
+    uint32_t g = 0, ballot = 0, sum = 0;
+    int32_t mx = INT32_MIN;
+    for (int k = 0; k < 32; ++k)
+      if (k % 3 == l % 3) {
+        g |= 1u << k;
+        mx = std::max(mx, v[k]);
+        sum += uint32_t(v[k]);
+        if (v[k] > 0) ballot |= 1u << k;
+      }
+    const uint32_t* o = &out[l * 6];
+    EXPECT_EQ(o[0], g) << "match.any, lane " << l;
+    EXPECT_EQ(int32_t(o[1]), mx) << "redux.max over the lane's group, lane " << l;
+    EXPECT_EQ(o[2], sum) << "redux.add over the lane's group, lane " << l;
+    EXPECT_EQ(o[3], ballot) << "vote.ballot over the lane's group, lane " << l;
+    EXPECT_EQ(o[4], uint32_t(ballot == g)) << "vote.all over the lane's group, lane " << l;
+    EXPECT_EQ(o[5], g) << "match.all over the lane's group (one label), lane " << l;
+  }
+}
+
 }  // namespace

@@ -387,6 +387,7 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     if (ops.size() != 2 && ops.size() != 3) fail(line, "vote expects 2 or 3 operands");
     I.d[0] = dst(ops[0]);
     I.s[0] = src(ops[1], T_Pred);
+    if (ops.size() == 3) I.s[1] = src(ops[2], T_B32);  // membermask (vote without .sync: the active lanes)
     I.flags = ops[1].bang ? 1 : 0;
     I.fn = h_vote;
     emit(I);
@@ -399,6 +400,7 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     I.d[0] = dst(ops[0]);
     if (ops[0].pipe != NOREG) I.d[1] = ops[0].pipe;
     I.s[0] = src(ops[1], I.a1 == 8 ? T_B64 : T_B32);
+    I.s[1] = src(ops[2], T_B32);  // membermask
     I.fn = h_match;
     emit(I);
     return;
@@ -410,6 +412,7 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     I.a1 = has("s32");
     I.d[0] = dst(ops[0]);
     I.s[0] = src(ops[1], T_B32);
+    I.s[1] = src(ops[2], T_B32);  // membermask
     I.fn = h_redux;
     emit(I);
     return;

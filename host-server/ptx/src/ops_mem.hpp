@@ -280,67 +280,80 @@ void h_shfl(Ctx& c, const Inst& I, uint32_t m) {
     if (P) P[lane] = pv;
   });
 }
-// vote.sync.mode d, {!}p, membermask ; a0: 0 all 1 any 2 uni 3 ballot; flags bit0 negate
+// The lanes a warp-collective instruction of lane l acts on: those of its
+// membermask operand (s[1]; each lane names its own group, as cooperative
+// groups' labeled partitions do) that execute it; all active lanes without one.
+inline uint32_t member_lanes(Ctx& c, const Inst& I, uint32_t m, int l) {
+  return I.s[1] == NOREG ? m : uint32_t(c.src(I.s[1])[l]) & m;
+}
+// vote{.sync}.mode d, {!}p{, membermask} ; a0: 0 all 1 any 2 uni 3 ballot; flags bit0 negate
 void h_vote(Ctx& c, const Inst& I, uint32_t m) {
   const uint64_t* P = c.src(I.s[0]);
   bool neg = I.flags & 1;
   uint32_t ballot = 0;
   for_lanes(m, [&](int l) { if ((P[l] != 0) != neg) ballot |= 1u << l; });
+  uint64_t r[32];
+  for_lanes(m, [&](int l) {
+    const uint32_t g = member_lanes(c, I, m, l), b = ballot & g;
+    switch (I.a0) {
+      case 0: r[l] = b == g; break;
+      case 1: r[l] = b != 0; break;
+      case 2: r[l] = b == 0 || b == g; break;
+      default: r[l] = b; break;
+    }
+  });
   uint64_t* D = c.dst(I.d[0]);
-  uint64_t r;
-  switch (I.a0) {
-    case 0: r = ballot == m; break;
-    case 1: r = ballot != 0; break;
-    case 2: r = ballot == 0 || ballot == m; break;
-    default: r = ballot; break;
-  }
-  for_lanes(m, [&](int l) { D[l] = r; });
+  for_lanes(m, [&](int l) { D[l] = r[l]; });
 }
-// match.sync.any/all.b32/b64 ; a0: 0 any 1 all ; a1: bytes
+// match.sync.any/all.b32/b64 d{|p}, a, membermask ; a0: 0 any 1 all ; a1: bytes
 void h_match(Ctx& c, const Inst& I, uint32_t m) {
   const uint64_t* A = c.src(I.s[0]);
   uint64_t mask = I.a1 == 4 ? 0xffffffffull : ~0ull;
-  uint64_t* D = c.dst(I.d[0]);
-  uint64_t* P = I.d[1] != NOREG ? c.dst(I.d[1]) : nullptr;
   uint64_t v[32];
   for_lanes(m, [&](int l) { v[l] = A[l] & mask; });
-  if (I.a0 == 0) {
-    uint32_t res[32];
-    for_lanes(m, [&](int l) {
-      uint32_t r = 0;
-      for_lanes(m, [&](int k) { if (v[k] == v[l]) r |= 1u << k; });
-      res[l] = r;
-    });
-    for_lanes(m, [&](int l) { D[l] = res[l]; });
-  } else {
-    bool all = true;
-    int f = std::countr_zero(m);
-    for_lanes(m, [&](int l) { all = all && v[l] == v[f]; });
-    for_lanes(m, [&](int l) {
-      D[l] = all ? m : 0;
-      if (P) P[l] = all;
-    });
-  }
+  uint32_t res[32];
+  bool same[32];
+  for_lanes(m, [&](int l) {
+    const uint32_t g = member_lanes(c, I, m, l);
+    uint32_t eq = 0;
+    for_lanes(g, [&](int k) { if (v[k] == v[l]) eq |= 1u << k; });
+    same[l] = eq == g;
+    res[l] = I.a0 == 0 ? eq : same[l] ? g : 0;
+  });
+  uint64_t* D = c.dst(I.d[0]);
+  uint64_t* P = I.d[1] != NOREG ? c.dst(I.d[1]) : nullptr;
+  for_lanes(m, [&](int l) {
+    D[l] = res[l];
+    if (P && I.a0 == 1) P[l] = same[l];
+  });
 }
 // redux.sync.op.type d, a, membermask ; a0: 0 add 1 min 2 max 3 and 4 or 5 xor ; a1: 1 signed
 void h_redux(Ctx& c, const Inst& I, uint32_t m) {
   const uint64_t* A = c.src(I.s[0]);
-  bool sg = I.a1;
-  int f = std::countr_zero(m);
-  uint32_t acc = uint32_t(A[f]);
-  for_lanes(m & (m - 1), [&](int l) {
-    uint32_t x = uint32_t(A[l]);
-    switch (I.a0) {
-      case 0: acc += x; break;
-      case 1: acc = sg ? uint32_t(std::min(int32_t(acc), int32_t(x))) : std::min(acc, x); break;
-      case 2: acc = sg ? uint32_t(std::max(int32_t(acc), int32_t(x))) : std::max(acc, x); break;
-      case 3: acc &= x; break;
-      case 4: acc |= x; break;
-      default: acc ^= x; break;
-    }
+  const bool sg = I.a1;
+  auto reduce = [&](uint32_t g) {
+    uint32_t acc = uint32_t(A[std::countr_zero(g)]);
+    for_lanes(g & (g - 1), [&](int l) {
+      uint32_t x = uint32_t(A[l]);
+      switch (I.a0) {
+        case 0: acc += x; break;
+        case 1: acc = sg ? uint32_t(std::min(int32_t(acc), int32_t(x))) : std::min(acc, x); break;
+        case 2: acc = sg ? uint32_t(std::max(int32_t(acc), int32_t(x))) : std::max(acc, x); break;
+        case 3: acc &= x; break;
+        case 4: acc |= x; break;
+        default: acc ^= x; break;
+      }
+    });
+    return acc;
+  };
+  uint32_t r[32], last_g = 0, last_r = 0;
+  for_lanes(m, [&](int l) {
+    const uint32_t g = member_lanes(c, I, m, l);
+    if (g != last_g) last_g = g, last_r = g ? reduce(g) : 0;  // lanes of one group are usually together
+    r[l] = last_r;
   });
   uint64_t* D = c.dst(I.d[0]);
-  for_lanes(m, [&](int l) { D[l] = acc; });
+  for_lanes(m, [&](int l) { D[l] = r[l]; });
 }
 void h_activemask(Ctx& c, const Inst& I, uint32_t m) {
   uint64_t* D = c.dst(I.d[0]);
