@@ -833,4 +833,97 @@ TEST(PtxSemantics, CollectivesOverEachLanesMemberMask) {
   }
 }
 
+// cp.async into shared memory, as nvcc emits it for cuda::memcpy_async and
+// __pipeline_memcpy_async: 16-, 8- and 4-byte copies, a src-size below the
+// copy size (the rest zero-filled, the source read only that far: the last
+// lane's source ends at the buffer's end), and ignore-src; then
+// commit_group/wait_group, and shared memory copied out.
+TEST(PtxSemantics, AsyncCopiesIntoSharedMemory) {
+  const char* ptx = R"(.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry cpa(.param .u64 pin, .param .u64 pout)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<14>;
+  .reg .b64 %rd<12>;
+  .shared .align 16 .b8 buf[2048];
+  ld.param.u64 %rd0, [pin];
+  ld.param.u64 %rd1, [pout];
+  mov.u32 %r0, %laneid;
+  mul.wide.u32 %rd2, %r0, 16;
+  add.u64 %rd3, %rd0, %rd2;
+  mov.u32 %r1, buf;
+  mul.lo.u32 %r2, %r0, 16;
+  add.u32 %r3, %r1, %r2;
+  cp.async.cg.shared.global [%r3], [%rd3], 16;
+  and.b32 %r4, %r0, 15;
+  sub.u32 %r5, 16, %r4;
+  setp.eq.u32 %p1, %r0, 31;
+  selp.u32 %r5, 4, %r5, %p1;
+  add.u32 %r6, %r3, 512;
+  cp.async.ca.shared.global [%r6], [%rd3+0], 16, %r5;
+  and.b32 %r7, %r0, 1;
+  setp.eq.u32 %p2, %r7, 1;
+  add.u32 %r8, %r3, 1024;
+  cp.async.ca.shared.global [%r8+8], [%rd3+8], 8, %p2;
+  add.u32 %r9, %r3, 1536;
+  cp.async.ca.shared.global [%r9+4], [%rd3+4], 4;
+  cp.async.commit_group;
+  cp.async.wait_group 0;
+  bar.sync 0;
+  mov.u32 %r10, %r0;
+OUT:
+  mul.wide.u32 %rd5, %r10, 4;
+  add.u64 %rd6, %rd1, %rd5;
+  mov.u64 %rd7, buf;
+  add.u64 %rd7, %rd7, %rd5;
+  ld.shared.u32 %r11, [%rd7];
+  st.global.u32 [%rd6], %r11;
+  mov.u32 %r12, %ntid.x;
+  add.u32 %r10, %r10, %r12;
+  setp.lt.u32 %p1, %r10, 512;
+  @%p1 bra OUT;
+  ret;
+}
+)";
+  std::string err;
+  auto m = Module::from_ptx(ptx, &err);
+  ASSERT_TRUE(m) << err;
+  HostMem mem;
+  Engine eng(1);
+  std::vector<uint8_t> in(32 * 16 - 12);  // lane 31's 16-byte source runs 12 bytes past the end
+  for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(i * 7 + 1);
+  std::vector<uint8_t> padded(in);
+  padded.resize(32 * 16, 0);
+  const uint64_t din = mem.upload(in), dout = mem.alloc(2048);
+  Args args(m->kernel("cpa"));
+  args(din);
+  args(dout);
+  wh::ptx::LaunchConfig cfg;
+  cfg.grid = {1, 1, 1};
+  cfg.block = {31, 1, 1};  // lanes 0..30 (every source inside the buffer)
+  LaunchError e = eng.launch(*m, "cpa", cfg, args.data(), args.size(), mem);
+  ASSERT_FALSE(e) << e.message;
+  auto out = mem.download<uint8_t>(dout, 2048);
+  for (int l = 0; l < 31; ++l)
+    for (int b = 0; b < 16; ++b) {
+      const uint8_t src = padded[l * 16 + b];
+      EXPECT_EQ(out[l * 16 + b], src) << "16-byte copy, lane " << l << " byte " << b;
+      EXPECT_EQ(out[512 + l * 16 + b], b < 16 - (l & 15) ? src : 0) << "src-size copy, lane " << l << " byte " << b;
+      if (b >= 8) {
+        EXPECT_EQ(out[1024 + l * 16 + b], (l & 1) ? 0 : src) << "ignore-src copy, lane " << l << " byte " << b;
+      }
+      if (b >= 4 && b < 8) {
+        EXPECT_EQ(out[1536 + l * 16 + b], src) << "4-byte copy, lane " << l << " byte " << b;
+      }
+    }
+  // all 32 lanes: lane 31's 16-byte copy reads 12 bytes past the buffer: the
+  // interpreter's bad access, naming cp.async
+  cfg.block = {32, 1, 1};
+  e = eng.launch(*m, "cpa", cfg, args.data(), args.size(), mem);
+  EXPECT_EQ(e.kind, LaunchError::BadAccess) << e.message;
+  EXPECT_NE(e.message.find("cp.async"), std::string::npos) << e.message;
+}
+
 }  // namespace

@@ -417,6 +417,44 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
     emit(I);
     return;
   }
+  if (base == "cp") {
+    // cp.async.{ca,cg}.shared{::cta}.global [dst], [src], cp-size{, src-size | ignore-src}{, policy}:
+    // the copy is made when issued, so commit_group/wait_group/wait_all find every group complete.
+    if (!has("async") || has("bulk") || has("reduce")) { mark_unsupported(line, "cp without .async (or bulk)"); return; }
+    if (has("commit_group") || has("wait_group") || has("wait_all")) {
+      I.fn = h_nop;
+      emit(I);
+      return;
+    }
+    if (has("mbarrier")) { mark_unsupported(line, "cp.async.mbarrier.arrive"); return; }
+    if (!has("shared") && !has("shared::cta")) fail(line, "cp.async copies into shared memory");
+    if (std::find(mods.begin(), mods.end(), "L2::cache_hint") != mods.end()) {
+      if (ops.size() < 4) fail(line, "cp.async with .L2::cache_hint needs a cache policy");
+      ops.pop_back();  // a hint the sim device's flat memory has no use for
+    }
+    if (ops.size() < 3 || ops.size() > 4) fail(line, "cp.async expects 3 or 4 operands");
+    Sp sp = Sp::Shared;
+    apply_addr(I, ops[0], sp);
+    if (sp != Sp::Shared) fail(line, "cp.async destination must be shared memory");
+    const Opd& src_op = ops[1];
+    if (src_op.k != Opd::Mem || src_op.mreg == NOREG || !src_op.mname.empty())
+      { mark_unsupported(line, "cp.async from a named global variable"); return; }
+    if (src_op.moff < INT32_MIN || src_op.moff > INT32_MAX) fail(line, "cp.async source offset out of range");
+    I.s[0] = src_op.mreg;
+    I.a1 = uint32_t(int32_t(src_op.moff));
+    if (ops[2].k != Opd::Imm || ops[2].num.fk != 0 || (ops[2].num.u != 4 && ops[2].num.u != 8 && ops[2].num.u != 16))
+      fail(line, "cp.async copy size must be 4, 8 or 16");
+    I.a0 = uint32_t(ops[2].num.u);
+    if (has("cg") && I.a0 != 16) fail(line, "cp.async.cg copies 16 bytes");
+    if (ops.size() == 4) {
+      if (ops[3].k == Opd::Reg && is_pred_slot(ops[3].reg)) I.s[2] = src(ops[3], T_Pred);  // ignore-src
+      else I.s[1] = src(ops[3], T_U32);                                                    // src-size
+    }
+    I.space = Sp::Shared;
+    I.fn = h_cp_async;
+    emit(I);
+    return;
+  }
   if (base == "mbarrier") {
     // mbarrier.{init,inval,arrive,arrive_drop,test_wait,try_wait,pending_count}[.parity][.sem][.scope][.space].b64
     std::string_view what;

@@ -280,6 +280,34 @@ void h_shfl(Ctx& c, const Inst& I, uint32_t m) {
     if (P) P[lane] = pv;
   });
 }
+// cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size | ignore-src}: the copy
+// is made when issued. a0: cp-size; s[0]: the source address register, a1 its offset
+// (signed); s[1]: src-size (NOREG: cp-size); s[2]: ignore-src. The bytes from src-size
+// on, or all of them with ignore-src, are zeros; only the bytes read are checked.
+void h_cp_async(Ctx& c, const Inst& I, uint32_t m) {
+  const uint32_t n = I.a0;
+  const uint64_t vb = var_base(c, I) + uint64_t(I.aoff);
+  const uint64_t* AR = I.areg != NOREG ? c.src(I.areg) : nullptr;
+  const uint64_t* SR = c.src(I.s[0]);
+  const uint64_t* SS = I.s[1] != NOREG ? c.src(I.s[1]) : nullptr;
+  const uint64_t* IG = I.s[2] != NOREG ? c.src(I.s[2]) : nullptr;
+  for_lanes_until(m, [&](int l) {
+    uint8_t* d = lane_ptr<Sp::Shared>(c, I, l, (AR ? AR[l] : 0) + vb, n, true);
+    if (!d) return false;
+    const uint32_t k = IG && IG[l] ? 0 : SS ? uint32_t(std::min<uint64_t>(uint32_t(SS[l]), n)) : n;
+    uint8_t tmp[16] = {};
+    if (k) {
+      const uint64_t a = SR[l] + uint64_t(int64_t(int32_t(I.a1)));
+      const uint8_t* s = (a & (n - 1)) || k == n ? lane_ptr<Sp::Global>(c, I, l, a, n, false)
+                                                 : c.gptr(I, a, k, false, Sp::Global);
+      if (!s) return false;
+      std::memcpy(tmp, s, k);
+    }
+    std::memcpy(d, tmp, n);
+    return true;
+  });
+}
+
 // The lanes a warp-collective instruction of lane l acts on: those of its
 // membermask operand (s[1]; each lane names its own group, as cooperative
 // groups' labeled partitions do) that execute it; all active lanes without one.

@@ -301,6 +301,7 @@ void Parser::parse_function(bool entry, bool ext, uint32_t line) {
   f0.defined = true;
   f0.decl_line = n.line;
   F = &f0;
+  pred_slots.clear();
   fidx = ix;
   scopes.clear();
   scopes.emplace_back();
@@ -490,9 +491,11 @@ void Parser::parse_reg_decl(uint32_t line) {
       L.expect(">");
       if (F->nregs + c > kMaxRegs) fail(n.line, too_many_regs());
       scopes.back().ranges[n.s] = {F->nregs, uint32_t(c)};
+      if (ty == T_Pred) pred_slots.insert(pred_slots.end(), {F->nregs, F->nregs + uint32_t(c)});
       F->nregs += uint32_t(c);
     } else {
       scopes.back().regs[n.s] = new_slot(n.line);
+      if (ty == T_Pred) pred_slots.insert(pred_slots.end(), {F->nregs - 1, F->nregs});
     }
     if (L.accept(";")) break;
     L.expect(",");
@@ -753,7 +756,7 @@ void Parser::parse_inst(const Tok& op, uint32_t guard, bool gneg) {
                           "mul24", "mad24", "addc", "subc", "madc", "div", "rem", "min", "max", "and", "or", "xor", "not", "cnot", "neg", "abs",
                           "copysign", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe", "bfi", "prmt", "lop3", "shf",
                           "sad", "rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh", "tex", "tld4", "txq",
-                          "suld", "sust", "suq", "wmma", "mma", "ldmatrix", "stmatrix", "vshl", "vshr", "mbarrier"})
+                          "suld", "sust", "suq", "wmma", "mma", "ldmatrix", "stmatrix", "vshl", "vshr", "mbarrier", "cp"})
       k.emplace(s, 1);
     return k;
   }();

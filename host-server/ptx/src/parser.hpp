@@ -210,6 +210,14 @@ class Parser {
   }
 
   // ---- registers ----
+  // Slot ranges [begin, end) declared .pred in the current function, flat
+  // (operands whose meaning depends on their type: cp.async's ignore-src).
+  std::vector<uint32_t> pred_slots;
+  bool is_pred_slot(uint32_t r) const {
+    for (size_t i = 0; i + 1 < pred_slots.size(); i += 2)
+      if (r >= pred_slots[i] && r < pred_slots[i + 1]) return true;
+    return false;
+  }
   uint32_t new_slot(uint32_t line) {
     if (F->nregs >= kMaxRegs) fail(line, too_many_regs());
     return F->nregs++;
