@@ -411,7 +411,11 @@ void Server::serve_socket_client(int fd) {
   ch->set_peer_timeout(0);
   live_sessions_++;
   {
+    // Pinned memory past the data area: segments handed over this socket,
+    // within the uid's budget (none where the budget is 0).
+    SocketPinnedSource pinned(fd, uint32_t(cred.uid), sid, pinned_budget_);
     Session session(sid, backend_, std::move(ctx), ch->data(), stats_);
+    if (cfg_.pinned_budget_bytes && cred.uid != uid_t(-1)) session.set_pinned_source(&pinned);
     spdlog::info("session {}: client pid {} uid {} connected ({} backend)", sid, int64_t(cred.pid),
                  int64_t(cred.uid), backend_.name());
     auto gone = [fd, pidfd] {
