@@ -1,9 +1,9 @@
 // Device memory, pinned host memory and copies.
 //
 // Pinned memory (cudaMallocHost, cudaHostAlloc) is carved out of the
-// channel's shared data area, so copies from or to it are zero-copy for the
-// server (it reads the same pages), and mapped memory is addressable by
-// kernels. Pageable memory moves through staging slots in the data area,
+// channel's shared data area and the segments it grows into
+// (pinned_heap.cpp), so copies from or to it are zero-copy for the server
+// (it reads the same pages), and mapped memory is addressable by kernels. Pageable memory moves through staging slots in the data area,
 // pipelined: the guest fills slot k+1 while the server empties slot k; the
 // server publishes each finished chunk in the data area's status page.
 #include <sched.h>
