@@ -84,7 +84,8 @@ std::vector<std::string> libcuda_inits(const std::string& ld_log) {
 
 class Forward : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_TRUE(server.start({})) << server.log(); }
+  void SetUp() override { ASSERT_TRUE(server.start(server_args())) << server.log(); }
+  virtual std::vector<std::string> server_args() const { return {}; }
 #ifndef WH_STATIC_RUNTIME
   Process::Result run(const std::vector<std::string>& argv, std::chrono::seconds timeout = 120s) {
     return Process::run(argv, server.client_env(), timeout);
@@ -125,6 +126,12 @@ class Forward : public ::testing::Test {
   Server server;
 };
 
+// A server whose pinned heap never grows past the first data area.
+class ForwardNoPinnedGrowth : public Forward {
+ protected:
+  std::vector<std::string> server_args() const override { return {"--pinned-budget-mb", "0"}; }
+};
+
 TEST_F(Forward, VectorAdd) { expect_pass(run({prog("vector_add")}), "vector_add"); }
 TEST_F(Forward, MatrixMultiply) { expect_pass(run({prog("matmul")}), "matmul"); }
 TEST_F(Forward, StreamsAndEvents) { expect_pass(run({prog("streams_events")}), "streams_events"); }
@@ -150,9 +157,16 @@ TEST_F(Forward, WarpGroups) { expect_pass(run({prog("warp_groups")}), "warp_grou
 TEST_F(Forward, ReductionSeriesSm80) { expect_pass(run({prog("reduce_series_sm80")}), "reduce_series"); }
 // exp, cos, sin, tan... in double, trigonometry of arguments up to 1e300, a Gabor filter bank.
 TEST_F(Forward, DoublePrecisionMath) { expect_pass(run({prog("double_math")}), "double_math"); }
-// More pinned memory than the shared heap holds: every allocation works, copies are exact.
-TEST_F(Forward, PinnedMemoryBeyondTheSharedHeap) {
+// More pinned memory than the shared heap holds, on a server that adds none
+// (--pinned-budget-mb 0): every allocation works, copies are exact.
+TEST_F(ForwardNoPinnedGrowth, PinnedMemoryBeyondTheSharedHeap) {
   expect_pass(run({prog("pinned_beyond_heap")}), "pinned_beyond_heap");
+}
+// 600 MiB pinned under the default settings: the heap grows into shared
+// segments; mapped ones are used by kernels; freed and pinned again.
+TEST_F(Forward, PinnedMemoryGrowsPastTheDataArea) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);
+  expect_pass(run({prog("pinned_grow")}), "pinned_grow");
 }
 // Polling an event and a stream while a long kernel runs: not ready, answered without waiting for it.
 TEST_F(Forward, QueriesWhileAKernelRuns) { expect_pass(run({prog("query_running")}), "query_running"); }
@@ -396,6 +410,34 @@ TEST(ForwardQuota, SessionsOfOneUserShareItsQuota) {
   expect_pass(Process::run({prog("quota"), "64"}, server.client_env(), 60s), "quota after the other ended");
   Server bad;
   EXPECT_FALSE(bad.start({"--uid-quota-mb", "no-such-user-here=64"})) << bad.log();
+}
+
+// --pinned-budget-mb: grown pinned memory of all sessions of one user
+// counts against one budget. With 96 MiB held by one process, a second one
+// may add 64 MiB (exactly the rest) but not 80: its mapped allocation
+// fails and cudaMallocHost falls back to pageable memory, with a clear
+// line in the server's log. Once the first process is gone, 80 MiB are
+// granted again.
+TEST(ForwardPinned, SessionsOfOneUserShareThePinnedBudget) {
+  WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);
+  Server server;
+  ASSERT_TRUE(server.start({"--pinned-mb", "16", "--pinned-budget-mb", "160"})) << server.log();
+  const std::string p = prog("pinned_budget");
+  Process hold = Process::spawn({p, "hold", "96"}, server.client_env());
+  ASSERT_TRUE(hold.wait_for_output("READY", 60s)) << hold.output();
+  expect_pass(Process::run({p, "granted", "64"}, server.client_env(), 60s), "granted 64 beside 96");
+  expect_pass(Process::run({p, "refused", "80"}, server.client_env(), 60s), "refused 80 beside 96");
+  EXPECT_NE(server.log().find("per-user budget is 160 MiB"), std::string::npos) << server.log();
+  hold.kill(SIGKILL);
+  hold.wait(10s);
+  // The session's end (noticed within 100 ms) gives its segment back.
+  Process::Result r;
+  for (int i = 0; i < 50; i++) {
+    r = Process::run({p, "granted", "80"}, server.client_env(), 60s);
+    if (r.status == 0) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  expect_pass(r, "granted 80 after the other ended");
 }
 
 TEST_F(Forward, ClientKilledMidStream) {

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -955,6 +956,160 @@ TEST_F(Hostile, ManagedPlacementChecks) {
   ModuleGetGlobalResp gr{};
   ASSERT_EQ(a->call<Op::ModuleGetGlobal>({mod}, &gr, name), 0);
   EXPECT_EQ(gr.dptr, va + P + 4096);
+}
+
+// ---------------------------------------------------------------- grown pinned memory
+
+// The memfd of a grown segment, as the server sends it on the socket.
+int receive_segment(RawClient& c, PinnedSegmentNote* note) {
+  pollfd p{c.sock, POLLIN, 0};
+  if (poll(&p, 1, 5000) <= 0) return -1;
+  iovec iov{note, sizeof *note};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof ctl;
+  if (recvmsg(c.sock, &m, MSG_CMSG_CLOEXEC) != ssize_t(sizeof *note)) return -1;
+  int fd = -1;
+  for (cmsghdr* h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
+    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(h), sizeof fd);
+  return fd;
+}
+
+// PinnedGrow and PinnedRelease from a client that lies: sizes no segment
+// takes, offsets past a segment's end, of segments that never were or were
+// released, overflowing segment arithmetic, double releases, device
+// addresses it should not get; a segment it keeps using after releasing it
+// (its pages are gone, the server's are not touched).
+TEST_F(Hostile, PinnedSegmentsAreValidated) {
+  WH_EXCLUDE_WHEN_STACKED(wh::test::stacked_why::kHostMemory);
+  const uint64_t P = kPinnedHeapOffset, S1 = uint64_t(1) << kPinnedSegmentShift;
+  const int32_t inval = cudaErrorInvalidValue;
+  auto a = client();
+  for (uint64_t bytes : {uint64_t(0), kPinnedSegmentMax + 1, uint64_t(1) << 40, UINT64_MAX})
+    EXPECT_EQ(a->call<Op::PinnedGrow>({bytes, 0}), inval) << bytes;
+  // A request the budget (half this machine's memory) can never take.
+  EXPECT_EQ(a->call<Op::PinnedGrow>({kPinnedSegmentMax, 0}), cudaErrorMemoryAllocation);
+  // A good one: the smallest segment, its memfd on the socket, sealed.
+  PinnedGrowResp g{};
+  ASSERT_EQ(a->call<Op::PinnedGrow>({1, 0}, &g), 0);
+  EXPECT_EQ(g.segment, 1u);
+  EXPECT_EQ(g.size, kPinnedSegmentMin);
+  PinnedSegmentNote note{};
+  const int fd = receive_segment(*a, &note);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(note.magic, kPinnedNoteMagic);
+  EXPECT_EQ(note.segment, g.segment);
+  EXPECT_EQ(note.size, g.size);
+  EXPECT_NE(ftruncate(fd, 0), 0) << "a client shrank its segment";
+  auto* seg = static_cast<uint8_t*>(mmap(nullptr, g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  close(fd);
+  ASSERT_NE(seg, MAP_FAILED);
+  // Copies name it by offset (1 << 40) + x, both ways, and land in it.
+  const uint64_t d = a->malloc(1 << 20);
+  for (uint32_t i = 0; i < (1 << 18); i++) reinterpret_cast<uint32_t*>(seg + 4096)[i] = pattern(i);
+  ASSERT_EQ(a->call<Op::MemcpyHtoD>({d, S1 + 4096, 1 << 20, 0, 0}), 0);
+  ASSERT_EQ(a->call<Op::MemcpyDtoH>({S1 + g.size - (1 << 20), d, 1 << 20, 0, 0}), 0);
+  EXPECT_EQ(std::memcmp(seg + 4096, seg + g.size - (1 << 20), 1 << 20), 0);
+  // Its device mapping takes memsets like any mapped memory, to its end.
+  EXPECT_EQ(a->call<Op::Memset>({g.dptr + g.size - 4096, 4096, 0, 0x5c, 0}), 0);
+  EXPECT_EQ(seg[g.size - 1], 0x5c);
+  EXPECT_EQ(a->call<Op::Memset>({g.dptr + g.size - 4096, 4097, 0, 0x5c, 0}), inval);
+  EXPECT_EQ(a->call<Op::Memset>({g.dptr + g.size, 1, 0, 0x5c, 0}), inval);
+  // Offsets the server must refuse: past the end, straddling it, in
+  // segments that do not exist, at the top of the offset space.
+  for (uint64_t off : std::vector<uint64_t>{S1 + g.size, S1 + g.size - 4095, S1 + kPinnedSegmentMask, 2 * S1,
+                                            kMaxPinnedSegments * S1, (kMaxPinnedSegments - 1) * S1, UINT64_MAX - 4095,
+                                            (UINT64_MAX & ~kPinnedSegmentMask) + P}) {
+    SCOPED_TRACE(off);
+    EXPECT_EQ(a->call<Op::MemcpyHtoD>({d, off, 4096, 0, 0}), inval);
+    EXPECT_EQ(a->call<Op::MemcpyDtoH>({off, d, 4096, 0, 0}), inval);
+    EXPECT_EQ(a->call<Op::ModuleLoad>({off, 4096}), inval);
+  }
+  EXPECT_EQ(a->call<Op::MemcpyHtoD>({d, S1, UINT64_MAX, 0, 0}), inval);
+  // A device address it asks for that it may not have: the session's own
+  // device memory, or its data area's mapping; the server places it elsewhere.
+  MapDataAreaResp ma{};
+  const uint64_t va = reinterpret_cast<uint64_t>(a->data().data());
+  ASSERT_EQ(a->call<Op::MapDataArea>({va}, &ma), 0);
+  for (uint64_t want : {d, va, va + (1 << 20), g.dptr, UINT64_MAX - 4095}) {
+    PinnedGrowResp h{};
+    ASSERT_EQ(a->call<Op::PinnedGrow>({1, want}, &h), 0) << want;
+    EXPECT_NE(h.dptr, want);
+    PinnedSegmentNote n{};
+    int f = receive_segment(*a, &n);
+    EXPECT_GE(f, 0);
+    if (f >= 0) close(f);
+    EXPECT_EQ(a->call<Op::PinnedRelease>({h.segment}), 0);
+  }
+  // Releases: never the first area, never one that is not there, never twice.
+  for (uint64_t k : {uint64_t(0), uint64_t(2), kMaxPinnedSegments, UINT64_MAX})
+    EXPECT_EQ(a->call<Op::PinnedRelease>({k}), inval) << k;
+  ASSERT_EQ(a->call<Op::PinnedRelease>({1}), 0);
+  EXPECT_EQ(a->call<Op::PinnedRelease>({1}), inval) << "released twice";
+  // Gone for copies and for the device; the client's own mapping reads
+  // zeros (its pages were given back), the server is unharmed.
+  EXPECT_EQ(a->call<Op::MemcpyHtoD>({d, S1 + 4096, 4096, 0, 0}), inval);
+  EXPECT_EQ(a->call<Op::MemcpyDtoH>({S1 + 4096, d, 4096, 0, 0}), inval);
+  EXPECT_EQ(a->call<Op::Memset>({g.dptr, 4096, 0, 0, 0}), inval);
+  EXPECT_EQ(seg[4096], 0);
+  munmap(seg, g.size);
+  // Segments it never reads from its socket: served until the socket is
+  // full or the budget used up, never blocking the server; all freed with
+  // the session.
+  for (int i = 0; i < 8; i++) EXPECT_EQ(a->call<Op::PinnedGrow>({64ull << 20, 0}), 0);
+  EXPECT_GT(a->mem_free(), 0u) << "the session still answers";
+  // A kernel reaching a released segment faults in its own session only.
+  auto k = client();
+  auto image = read_file(WH_HOSTILE_FATBIN);
+  uint64_t mod = 0;
+  ASSERT_EQ(k->load_module(image, &mod, P + (1 << 20)), 0);
+  PinnedGrowResp kg{};
+  ASSERT_EQ(k->call<Op::PinnedGrow>({1, 0}, &kg), 0);
+  const uint64_t kf = k->kernel(mod, "fill_words");
+  FillParams fp{kg.dptr, 0xDEADBEEF, 4096};
+  EXPECT_EQ(k->post<Op::Launch>(launch_req(kf, 16, 256), param_bytes(fp)), ring::Status::Ok);
+  EXPECT_EQ(k->call<Op::DeviceSynchronize>({}), 0) << "a kernel writing a live segment";
+  ASSERT_EQ(k->call<Op::PinnedRelease>({kg.segment}), 0);
+  EXPECT_EQ(k->post<Op::Launch>(launch_req(kf, 16, 256), param_bytes(fp)), ring::Status::Ok);
+  EXPECT_EQ(k->call<Op::DeviceSynchronize>({}), cudaErrorIllegalAddress) << "a kernel writing a released segment";
+}
+
+// The per-user budget through raw clients: segments taken up to it and
+// refused past it; a release, and a session's end, give them back.
+TEST(HostilePinned, TheBudgetIsGivenBackByReleasesAndSessionEnds) {
+  WH_EXCLUDE_WHEN_STACKED(wh::test::stacked_why::kHostMemory);
+  Server server;
+  ASSERT_TRUE(server.start({"--pinned-budget-mb", "192"})) << server.log();
+  auto connect = [&] {
+    auto c = std::make_unique<RawClient>();
+    std::string err;
+    EXPECT_TRUE(c->connect(server.socket(), &err)) << err;
+    return c;
+  };
+  const uint64_t mb64 = 64ull << 20;
+  auto a = connect();
+  PinnedGrowResp g{};
+  ASSERT_EQ(a->call<Op::PinnedGrow>({mb64, 0}, &g), 0);
+  ASSERT_EQ(a->call<Op::PinnedGrow>({mb64, 0}), 0);
+  auto b = connect();  // the same uid: the same budget
+  ASSERT_EQ(b->call<Op::PinnedGrow>({mb64, 0}), 0);
+  EXPECT_EQ(b->call<Op::PinnedGrow>({mb64, 0}), cudaErrorMemoryAllocation) << "past the budget";
+  EXPECT_EQ(a->call<Op::PinnedGrow>({1, 0}), cudaErrorMemoryAllocation) << "past the budget";
+  EXPECT_EQ(a->call<Op::PinnedRelease>({g.segment}), 0);
+  EXPECT_EQ(b->call<Op::PinnedGrow>({mb64, 0}), 0) << "a release gives its share back";
+  EXPECT_EQ(b->call<Op::PinnedGrow>({1, 0}), cudaErrorMemoryAllocation);
+  a.reset();  // the session ends: its segment goes back
+  bool granted = false;
+  for (int i = 0; i < 50 && !granted; i++) {
+    granted = b->call<Op::PinnedGrow>({mb64, 0}) == 0;
+    if (!granted) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(granted) << "the ended session's segment was not given back\n" << server.log();
+  EXPECT_NE(server.log().find("per-user budget is 192 MiB"), std::string::npos) << server.log();
+  EXPECT_TRUE(server.alive()) << server.log();
 }
 
 TEST_F(Hostile, ArrayAndTextureChecks) {

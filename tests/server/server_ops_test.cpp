@@ -77,6 +77,33 @@ TEST(ServerConfig, BadValuesAreRefused) {
   expect_refused("quota_mb = \"lots\"\n", "quota_mb", 1);
   expect_refused("sim_threads = [1, 2]\n", "sim_threads", 1);        // one value, not an array
   expect_refused("pinned_mb = 1.5\n", "pinned_mb", 1);                // not an integer
+  expect_refused("pinned_budget_mb = 1.5\n", "pinned_budget_mb", 1);  // not an integer
+  expect_refused("pinned_budget_mb = -1\n", "pinned_budget_mb", 1);
+  expect_refused("pinned_budget_mb = 99999999999999\n", "pinned_budget_mb", 1);  // would wrap as bytes
+  expect_refused("pinned_budget_mb = \"half\"\n", "pinned_budget_mb", 1);
+}
+
+// pinned_budget_mb from the file is the budget the server applies: with 0,
+// a client's pinned heap never grows past its data area (a mapped
+// allocation larger than the area fails; cudaMallocHost is pageable);
+// with 256, the same allocation is pinned and mapped.
+TEST(ServerConfig, PinnedBudgetFromTheFile) {
+  for (const char* budget : {"0", "256"}) {
+    SCOPED_TRACE(budget);
+    std::string sock = tmp_name("budget.sock");
+    std::string p = write_config(std::string("pinned_mb = 16\npinned_budget_mb = ") + budget + "\n");
+    Process s = Process::spawn({WH_SERVER_BIN, "--backend", "sim", "--sim-threads", "1", "--socket", sock, "--config", p},
+                               {});
+    ASSERT_TRUE(wait_for_path(sock, s)) << s.output();
+    auto c = Process::run({std::string(WH_PROGRAM_DIR) + "/pinned_budget", budget[0] == '0' ? "refused" : "granted",
+                           "80"},
+                          {"WORMHOLE_SOCKET=" + sock, std::string("LD_LIBRARY_PATH=") + WH_GUEST_LIB_DIR}, 60s);
+    EXPECT_EQ(c.status, 0) << c.output << s.output();
+    EXPECT_NE(c.output.find("PASS"), std::string::npos) << c.output;
+    s.kill(SIGTERM);
+    EXPECT_EQ(s.wait(10s), 0) << s.output();
+    unlink(p.c_str());
+  }
 }
 
 TEST(ServerConfig, MalformedVmSpecIsAnErrorNotACrash) {

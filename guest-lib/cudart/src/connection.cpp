@@ -1,5 +1,6 @@
 #include "connection.hpp"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -289,6 +290,31 @@ bool Connection::connect_socket(std::string* err) {
   transport_ = "shm";
   return chan_->wait_attached(std::chrono::seconds(5)) == ring::Status::Ok ||
          (*err = "server did not attach", false);
+}
+
+int Connection::receive_segment(uint64_t index, uint64_t size) {
+  for (;;) {
+    // Sent before the answer we hold: already here, unless the server broke.
+    pollfd p{sock_, POLLIN, 0};
+    if (poll(&p, 1, 5000) <= 0) return -1;
+    proto::PinnedSegmentNote note{};
+    iovec iov{&note, sizeof note};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;
+    ssize_t n = recvmsg(sock_, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n <= 0) return -1;
+    int fd = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    if (n == ssize_t(sizeof note) && note.magic == proto::kPinnedNoteMagic && note.segment == index &&
+        note.size == size && fd >= 0)
+      return fd;
+    if (fd >= 0) close(fd);  // an older segment's, given up on
+  }
 }
 
 bool Connection::connect_ivshmem(std::string* err) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wormhole/proto/wire.hpp"
@@ -113,6 +114,12 @@ class Connection {
   bool alive() const;
   bool remote() const { return remote_ != nullptr; }
   RemoteLink* remote_link() const { return remote_.get(); }
+  // Grown pinned memory (PinnedGrow) reaches only a client of the local
+  // socket: the segment's memfd comes over it.
+  bool can_grow_pinned() const { return sock_ >= 0 && std::string_view(transport_) == "shm"; }
+  // The memfd of segment `index` the server sent before answering
+  // PinnedGrow (notes of segments given up on are skipped); -1 if none.
+  int receive_segment(uint64_t index, uint64_t size);
   cudaError_t remote_error(ring::Status s) { return link_error(s); }
 
  private:

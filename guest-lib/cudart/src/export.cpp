@@ -461,7 +461,9 @@ __attribute__((visibility("default"))) int wh_guest_allocation_of(uint64_t p, ui
   if (it == rt().allocs.end()) {
     // Pinned memory at its device address (the mapped data area): its heap block.
     Runtime& r = rt();
-    if (!r.mapped_dptr || p < r.mapped_dptr) return cudaErrorInvalidValue;
+    if (grown_block_locked(p, base, bytes)) return cudaSuccess;  // in a grown segment
+    if (!r.mapped_dptr || p < r.mapped_dptr || p - r.mapped_dptr >= (uint64_t(1) << kPinnedSegmentShift))
+      return cudaErrorInvalidValue;
     auto b = r.heap_used.upper_bound(p - r.mapped_dptr);
     if (b == r.heap_used.begin() || p - r.mapped_dptr - (--b)->first >= b->second) return cudaErrorInvalidValue;
     if (base) *base = r.mapped_dptr + b->first;

@@ -93,7 +93,8 @@ cudaError_t managed_alloc(size_t size, void** p) {
   if (cudaError_t e = ensure_unified(c); e != cudaSuccess) return e;
   uint64_t off = 0;
   if (!heap_alloc_block(size, &off)) {
-    log_once("managed memory: the data area is full (wormhole-server --pinned-mb sets its size)");
+    log_once("managed memory: the data area is full (managed memory lives there, not in grown pinned segments; "
+             "wormhole-server --pinned-mb sets its size)");
     return cudaErrorMemoryAllocation;
   }
   uint8_t* host = c->data().data() + off;

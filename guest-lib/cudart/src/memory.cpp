@@ -1,9 +1,9 @@
 // Device memory, pinned host memory and copies.
 //
 // Pinned memory (cudaMallocHost, cudaHostAlloc) is carved out of the
-// channel's shared data area, so copies from or to it are zero-copy for the
-// server (it reads the same pages), and mapped memory is addressable by
-// kernels. Pageable memory moves through staging slots in the data area,
+// channel's shared data area and the segments it grows into
+// (pinned_heap.cpp), so copies from or to it are zero-copy for the server
+// (it reads the same pages), and mapped memory is addressable by kernels. Pageable memory moves through staging slots in the data area,
 // pipelined: the guest fills slot k+1 while the server empties slot k; the
 // server publishes each finished chunk in the data area's status page.
 #include <sched.h>
@@ -55,62 +55,6 @@ cudaError_t wait_copy_done(Connection* c, uint64_t seq) {
       sched_yield();
     }
   }
-}
-
-void heap_init(Connection* c) {
-  Runtime& r = rt();
-  if (r.heap_ready) return;
-  uint64_t size = c->data().size();
-  if (size > kPinnedHeapOffset) r.heap_free[kPinnedHeapOffset] = size - kPinnedHeapOffset;
-  r.heap_ready = true;
-}
-
-// First fit, 256-byte aligned blocks; freed blocks merge with neighbours.
-// `keep`: leave at least that many bytes free (cudaHostAlloc keeps room for
-// the runtime's own transfers: module images, graph node lists).
-bool heap_alloc(Connection* c, size_t n, uint64_t* off, uint64_t keep = 0) {
-  Runtime& r = rt();
-  std::lock_guard lk(r.mu);
-  heap_init(c);
-  uint64_t need = (std::max<size_t>(n, 1) + 255) & ~uint64_t(255);
-  if (keep) {
-    uint64_t free = 0;
-    for (const auto& [o, len] : r.heap_free) free += len;
-    if (free < need + keep) return false;
-  }
-  for (auto it = r.heap_free.begin(); it != r.heap_free.end(); ++it) {
-    if (it->second < need) continue;
-    *off = it->first;
-    uint64_t rest = it->second - need;
-    r.heap_free.erase(it);
-    if (rest) r.heap_free[*off + need] = rest;
-    r.heap_used[*off] = need;
-    return true;
-  }
-  return false;
-}
-
-bool heap_free(uint64_t off) {
-  Runtime& r = rt();
-  std::lock_guard lk(r.mu);
-  auto u = r.heap_used.find(off);
-  if (u == r.heap_used.end()) return false;
-  uint64_t size = u->second;
-  r.heap_used.erase(u);
-  auto next = r.heap_free.lower_bound(off);
-  if (next != r.heap_free.end() && off + size == next->first) {
-    size += next->second;
-    next = r.heap_free.erase(next);
-  }
-  if (next != r.heap_free.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == off) {
-      prev->second += size;
-      return true;
-    }
-  }
-  r.heap_free[off] = size;
-  return true;
 }
 
 cudaError_t staged_htod(Connection* c, uint64_t dst, const uint8_t* src, size_t n, uint64_t stream) {
@@ -267,7 +211,8 @@ bool heap_free_block(uint64_t off) { return heap_free(off); }
 
 cudaError_t data_area_block(Connection* c, size_t n, void** p, uint64_t* off) {
   if (!heap_alloc(c, n, off)) {
-    log_once("pinned heap exhausted (wormhole-server --pinned-mb sets its size)");
+    log_once("the data area's pinned heap is full: module images and graph node lists need room there "
+             "(wormhole-server --pinned-mb sets its size; grown pinned segments do not hold them)");
     return cudaErrorMemoryAllocation;
   }
   *p = (Connection::devices() > 1 ? Connection::of(0) : c)->data().data() + *off;
@@ -279,7 +224,7 @@ bool in_data_area(const void* p, size_t n, uint64_t* off) {
   if (!c) return false;
   auto d = c->data();
   auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(d.data());
-  if (a < b || a - b > d.size() || n > d.size() - (a - b)) return false;
+  if (a < b || a - b > d.size() || n > d.size() - (a - b)) return in_grown_segment(p, n, off, nullptr);
   *off = a - b;
   return true;
 }
@@ -640,20 +585,21 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
   return cudaSuccess;
 }
 
-// Past the shared pinned heap (wormhole-server --pinned-mb), cudaHostAlloc
-// returns ordinary page-aligned memory instead of failing, as a GPU
-// machine with RAM to spare would succeed: copies with it are staged like
-// pageable memory's (slower, same results) and kernels cannot address it,
-// so an allocation that asks to be mapped is refused instead.
-static cudaError_t host_alloc_overflow(void** p, size_t size, unsigned int flags) {
+// When the pinned heap can grow no further (no segments on this transport,
+// or the user's budget is used up: `why`), cudaHostAlloc returns ordinary
+// page-aligned memory instead of failing, as a GPU machine with RAM to
+// spare would succeed: copies with it are staged like pageable memory's
+// (slower, same results) and kernels cannot address it, so an allocation
+// that asks to be mapped is refused instead.
+static cudaError_t host_alloc_overflow(void** p, size_t size, unsigned int flags, const std::string& why) {
   if (flags & cudaHostAllocMapped) {
-    log_once("pinned heap full (wormhole-server --pinned-mb sets its size): a mapped cudaHostAlloc fails");
+    log_once("pinned heap full (" + why + "): a mapped cudaHostAlloc fails");
     return cudaErrorMemoryAllocation;
   }
   void* q = nullptr;
   if (posix_memalign(&q, 4096, std::max<size_t>(size, 1)) != 0) return cudaErrorMemoryAllocation;
-  log_once("pinned heap full (wormhole-server --pinned-mb sets its size): cudaHostAlloc returns pageable memory; "
-           "copies with it are staged and kernels cannot address it");
+  log_once("pinned heap full (" + why + "): cudaHostAlloc returns pageable memory; copies with it are staged and "
+           "kernels cannot address it");
   {
     std::lock_guard lk(rt().mu);
     rt().host_overflow[reinterpret_cast<uintptr_t>(q)] = {size, flags};
@@ -682,9 +628,13 @@ cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
   uint64_t off;
   // An eighth of the heap (at most 32 MiB) stays for the runtime's own use.
   const uint64_t heap = c->data().size() > kPinnedHeapOffset ? c->data().size() - kPinnedHeapOffset : 0;
-  if (!heap_alloc(c, size, &off, std::min<uint64_t>(heap / 8, 32ull << 20)))
-    return set_error(host_alloc_overflow(p, size, flags));
-  *p = (Connection::devices() > 1 ? Connection::of(0) : c)->data().data() + off;
+  // Past the first area, segments the heap grows into (socket clients).
+  if (!heap_alloc(c, size, &off, std::min<uint64_t>(heap / 8, 32ull << 20))) {
+    std::string why;
+    if (c->remote() || !heap_alloc_grown(c, size, &off, &why))
+      return set_error(host_alloc_overflow(p, size, flags, c->remote() ? "ucx:// has no shared segments" : why));
+  }
+  *p = heap_host(c, off);
   if (c->remote()) for_each_pinning_link([&](RemoteLink* r) { r->pin(*p, size); });  // registered with UCX once
   // Unified addressing: kernels may use pinned memory at its host address
   // (zero-copy buffers, flags a kernel polls). The data area it lives in is
@@ -734,6 +684,11 @@ cudaError_t cudaHostGetDevicePointer(void** dptr, void* host, unsigned int flags
       return set_error(cudaErrorNotSupported);
     }
     return set_error(cudaErrorInvalidValue);
+  }
+  if (uint64_t d = 0; off >> kPinnedSegmentShift) {  // a grown segment, mapped when it was made
+    if (!in_grown_segment(host, 1, nullptr, &d)) return set_error(cudaErrorInvalidValue);
+    *dptr = reinterpret_cast<void*>(d);
+    return cudaSuccess;
   }
   uint64_t base = 0;
   if (cudaError_t e = ensure_mapped(c, &base); e != cudaSuccess) return set_error(e);
@@ -906,8 +861,13 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   } else if (in_data_area(p, 1, &off)) {
     a->type = cudaMemoryTypeHost;
     a->hostPointer = const_cast<void*>(p);
-    std::lock_guard lk(rt().mu);  // its device address once the data area is mapped (cudaHostAlloc)
-    if (rt().mapped_dptr) a->devicePointer = reinterpret_cast<void*>(rt().mapped_dptr + off);
+    uint64_t d = 0;
+    if (off >> kPinnedSegmentShift) {  // a grown segment: mapped when it was made
+      if (in_grown_segment(p, 1, nullptr, &d)) a->devicePointer = reinterpret_cast<void*>(d);
+    } else {
+      std::lock_guard lk(rt().mu);  // its device address once the data area is mapped (cudaHostAlloc)
+      if (rt().mapped_dptr) a->devicePointer = reinterpret_cast<void*>(rt().mapped_dptr + off);
+    }
   } else if (host_overflow_of(p, nullptr, false)) {
     a->type = cudaMemoryTypeHost;  // host memory of cudaHostAlloc, not device-addressable
     a->hostPointer = const_cast<void*>(p);

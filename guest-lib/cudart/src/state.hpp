@@ -188,7 +188,22 @@ cudaError_t managed_alloc(size_t size, void** p);  // managed memory (cudaMalloc
 // cudaHostAlloc, never pageable memory the server cannot read.
 cudaError_t data_area_block(Connection* c, size_t n, void** p, uint64_t* off);
 bool heap_free_block(uint64_t off);
-// Host pointer -> data-area offset, if it lies inside the shared data area.
+// The pinned heap (pinned_heap.cpp). heap_alloc: a block of the first data
+// area, leaving `keep` bytes of it free; heap_alloc_grown: a block of a
+// grown segment, growing a new one when none has room (false and why when
+// the heap cannot grow); heap_free: either (an emptied segment goes back);
+// heap_host: the block's address in this process.
+bool heap_alloc(Connection* c, size_t n, uint64_t* off, uint64_t keep = 0);
+bool heap_alloc_grown(Connection* c, size_t n, uint64_t* off, std::string* why);
+bool heap_free(uint64_t off);
+uint8_t* heap_host(Connection* c, uint64_t off);
+// Inside a grown segment: its data-area offset and device address.
+bool in_grown_segment(const void* p, size_t n, uint64_t* off, uint64_t* dptr);
+// The pinned block of a grown segment at device address `dptr`: its device
+// address and size (rt().mu held).
+bool grown_block_locked(uint64_t dptr, uint64_t* base, uint64_t* bytes);
+// Host pointer -> data-area offset, if it lies inside the shared data area
+// or a grown segment of the pinned heap.
 bool in_data_area(const void* p, size_t n, uint64_t* off);
 // Host memory the server reaches itself (the data area, except over ucx://).
 bool server_sees(Connection* c, const void* p, size_t n, uint64_t* off);

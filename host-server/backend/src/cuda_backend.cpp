@@ -227,7 +227,7 @@ class CudaContext final : public Context {
     blaslt_.reset();
     rand_.reset();
     d_.cuCtxSetCurrent(ctx_);
-    if (mapped_) d_.cuMemHostUnregister(mapped_);
+    for (auto& [dptr, host] : mapped_) d_.cuMemHostUnregister(host);
     // Pools belong to the device, not to the context: give back what ours
     // hold before the context goes.
     for (uint64_t p : pooled_) d_.cuMemFreeAsync(p, nullptr);
@@ -544,10 +544,22 @@ class CudaContext final : public Context {
     if (CUresult r = d_.cuMemHostRegister(host, bytes, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
         r != CUDA_SUCCESS)
       return map(r);
-    mapped_ = host;
     CUdeviceptr p = 0;
-    if (CUresult r = d_.cuMemHostGetDevicePointer(&p, host, 0); r != CUDA_SUCCESS) return map(r);
+    if (CUresult r = d_.cuMemHostGetDevicePointer(&p, host, 0); r != CUDA_SUCCESS) {
+      d_.cuMemHostUnregister(host);
+      return map(r);
+    }
+    mapped_[p] = host;
     *dptr = p;
+    return cudaSuccess;
+  }
+  Err unmap_host(uint64_t dptr) override {
+    auto it = mapped_.find(dptr);
+    if (it == mapped_.end()) return cudaErrorInvalidValue;
+    cur();
+    d_.cuCtxSynchronize();  // no copy or kernel may still use it
+    d_.cuMemHostUnregister(it->second);
+    mapped_.erase(it);
     return cudaSuccess;
   }
   Err copy_htod(uint64_t dst, const void* src, uint64_t n, Stream* s) override {
@@ -800,7 +812,7 @@ class CudaContext final : public Context {
   std::unordered_map<uint64_t, uint64_t> sizes_;
   std::unordered_set<uint64_t> pooled_;  // allocations from pools (cuMemFreeAsync frees them)
   std::vector<std::unique_ptr<CuPool>> pools_;
-  void* mapped_ = nullptr;
+  std::map<uint64_t, void*> mapped_;  // map_host: device address -> registered host memory
   std::map<uint64_t, Mirror> mirrors_;                          // by the array's linear memory
   std::map<std::pair<uint64_t, bool>, uint64_t> mirror_obj_;  // (object, surface) -> its mirror
   std::unique_ptr<Blas> blas_;  // libcublas.so.13 (cuda_blas.cpp), on first use

@@ -317,9 +317,13 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   // an array does not fault there; the granule holds no other allocation).
   bool region(uint64_t addr, Region& out) override { return find(addr, true, out); }
   bool find(uint64_t addr, bool granule, Region& out) {
-    if (mapped_host_ && addr >= mapped_dptr_ && addr - mapped_dptr_ < mapped_bytes_) {
-      out = {mapped_dptr_, mapped_bytes_, mapped_host_, true};
-      return true;
+    if (!host_maps_.empty()) {
+      auto m = host_maps_.upper_bound(addr);
+      if (m != host_maps_.begin() && addr - std::prev(m)->first < std::prev(m)->second.bytes) {
+        --m;
+        out = {m->first, m->second.bytes, m->second.host, true};
+        return true;
+      }
     }
     auto it = allocs_.upper_bound(addr);
     if (it == allocs_.begin()) return false;
@@ -332,7 +336,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   // WORMHOLE_PTX_JIT=compare: every allocation (with its granule) and the mapped host area.
   bool writable_regions(std::vector<Region>& out) override {
     for (const auto& [addr, a] : allocs_) out.push_back({addr, round_up(a.bytes, kAllocAlign), a.host.p, true});
-    if (mapped_host_) out.push_back({mapped_dptr_, mapped_bytes_, mapped_host_, true});
+    for (const auto& [d, m] : host_maps_) out.push_back({d, m.bytes, m.host, true});
     return true;
   }
   uint64_t device_malloc(uint64_t bytes) override { return heap_ready_ ? dheap_.alloc(bytes) : 0; }
@@ -421,17 +425,30 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     // 2^47 (a user address), so it never meets a session's window (2^48 and
     // up) nor the engine's shared/local/param windows. Otherwise at the top
     // of this session's window, inside the part no allocation is given.
-    if (want && want % 4096 == 0 && want >= (1u << 16) && bytes <= (1ull << 47) && want <= (1ull << 47) - bytes) {
-      mapped_dptr_ = want;
+    // Mappings never overlap (a want that meets one is placed in the window).
+    uint64_t at = 0;
+    if (want && want % 4096 == 0 && want >= (1u << 16) && bytes <= (1ull << 47) && want <= (1ull << 47) - bytes &&
+        !host_map_overlaps(want, bytes)) {
+      at = want;
     } else {
+      // Downwards from 1 GiB below the window's top, one after another.
       const uint64_t win = round_up(bytes, 1 << 20);
-      if (win > kHostReserve - (uint64_t(1) << 30)) return cudaErrorMemoryAllocation;
-      mapped_dptr_ = base_ + kWindowBytes - win - (uint64_t(1) << 30);
+      if (!host_window_next_) host_window_next_ = base_ + kWindowBytes - (uint64_t(1) << 30);
+      if (bytes > kHostReserve || win > host_window_next_ - (base_ + kArenaBytes)) return cudaErrorMemoryAllocation;
+      host_window_next_ -= win;
+      at = host_window_next_;
     }
-    mapped_host_ = static_cast<uint8_t*>(host);
-    mapped_bytes_ = bytes;
-    *dptr = mapped_dptr_;
+    host_maps_[at] = {static_cast<uint8_t*>(host), bytes};
+    *dptr = at;
     return cudaSuccess;
+  }
+  Err unmap_host(uint64_t dptr) override {
+    return host_maps_.erase(dptr) ? cudaSuccess : cudaErrorInvalidValue;
+  }
+  bool host_map_overlaps(uint64_t at, uint64_t bytes) const {
+    auto m = host_maps_.lower_bound(at);
+    if (m != host_maps_.end() && m->first < at + bytes) return true;
+    return m != host_maps_.begin() && std::prev(m)->first + std::prev(m)->second.bytes > at;
   }
 
   // ---- stream-ordered allocation
@@ -942,8 +959,13 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   // Indexed by cudaLimit: stack, printf FIFO, malloc heap, sync depth,
   // pending launches, L2 fetch granularity, persisting L2 size.
   uint64_t limits_[7] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0};
-  uint8_t* mapped_host_ = nullptr;
-  uint64_t mapped_bytes_ = 0, mapped_dptr_ = 0;
+  // Host memory kernels reach (map_host): device address -> its bytes.
+  struct HostMap {
+    uint8_t* host;
+    uint64_t bytes;
+  };
+  std::map<uint64_t, HostMap> host_maps_;
+  uint64_t host_window_next_ = 0;  // the lowest placement in the window so far
   DeviceHeap dheap_;
   bool heap_ready_ = false;  // made (its size is then fixed)
   uint64_t heap_dptr_ = 0;

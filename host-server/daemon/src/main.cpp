@@ -198,6 +198,19 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(100u, 3600000u));
   app.add_option("--pinned-mb", pinned_mb, "pinned host memory per client (in its shared data area)")
       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 16));
+  // "auto" rather than a number as the default: the machine's memory
+  // differs from one host to the next, and the shipped config shows it.
+  std::string pinned_budget_arg = "auto";
+  app.add_option("--pinned-budget-mb", pinned_budget_arg,
+                 "pinned host memory past --pinned-mb that all clients of one user may add together, in shared "
+                 "segments made on demand (auto: half of this machine's memory; 0: none, past --pinned-mb "
+                 "pinned allocations are pageable memory)")
+      ->check([](const std::string& v) {
+        return v == "auto" || (!v.empty() && v.size() <= 10 && v.find_first_not_of("0123456789") == std::string::npos &&
+                               std::stoull(v) <= (uint64_t(1) << 30))
+                   ? std::string()
+                   : std::string("auto, or MiB from 0 to 1073741824");
+      });
   app.add_option("--sim-memory-mb", sim_memory_mb, "device memory of the sim device")
       ->check(CLI::Range(uint64_t(16), uint64_t(1) << 30));
   app.add_option("--sim-threads", sim_threads, "host threads running sim kernels (0: all cores)")
@@ -274,6 +287,8 @@ int main(int argc, char** argv) {
   if (cfg.admin_socket_path.empty()) cfg.admin_socket_path = wh::server::admin_socket_beside(cfg.socket_path);
   cfg.quota_bytes = quota_mb << 20;
   cfg.pinned_bytes = pinned_mb << 20;
+  cfg.pinned_budget_bytes =
+      (pinned_budget_arg == "auto" ? wh::server::default_pinned_budget_mb() : std::stoull(pinned_budget_arg)) << 20;
   for (auto& a : uid_quota_args) {
     uint32_t uid = 0;
     uint64_t mb = 0;

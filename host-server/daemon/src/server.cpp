@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gate_vm.hpp"
+#include "warn_limiter.hpp"
 #include "wormhole/proto/dispatch.hpp"
 #include "wormhole/ring.hpp"
 
@@ -316,38 +317,6 @@ End serve_gate_channel(ring::ServerChannel& ch, Session& s, GateVm& gate, uint32
   }
 }
 
-// A warning that a client can cause over and over (a bad hello, a refused
-// session) is logged at most kBurst times per window; the ones left out
-// are counted and told with the next one logged.
-class WarnLimiter {
- public:
-  static constexpr int kBurst = 5;
-  static constexpr auto kWindow = std::chrono::seconds(10);
-  template <class... A>
-  void warn(fmt::format_string<A...> f, A&&... a) {
-    uint64_t dropped = 0;
-    {
-      std::lock_guard lk(mu_);
-      auto now = std::chrono::steady_clock::now();
-      if (now - window_ >= kWindow) window_ = now, n_ = 0;
-      if (++n_ > kBurst) {
-        suppressed_++;
-        return;
-      }
-      dropped = std::exchange(suppressed_, 0);
-    }
-    std::string msg = fmt::format(f, std::forward<A>(a)...);
-    if (dropped) spdlog::warn("{} ({} similar warnings suppressed)", msg, dropped);
-    else spdlog::warn("{}", msg);
-  }
-
- private:
-  std::mutex mu_;
-  std::chrono::steady_clock::time_point window_{};
-  int n_ = 0;
-  uint64_t suppressed_ = 0;
-};
-
 bool read_full(int fd, void* buf, size_t n, int timeout_ms) {
   auto* p = static_cast<uint8_t*>(buf);
   while (n) {
@@ -442,7 +411,11 @@ void Server::serve_socket_client(int fd) {
   ch->set_peer_timeout(0);
   live_sessions_++;
   {
+    // Pinned memory past the data area: segments handed over this socket,
+    // within the uid's budget (none where the budget is 0).
+    SocketPinnedSource pinned(fd, uint32_t(cred.uid), sid, pinned_budget_);
     Session session(sid, backend_, std::move(ctx), ch->data(), stats_);
+    if (cfg_.pinned_budget_bytes && cred.uid != uid_t(-1)) session.set_pinned_source(&pinned);
     spdlog::info("session {}: client pid {} uid {} connected ({} backend)", sid, int64_t(cred.pid),
                  int64_t(cred.uid), backend_.name());
     auto gone = [fd, pidfd] {

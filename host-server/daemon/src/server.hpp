@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "paths.hpp"
+#include "pinned_segments.hpp"
 #include "wormhole/net.hpp"
 #include "wormhole/ring.hpp"
 #include "wormhole/server/backend.hpp"
@@ -42,6 +43,9 @@ struct ServerConfig {
   // uids not listed have no such limit. VM channels have no uid.
   std::map<uint32_t, uint64_t> uid_quota_bytes;
   uint64_t pinned_bytes = 256ull << 20;  // per-client pinned heap in the data area
+  // Pinned memory socket clients may add past their data area (shared
+  // segments), all sessions of one uid together; 0: none.
+  uint64_t pinned_budget_bytes = 0;
   uint32_t max_violations = 64;     // malformed requests before a client is dropped
   // Socket connections served at once (sessions and handshakes in progress):
   // each holds a thread, so a flood of idle connections is refused, not served.
@@ -138,6 +142,7 @@ class Server {
   ServerConfig cfg_;
   Backend& backend_;
   std::map<uint32_t, std::shared_ptr<SharedQuota>> uid_budgets_;  // from cfg_.uid_quota_bytes, made at start
+  PinnedBudget pinned_budget_{cfg_.pinned_budget_bytes};          // grown pinned memory, per uid
   Stats stats_;
   std::atomic<bool> stopping_{false};
   std::atomic<Report> report_{Report::None};

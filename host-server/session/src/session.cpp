@@ -222,6 +222,7 @@ Session::~Session() {
   events_.clear();
   textures_reset();
   for (auto& [d, n] : allocs_) ctx_->mem_free(d);
+  release_grown();  // their memory and budget go back with the session
   ctx_.reset();
 }
 
@@ -432,12 +433,25 @@ bool Session::device_range(uint64_t addr, uint64_t n) const {
     --it;
     return addr - it->first < it->second && n <= it->second - (addr - it->first);
   };
-  return inside(allocs_) || inside(globals_) || inside(array_mem_);
+  if (inside(allocs_) || inside(globals_) || inside(array_mem_)) return true;
+  for (const auto& [k, g] : grown_)  // few: each is at least 64 MiB of the owner's budget
+    if (g.dptr && addr >= g.dptr && addr - g.dptr <= g.mem.size() && n <= g.mem.size() - (addr - g.dptr)) return true;
+  return false;
 }
 
 uint8_t* Session::host_range(uint64_t off, uint64_t n) const {
-  if (off > data_.size() || n > data_.size() - off) return nullptr;
-  return data_.data() + off;
+  const uint64_t k = off >> kPinnedSegmentShift;
+  if (k == 0) {
+    if (off > data_.size() || n > data_.size() - off) return nullptr;
+    return data_.data() + off;
+  }
+  // A grown segment's offsets: (k << shift) + offset inside it.
+  auto it = grown_.find(k);
+  if (it == grown_.end()) return nullptr;
+  const uint64_t at = off & kPinnedSegmentMask;
+  const std::span<uint8_t> m = it->second.mem;
+  if (at > m.size() || n > m.size() - at) return nullptr;
+  return m.data() + at;
 }
 
 void Session::publish_copy_done(uint64_t seq, Err e) {

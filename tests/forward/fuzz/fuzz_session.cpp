@@ -32,8 +32,15 @@
 // one input cannot spend the whole time budget
 // legitimately computing.
 //
+// Grown pinned segments (PinnedGrow) come from a source in this process's
+// memory, at most two at a time; a word whose top 16 bits are 0xFE5E is an
+// offset in one: ((word >> 32) & 3) << 40 (segment 0 to 3) + its low 32 bits.
+//
 // Invariant checked after each input: destroying the session returns every
-// byte of device memory (a fresh context sees the whole device free).
+// byte of device memory (a fresh context sees the whole device free), and
+// every grown segment.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -54,6 +61,32 @@ namespace {
 constexpr uint64_t kDeviceBytes = 4ull << 20;
 constexpr size_t kDataBytes = 256 << 10;
 constexpr uint32_t kMaxMsg = 64 << 10;
+
+// Segments as the daemon's, but anonymous memory (untouched pages cost nothing).
+int g_live_segments = 0;
+class FuzzSegment final : public PinnedSegment {
+ public:
+  FuzzSegment(uint8_t* p, uint64_t n) : p_(p), n_(n) { g_live_segments++; }
+  ~FuzzSegment() override {
+    munmap(p_, n_);
+    g_live_segments--;
+  }
+  std::span<uint8_t> memory() const override { return {p_, n_}; }
+
+ private:
+  uint8_t* p_;
+  uint64_t n_;
+};
+class FuzzPinned final : public PinnedSource {
+ public:
+  std::unique_ptr<PinnedSegment> create(uint64_t bytes, std::string* why) override {
+    if (g_live_segments >= 2 || bytes > (256ull << 20)) return *why = "budget", nullptr;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return *why = "mmap", nullptr;
+    return std::make_unique<FuzzSegment>(static_cast<uint8_t*>(p), bytes);
+  }
+  bool hand_over(const PinnedSegment&, uint64_t) override { return true; }
+};
 
 Backend& backend() {
   static std::unique_ptr<Backend> b = make_sim_backend(1, kDeviceBytes);
@@ -170,11 +203,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memset(area.data(), 0, 4096);  // the status page
   Stats stats;
   std::vector<uint64_t> known{fatbin().size(), kDataBytes, kPinnedHeapOffset};
+  static FuzzPinned pinned;
   {
     std::string err;
     auto ctx = backend().create_context(0, {}, &err);
     if (!ctx) std::abort();
     Session s(1, backend(), std::move(ctx), std::span<uint8_t>(area), stats);
+    s.set_pinned_source(&pinned);
     DispatchResult out;
     std::vector<uint8_t> payload;
     size_t i = 0;
@@ -203,6 +238,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (size_t w = 0; w + 8 <= payload.size(); w += 8) {
         uint64_t v;
         std::memcpy(&v, payload.data() + w, 8);
+        if ((v >> 48) == 0xFE5E) {
+          v = (((v >> 32) & 3) << kPinnedSegmentShift) + (v & 0xFFFFFFFF);
+          std::memcpy(payload.data() + w, &v, 8);
+          continue;
+        }
         if ((v >> 48) != 0xFEED) continue;
         v = known[(v & 0xFF) % known.size()] + ((v >> 8) & 0xFFFFFF);
         std::memcpy(payload.data() + w, &v, 8);
@@ -229,6 +269,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (fr != total) {
     std::fprintf(stderr, "device memory leaked across a session: free %llu of %llu\n", (unsigned long long)fr,
                  (unsigned long long)total);
+    std::abort();
+  }
+  if (g_live_segments != 0) {
+    std::fprintf(stderr, "%d grown pinned segments outlived their session\n", g_live_segments);
     std::abort();
   }
   return 0;

@@ -2,7 +2,8 @@
 """Writes the structured seed corpus of the session fuzzer (fuzz_session.cpp).
 
 Each seed is a short, valid request sequence in the fuzzer's input format,
-with live objects named through references (0xFEED words into known[]):
+with live objects named through references (0xFEED words into known[];
+0xFE5E words: offsets in grown pinned segments):
 known[0] = the real fatbin's size, known[1] = the data area size,
 known[2] = the pinned heap offset, then every 8-byte word of each
 successful synchronous response's fixed part, in order.
@@ -18,8 +19,12 @@ import sys
 # starting at 1 (read from the tables so seeds follow them). Not the opcode:
 # opcodes sit in per-library blocks.
 HERE = os.path.dirname(os.path.abspath(__file__))
-TABLES = [os.path.join(HERE, "../../../proto/include/wormhole/proto", f)
-          for f in ("cudart_api.def", "cublas_api.def", "cufft_api.def", "cublaslt_api.def", "curand_api.def", "cudnn_api.def", "remote_api.def", "peer_api.def")]
+ROOT = os.path.join(HERE, "../../..")
+TABLES = [os.path.join(ROOT, f) for f in (
+    "proto/include/wormhole/proto/cudart_api.def", "libs/cublas/cublas_api.def", "libs/cufft/cufft_api.def",
+    "libs/cublaslt/cublaslt_api.def", "libs/curand/curand_api.def", "libs/cudnn/cudnn_api.def",
+    "proto/include/wormhole/proto/remote_api.def", "proto/include/wormhole/proto/peer_api.def",
+    "libs/nvml/nvml_api.def")]
 OPS = []
 for t in TABLES:
     for line in open(t):
@@ -34,6 +39,11 @@ POSTED = 1
 
 def ref(i, addend=0):
     return 0xFEED << 48 | (addend & 0xFFFFFF) << 8 | (i & 0xFF)
+
+
+def seg(k, off):
+    """An offset in grown pinned segment k (0 to 3): (k << 40) + off."""
+    return 0xFE5E << 48 | (k & 3) << 32 | (off & 0xFFFFFFFF)
 
 
 class Seq:
@@ -303,6 +313,25 @@ def seeds():
     s.req("PeerPush", q(ref(d, 1 << 16), 4096, 1, 2, ref(d)))
     s.req("Free", q(ref(d)))
     out["peer"] = s.b
+    # Grown pinned memory: a segment, copies through its offsets (inside,
+    # straddling its end, in an absent segment), a memset on its device
+    # mapping, a grow past the harness's source, releases (twice, of the
+    # first area) and a copy from the released segment.
+    s = Seq()
+    d = s.req("Malloc", q(1 << 16), resp_words=1)
+    g = s.req("PinnedGrow", q(1, 0), resp_words=3)
+    s.req("MemcpyHtoD", q(ref(d), seg(1, 4096), 4096, 0, 0))
+    s.req("MemcpyDtoH", q(seg(1, 8192), ref(d), 4096, 0, 0))
+    s.req("MemcpyDtoH", q(seg(1, (64 << 20) - 100), ref(d), 4096, 0, 0))
+    s.req("MemcpyHtoD", q(ref(d), seg(2, 0), 4096, 0, 0))
+    s.req("Memset", q(ref(g + 2), 4096, 0) + struct.pack("<iI", 0x21, 0))
+    s.req("PinnedGrow", q(1 << 30, 0))
+    s.req("PinnedRelease", q(ref(g)))
+    s.req("PinnedRelease", q(ref(g)))
+    s.req("PinnedRelease", q(0))
+    s.req("MemcpyHtoD", q(ref(d), seg(1, 4096), 4096, 0, 0))
+    s.req("Free", q(ref(d)))
+    out["pinned"] = s.b
     # Device queries and protocol edge cases.
     s = Seq()
     s.req("GetDeviceCount")

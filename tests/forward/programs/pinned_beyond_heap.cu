@@ -1,6 +1,7 @@
 // More pinned memory than the server's shared pinned heap holds (its
 // default is 256 MiB per client), as programs that stage large datasets
-// through cudaMallocHost do: every allocation succeeds, copies to and from
+// through cudaMallocHost do, where the heap cannot grow (a server run with
+// --pinned-budget-mb 0, a VM, the budget used up): every allocation succeeds, copies to and from
 // each buffer are exact (checked word by word after a round trip through
 // the device and a kernel), cudaHostGetFlags and cudaPointerGetAttributes
 // describe them, and cudaFreeHost gives them all back. A mapped allocation

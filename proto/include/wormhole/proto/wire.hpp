@@ -222,6 +222,34 @@ constexpr uint64_t kStagingOffset = 4096;
 constexpr uint64_t kStagingSlots = 4;
 constexpr uint64_t kStagingSlotBytes = 4ull << 20;
 constexpr uint64_t kPinnedHeapOffset = kStagingOffset + kStagingSlots * kStagingSlotBytes;
+
+// Pinned memory past the first data area (socket clients: PinnedGrow).
+// Segment k (1 <= k < kMaxPinnedSegments) is a shared memfd of its own;
+// data-area offsets name it as (k << kPinnedSegmentShift) + offset, so
+// every operation that takes a data-area offset reaches it unchanged.
+constexpr unsigned kPinnedSegmentShift = 40;
+constexpr uint64_t kPinnedSegmentMask = (uint64_t(1) << kPinnedSegmentShift) - 1;
+constexpr uint64_t kMaxPinnedSegments = 4096;
+constexpr uint64_t kPinnedSegmentMin = 64ull << 20;  // a segment holds at least this
+constexpr uint64_t kPinnedSegmentMax = 1ull << 39;   // and at most this (an offset never reaches the next one)
+// The size of the segment PinnedGrow makes for a request of `bytes` (both
+// sides compute it: the guest reserves its address range first), or 0 for
+// a size no segment takes.
+constexpr uint64_t pinned_segment_bytes(uint64_t bytes) {
+  if (bytes == 0 || bytes > kPinnedSegmentMax) return 0;
+  const uint64_t round = uint64_t(2) << 20;
+  const uint64_t n = (bytes + round - 1) & ~(round - 1);
+  return n < kPinnedSegmentMin ? kPinnedSegmentMin : n;
+}
+// Sent with a segment's memfd on the client's socket (SCM_RIGHTS), before
+// PinnedGrow's answer.
+constexpr uint32_t kPinnedNoteMagic = 0x50474D57;  // "WMGP"
+struct PinnedSegmentNote {
+  uint32_t magic;
+  uint32_t reserved;
+  uint64_t segment;
+  uint64_t size;
+};
 // ucx:// transport: the largest MemcpyDtoHInline (and the chunk of large
 // copies in either direction); well below any channel's max_msg.
 constexpr uint64_t kRemoteChunkMax = 256ull << 10;

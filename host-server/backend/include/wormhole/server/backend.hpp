@@ -107,7 +107,11 @@ class Context {
   // Makes host memory (a channel's data area) addressable by kernels, at
   // device address `want` when the backend can place it there (the guest's
   // own address of the area, for managed memory), else where it chooses.
+  // A context holds several such mappings (the data area and the client's
+  // grown pinned segments), never overlapping.
   virtual Err map_host(void* host, uint64_t bytes, uint64_t want, uint64_t* dptr) = 0;
+  // Undoes map_host (the memory is about to go): kernels no longer reach it.
+  virtual Err unmap_host(uint64_t dptr) = 0;
 
   // ---- stream-ordered allocation (cudaMallocAsync and memory pools).
   // Pools are private to the context: on a GPU the device's own default

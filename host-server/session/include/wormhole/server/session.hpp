@@ -19,6 +19,7 @@
 #include "wormhole/server/backend.hpp"
 #include "wormhole/server/handles.hpp"
 #include "wormhole/server/peer.hpp"
+#include "wormhole/server/pinned.hpp"
 #include "wormhole/server/service.hpp"
 
 namespace wh::server {
@@ -156,6 +157,9 @@ class Session {
     peer_tickets_ = tickets;
     peer_push_ = std::move(push);
   }
+  // Where grown pinned memory comes from (socket clients; none: PinnedGrow
+  // answers cudaErrorNotSupported). Outlives the session.
+  void set_pinned_source(PinnedSource* src) { pinned_source_ = src; }
   // From any thread: stops the kernel this session runs, and all later ones
   // (its client is gone or the server stops).
   void cancel() { ctx_->cancel(); }
@@ -257,7 +261,7 @@ class Session {
   // A pool handle of this session (cudaErrorInvalidValue otherwise, as CUDA answers).
   Err resolve_pool(uint64_t h, MemPool** out);
   bool device_range(uint64_t addr, uint64_t n) const;  // inside one of our allocations
-  uint8_t* host_range(uint64_t off, uint64_t n) const;  // inside our data area
+  uint8_t* host_range(uint64_t off, uint64_t n) const;  // inside our data area or a grown segment
   void publish_copy_done(uint64_t seq, Err e);
   Err note_async(Err e);  // remembers an error of posted work
   Err take_deferred();
@@ -291,6 +295,16 @@ class Session {
   PeerPusher peer_push_;
   std::vector<uint8_t> peer_out_;  // PeerPush's staging, kept
   uint64_t mapped_dptr_ = 0;
+  // Grown pinned memory (session_pinned.cpp): segment index -> the segment
+  // and its device address.
+  struct GrownSegment {
+    std::unique_ptr<PinnedSegment> seg;
+    std::span<uint8_t> mem;
+    uint64_t dptr = 0;
+  };
+  PinnedSource* pinned_source_ = nullptr;
+  std::map<uint64_t, GrownSegment> grown_;
+  void release_grown();  // every segment (the session's end)
   int device_ = 0;
   std::map<uint64_t, uint64_t> allocs_;   // cudaMalloc'd: dptr -> bytes
   std::map<uint64_t, uint64_t> globals_;  // module variables looked up by the guest
