@@ -35,6 +35,7 @@
 
 #include "test_process.hpp"
 #include "wormhole/proto/graph_wire.hpp"
+#include "wormhole/fd_pass.hpp"
 #include "wormhole/proto/wire.hpp"
 #include "wormhole/ring.hpp"
 
@@ -96,18 +97,12 @@ class RawClient {
     h.pid = uint32_t(getpid());
     if (write(sock, &h, sizeof h) != ssize_t(sizeof h)) return *err = "hello", false;
     HelloReply rep{};
-    iovec iov{&rep, sizeof rep};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != ssize_t(sizeof rep) || rep.magic != kHelloMagic || rep.status != 0)
-      return *err = "hello reply", false;
     int fd = -1;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    if (ring::recv_with_fd(sock, &rep, sizeof rep, &fd) != ssize_t(sizeof rep) || rep.magic != kHelloMagic ||
+        rep.status != 0) {
+      if (fd >= 0) close(fd);
+      return *err = "hello reply", false;
+    }
     if (fd < 0) return *err = "no region fd", false;
     region = ring::Region::attach_fd(fd, err);
     close(fd);
@@ -964,17 +959,11 @@ TEST_F(Hostile, ManagedPlacementChecks) {
 int receive_segment(RawClient& c, PinnedSegmentNote* note) {
   pollfd p{c.sock, POLLIN, 0};
   if (poll(&p, 1, 5000) <= 0) return -1;
-  iovec iov{note, sizeof *note};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  if (recvmsg(c.sock, &m, MSG_CMSG_CLOEXEC) != ssize_t(sizeof *note)) return -1;
   int fd = -1;
-  for (cmsghdr* h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
-    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(h), sizeof fd);
+  if (ring::recv_with_fd(c.sock, note, sizeof *note, &fd) != ssize_t(sizeof *note)) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
   return fd;
 }
 

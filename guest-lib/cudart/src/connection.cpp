@@ -17,6 +17,7 @@
 
 #include "remote.hpp"
 #include "state.hpp"
+#include "wormhole/fd_pass.hpp"
 #include "wormhole/ivshmem.hpp"
 #include "wormhole/vmfunc.hpp"
 
@@ -243,14 +244,9 @@ bool Connection::connect_socket(std::string* err) {
     return false;
   }
   proto::HelloReply rep{};
-  iovec iov{&rep, sizeof rep};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  ssize_t n = recvmsg(sock_, &m, MSG_CMSG_CLOEXEC);
+  int fd = -1;
+  const ssize_t n = ring::recv_with_fd(sock_, &rep, sizeof rep, &fd);
+  if ((n != ssize_t(sizeof rep) || rep.magic != proto::kHelloMagic || rep.status != 0) && fd >= 0) close(fd);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     *err = "no handshake reply from " + path + " within 5 s (is wormhole-server stopped, or is another program "
            "listening there?)";
@@ -265,9 +261,6 @@ bool Connection::connect_socket(std::string* err) {
     *err = std::string("server refused: ") + rep.message;
     return false;
   }
-  int fd = -1;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
   if (fd < 0) {
     *err = "server sent no region";
     return false;
@@ -298,18 +291,9 @@ int Connection::receive_segment(uint64_t index, uint64_t size) {
     pollfd p{sock_, POLLIN, 0};
     if (poll(&p, 1, 5000) <= 0) return -1;
     proto::PinnedSegmentNote note{};
-    iovec iov{&note, sizeof note};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    ssize_t n = recvmsg(sock_, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    if (n <= 0) return -1;
     int fd = -1;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    const ssize_t n = ring::recv_with_fd(sock_, &note, sizeof note, &fd, MSG_DONTWAIT);
+    if (n <= 0) return -1;
     if (n == ssize_t(sizeof note) && note.magic == proto::kPinnedNoteMagic && note.segment == index &&
         note.size == size && fd >= 0)
       return fd;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "warn_limiter.hpp"
+#include "wormhole/fd_pass.hpp"
 #include "wormhole/proto/wire.hpp"
 
 namespace wh::server {
@@ -104,22 +105,9 @@ std::unique_ptr<PinnedSegment> SocketPinnedSource::create(uint64_t bytes, std::s
 
 bool SocketPinnedSource::hand_over(const PinnedSegment& s, uint64_t index) {
   const auto& seg = static_cast<const MemfdSegment&>(s);
-  proto::PinnedSegmentNote note{proto::kPinnedNoteMagic, 0, index, seg.memory().size()};
-  iovec iov{&note, sizeof note};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  const int fd = seg.fd();
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  const proto::PinnedSegmentNote note{proto::kPinnedNoteMagic, 0, index, seg.memory().size()};
   // Never blocks: a client that does not read its socket gets no more.
-  return sendmsg(sock_, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == ssize_t(sizeof note);
+  return ring::send_with_fd(sock_, &note, sizeof note, seg.fd(), MSG_DONTWAIT);
 }
 
 }  // namespace wh::server

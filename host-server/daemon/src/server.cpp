@@ -19,6 +19,7 @@
 #include "gate_vm.hpp"
 #include "warn_limiter.hpp"
 #include "wormhole/proto/dispatch.hpp"
+#include "wormhole/fd_pass.hpp"
 #include "wormhole/ring.hpp"
 
 namespace wh::server {
@@ -330,23 +331,6 @@ bool read_full(int fd, void* buf, size_t n, int timeout_ms) {
   return true;
 }
 
-bool send_with_fd(int sock, const void* buf, size_t n, int fd) {
-  iovec iov{const_cast<void*>(buf), n};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-  if (fd >= 0) {
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  return sendmsg(sock, &m, MSG_NOSIGNAL) == ssize_t(n);
-}
 
 }  // namespace
 
@@ -357,7 +341,7 @@ void Server::serve_socket_client(int fd) {
   auto refuse = [&](int32_t status, const std::string& why) {
     rep.status = status;
     std::snprintf(rep.message, sizeof rep.message, "%s", why.c_str());
-    send_with_fd(fd, &rep, sizeof rep, -1);
+    ring::send_with_fd(fd, &rep, sizeof rep, -1);
     static WarnLimiter limit;
     limit.warn("refused a client: {}", why);
     close(fd);
@@ -391,7 +375,7 @@ void Server::serve_socket_client(int fd) {
   rep.status = 0;
   rep.channel = 0;
   rep.session_id = sid;
-  if (!send_with_fd(fd, &rep, sizeof rep, region->fd())) {
+  if (!ring::send_with_fd(fd, &rep, sizeof rep, region->fd())) {
     close(fd);
     return;
   }
