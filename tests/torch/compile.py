@@ -24,7 +24,7 @@ import torch._inductor.config as inductor
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value
 
-from models import TinyGPT, VOCAB, T, math_attention_only, mlp
+from models import TinyGPT, VOCAB, T, math_attention_only, mlp, usual_loop
 
 inductor.joint_graph_constant_folding = False
 
@@ -141,34 +141,15 @@ compare("transformer", gpt_step, gpt, XT, YT, 4)
 
 
 # The usual loop.
-def usual_loop(device, make_opt, steps=5):
+def mlp_loop(device, make_opt, steps=5):
     torch.manual_seed(1)
     net = mlp().to(device)
-    opt = make_opt(net.parameters())
-    x, y = X.to(device), Y.to(device)
-    one = torch.tensor(1.0).to(device)
-
-    def forward(x, y):
-        return F.cross_entropy(net(x), y)
-
-    def opt_step():
-        opt.step()
-
-    if device == "cuda":
-        forward, opt_step = torch.compile(forward), torch.compile(opt_step)
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = forward(x, y)
-        loss.backward(one)
-        opt_step()
-        losses.append(loss.item())
-    return losses
+    return usual_loop(device, net, make_opt(net.parameters()), [(X, Y)] * steps)[0]
 
 
 for name, make_opt in (("SGD with momentum", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
                        ("AdamW", lambda p: torch.optim.AdamW(p, lr=0.01))):
     t = time.time()
-    cpu, dev = usual_loop("cpu", make_opt), usual_loop("cuda", make_opt)
+    cpu, dev = mlp_loop("cpu", make_opt), mlp_loop("cuda", make_opt)
     check_losses(f"the usual loop with {name}", cpu, dev, f"{time.time() - t:.1f} s with compilation")
 print("all checks passed")

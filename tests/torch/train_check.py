@@ -21,14 +21,13 @@ import copy
 import gzip
 import os
 import sys
-import time
 
 import torch
 import torch._inductor.config
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models import mlp
+from models import mlp, usual_loop
 
 torch._inductor.config.joint_graph_constant_folding = False  # (1)
 
@@ -46,31 +45,6 @@ def fail(msg):
 def idx(name, offset, count):
     with gzip.open(os.path.join(args.data, name)) as f:
         return torch.frombuffer(bytearray(f.read()[offset:offset + count]), dtype=torch.uint8)
-
-
-def usual_loop(device, net, opt, batches, each_step=None):
-    """The loop as people write it; on the device the forward and the
-    optimizer's step are compiled and backward() is given its seed (2, 3)."""
-    one = torch.tensor(1.0).to(device)
-
-    def forward(x, y):
-        return F.cross_entropy(net(x), y)
-
-    def opt_step():
-        opt.step()
-
-    if device == "cuda":
-        forward, opt_step = torch.compile(forward), torch.compile(opt_step)
-    losses, t0 = [], time.time()
-    for x, y in batches:
-        if each_step:
-            each_step(net, x, y)
-        opt.zero_grad(set_to_none=True)
-        loss = forward(x.to(device), y.to(device))
-        loss.backward(one)
-        opt_step()
-        losses.append(loss.item())
-    return losses, time.time() - t0
 
 
 # a) The MLP, both devices.
