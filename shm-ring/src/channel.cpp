@@ -443,14 +443,23 @@ Status ClientChannel::call_queued(wh_msg_hdr& h, Pending& p,
 
 std::unique_ptr<ServerChannel> ServerChannel::attach(Region& region, uint32_t index,
                                                      std::string* err, WaitPolicy policy) {
+  return open(region, index, WH_CHAN_CLAIMED, err, policy);
+}
+
+std::unique_ptr<ServerChannel> ServerChannel::take_over(Region& region, uint32_t index, std::string* err) {
+  return open(region, index, WH_CHAN_ACTIVE, err, WaitPolicy::from_env());
+}
+
+std::unique_ptr<ServerChannel> ServerChannel::open(Region& region, uint32_t index, uint32_t from,
+                                                   std::string* err, WaitPolicy policy) {
   const auto& g = region.geometry();
   if (index >= g.nchan) {
     if (err) *err = "channel index out of range";
     return nullptr;
   }
   wh_chan_hdr* ch = region.channel(index);
-  if (!cas(&ch->state, uint32_t(WH_CHAN_CLAIMED), uint32_t(WH_CHAN_ACTIVE))) {
-    if (err) *err = "channel is not claimed by a client";
+  if (!cas(&ch->state, from, uint32_t(WH_CHAN_ACTIVE))) {
+    if (err) *err = from == WH_CHAN_ACTIVE ? "channel is not active" : "channel is not claimed by a client";
     return nullptr;
   }
   auto c = std::unique_ptr<ServerChannel>(new ServerChannel());
@@ -467,6 +476,10 @@ std::unique_ptr<ServerChannel> ServerChannel::attach(Region& region, uint32_t in
                           &ch->req_copy_tail);
   c->writer_ = RingWriter(l.resp, g.resp_size, &ch->resp_tail, &ch->resp_head, g.max_msg,
                           &ch->resp_copy_tail);
+  if (from == WH_CHAN_ACTIVE) {
+    c->reader_.resume();
+    c->writer_.resume();
+  }
   c->monitor_ = PeerMonitor(&ch->client_heartbeat, g.hb_timeout_ms);
   Heartbeat::instance().add(&ch->server_heartbeat, g.hb_period_ms);
   return c;

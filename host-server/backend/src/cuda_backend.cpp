@@ -869,6 +869,12 @@ class CudaBackend final : public Backend {
   }
   std::unique_ptr<Context> create_context(int device, const ContextLimits& limits,
                                           std::string* err) override {
+    if (limits.va_base) {
+      // A restore: the driver chooses device addresses, so a saved session's
+      // pointers could not stay valid (docs/migration.md).
+      if (err) *err = "the cuda backend cannot place a restored session's memory at its addresses";
+      return nullptr;
+    }
     std::lock_guard lk(mu_);
     CUdevice dev;
     if (d_.cuDeviceGet(&dev, device) != CUDA_SUCCESS) {

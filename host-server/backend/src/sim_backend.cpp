@@ -153,6 +153,20 @@ class AddressSpace {
     if (size > n) insert(addr + n, size - n);
     return addr;
   }
+  // [addr, addr + n) exactly (a restored session's allocation): false when
+  // any of it is taken.
+  bool take_at(uint64_t addr, uint64_t n) {
+    auto it = free_.upper_bound(addr);
+    if (it == free_.begin()) return false;
+    --it;
+    const auto [start, size] = *it;
+    if (addr - start > size || n > size - (addr - start)) return false;
+    by_size_.erase({size, start});
+    free_.erase(it);
+    if (addr > start) insert(start, addr - start);
+    if (start + size > addr + n) insert(addr + n, start + size - (addr + n));
+    return true;
+  }
   void give_back(uint64_t addr, uint64_t n) {
     quarantine_.emplace_back(addr, n);
     quarantined_ += n;
@@ -286,6 +300,21 @@ struct SimPool : MemPool {
   std::multimap<uint64_t, Cached> cache;  // block bytes -> freed block
 };
 
+// The address windows of live contexts: a restored session asks for its
+// own, which must not be another's.
+struct Windows {
+  std::mutex mu;
+  std::set<uint64_t> live;
+  bool take(uint64_t w) {
+    std::lock_guard lk(mu);
+    return live.insert(w).second;
+  }
+  void give(uint64_t w) {
+    std::lock_guard lk(mu);
+    live.erase(w);
+  }
+};
+
 class SimContext final : public Context, public ptx::DeviceMemory {
  public:
   // `device_used` counts every session's allocations: the sim device is one
@@ -297,6 +326,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
         device_bytes_(device_bytes), device_used_(device_used), engine_(threads), timeout_ms_(timeout_ms),
         device_(device) {}
   ~SimContext() override {
+    if (windows_) windows_->give(base_ >> kWindowShift);
     for (auto& [addr, a] : allocs_) heap_.put(a.host);
     for (auto& p : pools_)
       for (auto& [n, c] : p->cache) heap_.put(c.host);
@@ -368,6 +398,15 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     *obj = h;
     return cudaSuccess;
   }
+  void set_windows(std::shared_ptr<Windows> w) { windows_ = std::move(w); }
+  // ---- checkpoint and restore (the session's own state is saved by it)
+  uint64_t va_base() const override { return base_; }
+  std::string unmovable() const override {
+    if (heap_ready_ && heap_dptr_) return "the device-side malloc heap (kernels called malloc)";
+    if (!pools_.empty()) return "stream-ordered memory pools";
+    if (!texobjs_.empty()) return "texture or surface objects";
+    return {};
+  }
   Err texture_destroy(uint64_t h, bool surf) override {
     auto it = texobjs_.find(h);
     if (it == texobjs_.end() || it->second.second != surf) return cudaErrorInvalidValue;
@@ -377,7 +416,14 @@ class SimContext final : public Context, public ptx::DeviceMemory {
 
   // ---- memory. The session's quota and the device count what cudaMalloc
   // asked for, exactly, and what pools reserve.
-  Err mem_alloc(uint64_t bytes, uint64_t* dptr) override {
+  Err mem_alloc(uint64_t bytes, uint64_t* dptr) override { return alloc(bytes, 0, dptr); }
+  Err mem_alloc_at(uint64_t dptr, uint64_t bytes) override {
+    if (!bytes || dptr % kAllocAlign || dptr < base_ || dptr - base_ >= kArenaBytes) return cudaErrorInvalidValue;
+    uint64_t got = 0;
+    return alloc(bytes, dptr, &got);
+  }
+  // At `want` (a restore), or where it fits (0).
+  Err alloc(uint64_t bytes, uint64_t want, uint64_t* dptr) {
     if (bytes == 0) {
       *dptr = 0;
       return cudaSuccess;
@@ -386,7 +432,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     const uint64_t span = round_up(bytes, kAllocAlign);
     uint64_t a;
     HostHeap::Block hb;
-    if (!place(span, &a, &hb)) {
+    if (!place(span, want, &a, &hb)) {
       uncharge(bytes);
       return cudaErrorMemoryAllocation;
     }
@@ -427,9 +473,16 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     // of this session's window, inside the part no allocation is given.
     // Mappings never overlap (a want that meets one is placed in the window).
     uint64_t at = 0;
+    const uint64_t host_lo = base_ + kArenaBytes, host_hi = base_ + kWindowBytes - (uint64_t(1) << 30);
     if (want && want % 4096 == 0 && want >= (1u << 16) && bytes <= (1ull << 47) && want <= (1ull << 47) - bytes &&
         !host_map_overlaps(want, bytes)) {
       at = want;
+    } else if (want && want % (1 << 20) == 0 && want >= host_lo && bytes <= host_hi - want &&
+               !host_map_overlaps(want, bytes)) {
+      // Where this window placed it before (a restored session): the next
+      // placements go below it.
+      at = want;
+      if (!host_window_next_ || at < host_window_next_) host_window_next_ = at;
     } else {
       // Downwards from 1 GiB below the window's top, one after another.
       const uint64_t win = round_up(bytes, 1 << 20);
@@ -486,7 +539,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
       if (cap && p.reserved + span > cap) release_cached(p, cap - span);
       if (cap && p.reserved + span > cap) return cudaErrorMemoryAllocation;
       if (!charge_or_trim(span)) return cudaErrorMemoryAllocation;
-      if (!place(span, &a, &hb)) {
+      if (!place(span, 0, &a, &hb)) {
         uncharge(span);
         return cudaErrorMemoryAllocation;
       }
@@ -603,6 +656,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   }
   Err module_load(std::span<const uint8_t> fatbin, std::unique_ptr<Module>* out,
                   std::string* log) override {
+    return module_load_at(fatbin, {}, out, log);
+  }
+  Err module_load_at(std::span<const uint8_t> fatbin, std::span<const uint64_t> place, std::unique_ptr<Module>* out,
+                     std::string* log) override {
     std::string err;
     auto m = std::make_unique<SimModule>();
     m->mod = from_image(fatbin, &err);
@@ -610,12 +667,20 @@ class SimContext final : public Context, public ptx::DeviceMemory {
       if (log) *log = err;
       return cudaErrorInvalidKernelImage;
     }
+    if (!place.empty() && place.size() != m->mod->globals().size()) {
+      if (log) *log = "the module has " + std::to_string(m->mod->globals().size()) + " variables, the checkpoint " +
+                      std::to_string(place.size());
+      return cudaErrorInvalidKernelImage;
+    }
     for (const auto& g : m->mod->globals()) {
       uint64_t d = 0;
-      if (Err e = mem_alloc(std::max<uint64_t>(g.size, 1), &d); e != cudaSuccess) {
+      const uint64_t at = place.empty() ? 0 : place[m->globals.size()];
+      if (Err e = at ? mem_alloc_at(at, std::max<uint64_t>(g.size, 1)) : mem_alloc(std::max<uint64_t>(g.size, 1), &d);
+          e != cudaSuccess) {
         for (uint64_t a : m->globals) mem_free(a);
         return e;
       }
+      if (at) d = at;
       m->globals.push_back(d);
       m->mod->bind_global(g.name, d);
       m->symbols[g.name] = {d, g.size};
@@ -634,6 +699,17 @@ class SimContext final : public Context, public ptx::DeviceMemory {
       copy_htod(m->globals[i], bytes.data(), bytes.size(), nullptr);
     }
     *out = std::move(m);
+    return cudaSuccess;
+  }
+  Err module_vars(Module& mb, std::vector<ModuleVar>* out) override {
+    auto& m = static_cast<SimModule&>(mb);
+    for (const auto& g : m.mod->globals()) {
+      auto it = m.symbols.find(g.name);
+      if (it == m.symbols.end()) return cudaErrorInvalidSymbol;
+      const uint64_t d = it->second.first;
+      const bool own = std::find(m.globals.begin(), m.globals.end(), d) != m.globals.end();
+      out->push_back({g.name, d, std::max<uint64_t>(g.size, 1), own});
+    }
     return cudaSuccess;
   }
   void module_unload(Module& mb) override {
@@ -905,8 +981,8 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     for (auto& p : pools_) any |= release_cached(*p, 0);
     return any && charge(n);
   }
-  bool place(uint64_t span, uint64_t* addr, HostHeap::Block* hb) {
-    const uint64_t a = space_.take(span);
+  bool place(uint64_t span, uint64_t want, uint64_t* addr, HostHeap::Block* hb) {
+    const uint64_t a = want ? (space_.take_at(want, span) ? want : 0) : space_.take(span);
     if (!a) return false;
     if (!heap_.get(span, hb)) {
       space_.give_back(a, span);
@@ -947,6 +1023,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   }
 
   uint64_t base_;
+  std::shared_ptr<Windows> windows_;  // our window is in it while we live
   AddressSpace space_;
   HostHeap heap_;
   uint64_t quota_;
@@ -1159,10 +1236,33 @@ class SimBackend final : public Backend {
       return nullptr;
     }
     uint64_t quota = limits.memory_quota ? std::min(limits.memory_quota, memory_) : memory_;
-    uint64_t window = kFirstWindow + next_window_.fetch_add(1) % kWindows;
+    uint64_t window = 0;
+    if (limits.va_base) {
+      // A restored session: its own window or none.
+      window = limits.va_base >> kWindowShift;
+      if (limits.va_base % kWindowBytes || window < kFirstWindow || window >= kFirstWindow + kWindows) {
+        if (err) *err = "device addresses outside the sim device's range";
+        return nullptr;
+      }
+      if (!windows_->take(window)) {
+        if (err) *err = "the session's device addresses are another session's on this server";
+        return nullptr;
+      }
+    } else {
+      for (uint64_t i = 0;; i++) {
+        window = kFirstWindow + next_window_.fetch_add(1) % kWindows;
+        if (windows_->take(window)) break;
+        if (i == kWindows) {
+          if (err) *err = "every device-address window is in use";
+          return nullptr;
+        }
+      }
+    }
     proto::DeviceDescription d;
     describe(0, &d);
-    return std::make_unique<SimContext>(window, quota, limits.shared, memory_, used_, threads_, kernel_timeout_ms_, d);
+    auto c = std::make_unique<SimContext>(window, quota, limits.shared, memory_, used_, threads_, kernel_timeout_ms_, d);
+    c->set_windows(windows_);
+    return c;
   }
 
  private:
@@ -1171,6 +1271,7 @@ class SimBackend final : public Backend {
   uint64_t kernel_timeout_ms_;  // 0: kernels may run for ever, as on a GPU without a display
   std::atomic<uint64_t> next_window_{0};
   std::atomic<uint64_t> used_{0};  // all sessions' device memory
+  std::shared_ptr<Windows> windows_ = std::make_shared<Windows>();
 };
 
 }  // namespace

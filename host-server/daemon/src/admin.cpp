@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server.hpp"
+#include "wormhole/fd_pass.hpp"
 #include "wormhole/proto/dispatch.hpp"
 
 namespace wh::server {
@@ -28,8 +29,9 @@ using nlohmann::json;
 
 json fail(const std::string& why) { return json{{"ok", false}, {"error", why}}; }
 
-// One line (without its '\n') within kMaxAdminLine bytes and kAdminReadMs.
-bool read_line(int fd, std::string* out, std::string* err) {
+// One line (without its '\n') within kMaxAdminLine bytes and kAdminReadMs,
+// and the descriptors that came with it (a migrating session's).
+bool read_line(int fd, std::string* out, std::vector<int>* fds, std::string* err) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kAdminReadMs);
   char buf[512];
   for (;;) {
@@ -37,7 +39,10 @@ bool read_line(int fd, std::string* out, std::string* err) {
     if (left.count() <= 0) return *err = "no request line within 2 s", false;
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, int(left.count())) <= 0) continue;
-    ssize_t n = read(fd, buf, sizeof buf);
+    int got_fds[ring::kMaxPassedFds];
+    size_t got = 0;
+    ssize_t n = ring::recv_with_fds(fd, buf, sizeof buf, got_fds, ring::kMaxPassedFds, &got);
+    fds->insert(fds->end(), got_fds, got_fds + got);
     if (n <= 0) return *err = "connection closed before a full line", false;
     for (ssize_t i = 0; i < n; i++) {
       if (buf[i] == '\n') return true;
@@ -60,7 +65,7 @@ void write_all(int fd, const std::string& s) {
 
 }  // namespace
 
-std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
+std::string Server::admin_request(const std::string& line, int64_t peer_uid, const std::vector<int>& fds) {
   json rq = json::parse(line, nullptr, false);
   json out;
   if (rq.is_discarded() || !rq.is_object()) {
@@ -155,13 +160,31 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid) {
                  {"kernel_s", double(kernel_ns) / 1e9},
                  {"thread_instructions", thread_instr},
                  {"ops", std::move(ops)}};
+    } else if (cmd == "migrate") {
+      if (!rq.contains("session") || !rq["session"].is_number_unsigned() || !rq.contains("to") ||
+          !rq["to"].is_string()) {
+        out = fail("migrate wants \"session\": a session id and \"to\": the destination server's admin socket");
+      } else {
+        uint64_t new_id = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        std::string err = migrate_session(rq["session"], rq["to"], peer_uid, &new_id);
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        out = err.empty() ? json{{"ok", true}, {"session", rq["session"]}, {"new_session", new_id}, {"ms", ms}}
+                          : fail(err);
+      }
+    } else if (cmd == "adopt") {
+      // From another server's migrate_out, with three descriptors.
+      uint64_t sid = 0;
+      std::string err = adopt(fds, peer_uid, &sid);
+      if (!err.empty()) spdlog::warn("admin (uid {}): a migrated session was refused: {}", peer_uid, err);
+      out = err.empty() ? json{{"ok", true}, {"session", sid}} : fail(err);
     } else if (cmd == "drain") {
       spdlog::warn("admin (uid {}): draining: no new sessions; stopping when the last one ends", peer_uid);
       drain();
       int live = live_sessions_.load();
       out = json{{"ok", true}, {"sessions", live}};
     } else {
-      out = fail("unknown command '" + cmd.substr(0, 64) + "' (sessions, kill, stats, drain)");
+      out = fail("unknown command '" + cmd.substr(0, 64) + "' (sessions, kill, stats, drain, migrate)");
     }
   }
   // Strings from the request are echoed; invalid UTF-8 is replaced, not thrown.
@@ -220,12 +243,14 @@ void Server::serve_admin() {
     socklen_t cl = sizeof cred;
     int64_t uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 ? int64_t(cred.uid) : -1;
     std::string line, err;
-    if (read_line(fd, &line, &err)) {
-      write_all(fd, admin_request(line, uid));
+    std::vector<int> fds;
+    if (read_line(fd, &line, &fds, &err)) {
+      write_all(fd, admin_request(line, uid, fds));
     } else {
       spdlog::debug("admin socket: {}", err);
       write_all(fd, fail(err).dump() + "\n");
     }
+    for (int f : fds) close(f);  // what a request keeps, it duplicated
     close(fd);
   }
   close(admin_fd_);

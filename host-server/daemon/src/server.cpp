@@ -95,7 +95,7 @@ void Server::track(std::function<void()> fn) {
 
 namespace {
 
-enum class End { ClientClosed, ClientDied, Corrupt, Violations, Stopping, ReplyFailed, Killed };
+enum class End { ClientClosed, ClientDied, Corrupt, Violations, Stopping, ReplyFailed, Killed, Migrate, Migrated };
 const char* to_string(End e) {
   switch (e) {
     case End::ClientClosed: return "client closed";
@@ -105,6 +105,8 @@ const char* to_string(End e) {
     case End::Stopping: return "server stopping";
     case End::ReplyFailed: return "client does not take its replies";
     case End::Killed: return "killed by wormholectl";
+    case End::Migrate: return "migrating";
+    case End::Migrated: return "moved to another server";
   }
   return "?";
 }
@@ -160,13 +162,16 @@ bool ring_request(ring::ServerChannel& ch, Session& s, const ring::Message& msg,
 }
 
 // The request loop of one session, shared by socket clients and VM channels.
+// `migrate`: an operator asked to move the session (socket clients): the
+// loop returns between two requests.
 End serve_channel(ring::ServerChannel& ch, Session& s, uint32_t max_violations,
                   const std::atomic<bool>& stopping, const std::function<bool()>& client_gone,
-                  const std::atomic<bool>& killed) {
+                  const std::atomic<bool>& killed, const std::atomic<bool>* migrate = nullptr) {
   ring::Message msg;
   proto::DispatchResult res;
   for (;;) {
     if (killed.load(std::memory_order_relaxed)) return End::Killed;
+    if (migrate && migrate->load(std::memory_order_relaxed)) return End::Migrate;
     ring::Status st = ch.recv(msg, 100ms);
     if (st == ring::Status::Timeout) {
       if (stopping) return End::Stopping;
@@ -388,42 +393,88 @@ void Server::serve_socket_client(int fd) {
     close(fd);
     return;
   }
+  auto ss = std::make_unique<SocketSession>();
+  ss->fd = fd;
+  ss->cred = cred;
+  ss->region = std::move(region);
+  ss->ch = std::move(ch);
+  ss->pinned = std::make_unique<SocketPinnedSource>(fd, uint32_t(cred.uid), sid, pinned_budget_);
+  ss->session = std::make_unique<Session>(sid, backend_, std::move(ctx), ss->ch->data(), stats_);
+  spdlog::info("session {}: client pid {} uid {} connected ({} backend)", sid, int64_t(cred.pid), int64_t(cred.uid),
+               backend_.name());
+  run_socket_session(std::move(ss));
+}
+
+Server::SocketSession::~SocketSession() {
+  session.reset();  // before the pinned segments and the region it uses
+  pinned.reset();
+  ch.reset();
+  region.reset();
+  if (pidfd >= 0) close(pidfd);
+  if (fd >= 0) close(fd);
+}
+
+// A socket client's session, served until it ends or moves to another
+// server (wormholectl migrate).
+void Server::run_socket_session(std::unique_ptr<SocketSession> ss) {
+  Session& session = *ss->session;
+  const uint64_t sid = session.id();
+  const ucred cred = ss->cred;
+  const int fd = ss->fd;
   // A host process lives as long as its pid (a pidfd becomes readable when
   // it exits) and its end of the socket: a process stopped by SIGSTOP or a
   // debugger keeps its session however long its heartbeat stands still.
-  int pidfd = cred.pid > 0 ? int(syscall(SYS_pidfd_open, pid_t(cred.pid), 0)) : -1;
-  ch->set_peer_timeout(0);
+  ss->pidfd = cred.pid > 0 ? int(syscall(SYS_pidfd_open, pid_t(cred.pid), 0)) : -1;
+  const int pidfd = ss->pidfd;
+  ss->ch->set_peer_timeout(0);
   live_sessions_++;
+  // Pinned memory past the data area: segments handed over this socket,
+  // within the uid's budget (none where the budget is 0).
+  if (cfg_.pinned_budget_bytes && cred.uid != uid_t(-1)) session.set_pinned_source(ss->pinned.get());
+  auto gone = [fd, pidfd] {
+    pollfd p[2] = {{fd, POLLIN | POLLRDHUP, 0}, {pidfd, POLLIN, 0}};
+    if (poll(p, pidfd >= 0 ? 2 : 1, 0) <= 0) return false;
+    return (p[0].revents & (POLLHUP | POLLRDHUP | POLLERR)) || (pidfd >= 0 && p[1].revents);
+  };
+  std::atomic<bool> killed{false}, migrate{false};
+  Live info{};
+  info.gone = gone;
+  info.pid = cred.pid;
+  info.uid = cred.uid == uid_t(-1) ? -1 : int64_t(cred.uid);
+  info.killed = &killed;
+  info.migrate = &migrate;
+  auto watched = watch(session, std::move(info));
+  End why;
+  for (;;) {
+    why = serve_channel(*ss->ch, session, cfg_.max_violations, stopping_, gone, killed, &migrate);
+    if (why != End::Migrate) break;
+    std::shared_ptr<Migration> m;
+    {
+      std::lock_guard lk(live_mu_);
+      m = std::exchange(watched->migration, nullptr);
+      migrate = false;
+    }
+    if (m && migrate_out(*ss, *m)) {
+      why = End::Migrated;
+      break;
+    }
+  }
   {
-    // Pinned memory past the data area: segments handed over this socket,
-    // within the uid's budget (none where the budget is 0).
-    SocketPinnedSource pinned(fd, uint32_t(cred.uid), sid, pinned_budget_);
-    Session session(sid, backend_, std::move(ctx), ch->data(), stats_);
-    if (cfg_.pinned_budget_bytes && cred.uid != uid_t(-1)) session.set_pinned_source(&pinned);
-    spdlog::info("session {}: client pid {} uid {} connected ({} backend)", sid, int64_t(cred.pid),
-                 int64_t(cred.uid), backend_.name());
-    auto gone = [fd, pidfd] {
-      pollfd p[2] = {{fd, POLLIN | POLLRDHUP, 0}, {pidfd, POLLIN, 0}};
-      if (poll(p, pidfd >= 0 ? 2 : 1, 0) <= 0) return false;
-      return (p[0].revents & (POLLHUP | POLLRDHUP | POLLERR)) || (pidfd >= 0 && p[1].revents);
-    };
-    std::atomic<bool> killed{false};
-    Live info{};
-    info.gone = gone;
-    info.pid = cred.pid;
-    info.uid = cred.uid == uid_t(-1) ? -1 : int64_t(cred.uid);
-    info.killed = &killed;
-    auto watched = watch(session, std::move(info));
-    End why = serve_channel(*ch, session, cfg_.max_violations, stopping_, gone, killed);
-    unwatch(watched);
-    if (why == End::Killed) ch->end_session();  // its next call fails at once
+    // A migration asked for while the session ended is answered now.
+    std::lock_guard lk(live_mu_);
+    if (auto m = std::exchange(watched->migration, nullptr)) m->finish("the session ended (" + std::string(to_string(why)) + ")", 0);
+  }
+  unwatch(watched);
+  if (why == End::Killed) ss->ch->end_session();  // its next call fails at once
+  if (why == End::Migrated) {
+    spdlog::info("session {}: moved to another server", sid);
+  } else {
     spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, to_string(why),
                  session.device_bytes());
     log_kernel_totals(sid, session.counters());
   }
+  ss.reset();
   live_sessions_--;
-  if (pidfd >= 0) close(pidfd);
-  close(fd);
 }
 
 std::unique_ptr<ring::Region> Server::open_vm_region(const VmSpec& vm, std::string* err) {

@@ -4,8 +4,11 @@
 // are served as guest processes claim them.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -84,12 +87,53 @@ class Server {
   // Refuses new sessions; run() returns once the last one ended.
   void drain() { draining_ = true; }
   // One admin request (a JSON object) and its answer (admin.cpp).
-  std::string admin_request(const std::string& line, int64_t peer_uid);
+  // `fds`: descriptors that came with it (a migrating session's, "adopt").
+  std::string admin_request(const std::string& line, int64_t peer_uid, const std::vector<int>& fds = {});
   // The Prometheus text exposition of the counters (metrics.cpp).
   std::string metrics_text();
 
  private:
   void serve_socket_client(int fd);
+  // A socket client's session: what serves it, owned by its thread (or, while
+  // a migrated session is adopted, by the admin thread).
+  struct SocketSession {
+    int fd = -1;     // the client's socket: liveness, pinned segments
+    int pidfd = -1;  // the client's process
+    ucred cred{};
+    std::unique_ptr<ring::Region> region;
+    std::unique_ptr<ring::ServerChannel> ch;
+    std::unique_ptr<SocketPinnedSource> pinned;
+    std::unique_ptr<Session> session;
+    ~SocketSession();
+  };
+  void run_socket_session(std::unique_ptr<SocketSession> ss);
+  // An operator's request to move a session (wormholectl migrate), served
+  // by the session's thread between two requests.
+  struct Migration {
+    std::string to;  // the destination server's admin socket
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::string error;  // empty: moved
+    uint64_t new_id = 0;
+    void finish(std::string err, uint64_t id) {
+      std::lock_guard lk(mu);
+      error = std::move(err);
+      new_id = id;
+      done = true;
+      cv.notify_all();
+    }
+  };
+  // Migration (migrate.cpp). The source's side, on the session's thread:
+  // saves the session and hands it, with its region and client socket, to
+  // the destination; true once the destination serves it (the session then
+  // ends here), false (m.error) with the session untouched.
+  bool migrate_out(SocketSession& ss, Migration& m);
+  // The destination's side, on the admin thread: a session handed over with
+  // its descriptors (region, client socket, checkpoint), restored and served.
+  std::string adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_t* sid);
+  // wormholectl migrate: waits for the session's thread to move it.
+  std::string migrate_session(uint64_t id, const std::string& to, int64_t peer_uid, uint64_t* new_id);
   // Network clients over UCX (remote.cpp): the listener is made at start
   // (a bad address or key stops the start), then served by its own thread.
   bool start_remote();
@@ -127,6 +171,10 @@ class Server {
     uint32_t channel = 0;
     std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
     std::atomic<bool>* killed = nullptr;  // set by `wormholectl kill` (owned by the session's thread)
+    // Socket clients: set by `wormholectl migrate` with `migration` (null:
+    // the session cannot migrate).
+    std::atomic<bool>* migrate = nullptr;
+    std::shared_ptr<Migration> migration;  // under live_mu_
   };
   std::list<Live>::iterator watch(Session& s, Live info);
   void unwatch(std::list<Live>::iterator it);

@@ -20,7 +20,7 @@ namespace {
 
 // Sends one request, returns the answer line; exits 1 with a message when
 // the server cannot be reached or answers nothing.
-json ask(const std::string& path, const json& rq) {
+json ask(const std::string& path, const json& rq, int timeout_s = 5) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) {
@@ -43,8 +43,8 @@ json ask(const std::string& path, const json& rq) {
   char buf[4096];
   for (;;) {
     pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 5000) <= 0) {
-      std::fprintf(stderr, "wormholectl: no answer from %s within 5 s\n", path.c_str());
+    if (poll(&p, 1, timeout_s * 1000) <= 0) {
+      std::fprintf(stderr, "wormholectl: no answer from %s within %d s\n", path.c_str(), timeout_s);
       std::exit(1);
     }
     ssize_t n = read(fd, buf, sizeof buf);
@@ -156,7 +156,19 @@ int main(int argc, char** argv) {
   kill->add_option("SESSION", kill_id, "the session's id (wormholectl sessions)")->required();
   auto* stats = app.add_subcommand("stats", "server-wide counters and per-operation statistics");
   auto* drain = app.add_subcommand("drain", "refuse new sessions; the server exits when the last one ends");
+  uint64_t migrate_id = 0;
+  std::string migrate_to, migrate_to_admin;
+  auto* migrate = app.add_subcommand("migrate", "move a live session to another server on this host: its client "
+                                                "pauses and goes on there (docs/migration.md)");
+  migrate->add_option("SESSION", migrate_id, "the session's id (wormholectl sessions)")->required();
+  auto* to = migrate->add_option("--to", migrate_to, "the destination server's client socket");
+  migrate->add_option("--to-admin", migrate_to_admin, "the destination server's admin socket (default: beside --to)")
+      ->excludes(to);
   CLI11_PARSE(app, argc, argv);
+  if (migrate->parsed() && migrate_to.empty() && migrate_to_admin.empty()) {
+    std::fprintf(stderr, "wormholectl: migrate wants --to (the destination server's client socket)\n");
+    return 2;
+  }
   if (admin_path.empty()) admin_path = wh::server::admin_socket_beside(socket_path);
 
   json rq;
@@ -164,7 +176,13 @@ int main(int argc, char** argv) {
   else if (kill->parsed()) rq = {{"cmd", "kill"}, {"session", kill_id}};
   else if (stats->parsed()) rq = {{"cmd", "stats"}};
   else if (drain->parsed()) rq = {{"cmd", "drain"}};
-  json r = ask(admin_path, rq);
+  else if (migrate->parsed())
+    rq = {{"cmd", "migrate"},
+          {"session", migrate_id},
+          {"to", migrate_to_admin.empty() ? wh::server::admin_socket_beside(migrate_to) : migrate_to_admin}};
+  // A migration pauses the session until its state is across (large
+  // sessions take a while); the server answers within 10 minutes.
+  json r = ask(admin_path, rq, migrate->parsed() ? 660 : 5);
   const bool ok = r.value("ok", false);
   if (as_json) {
     std::printf("%s\n", r.dump().c_str());
@@ -178,6 +196,9 @@ int main(int argc, char** argv) {
     if (sessions->parsed()) print_sessions(r);
     else if (stats->parsed()) print_stats(r);
     else if (kill->parsed()) std::printf("session %llu killed\n", (unsigned long long)kill_id);
+    else if (migrate->parsed())
+      std::printf("session %llu moved: session %llu there (paused %.1f ms)\n", (unsigned long long)migrate_id,
+                  (unsigned long long)r.value("new_session", uint64_t(0)), r.value("ms", 0.0));
     else std::printf("draining: no new sessions; the server exits when its %d session(s) end\n",
                      r.value("sessions", 0));
   } catch (const json::exception& e) {

@@ -19,11 +19,12 @@ namespace {
 struct ServiceEntry {
   proto::Op first;  // any operation of the library's table names its block
   std::unique_ptr<Service> (*make)(Session&);
+  const char* name;
 };
 const ServiceEntry kServices[] = {
-    {proto::Op::BlasCreate, make_blas_service},  {proto::Op::FftPlan, make_fft_service},
-    {proto::Op::LtCreate, make_blaslt_service},  {proto::Op::RandCreate, make_rand_service},
-    {proto::Op::DnnCreate, make_dnn_service},    {proto::Op::NvmlUsage, make_nvml_service},
+    {proto::Op::BlasCreate, make_blas_service, "cuBLAS"}, {proto::Op::FftPlan, make_fft_service, "cuFFT"},
+    {proto::Op::LtCreate, make_blaslt_service, "cuBLASLt"}, {proto::Op::RandCreate, make_rand_service, "cuRAND"},
+    {proto::Op::DnnCreate, make_dnn_service, "cuDNN"},      {proto::Op::NvmlUsage, make_nvml_service, "NVML"},
 };
 
 }  // namespace
@@ -32,6 +33,12 @@ std::unique_ptr<Service> make_service(uint16_t opcode, Session& s) {
   for (const ServiceEntry& e : kServices)
     if (uint16_t(e.first) / proto::kOpBlock == opcode / proto::kOpBlock) return e.make(s);
   return nullptr;
+}
+
+const char* service_name(uint16_t opcode) {
+  for (const ServiceEntry& e : kServices)
+    if (uint16_t(e.first) / proto::kOpBlock == opcode / proto::kOpBlock) return e.name;
+  return "?";
 }
 
 Service::Service(Session& s) : ctx_(&s.context()), id_(s.id()), session_(s) {}

@@ -836,7 +836,8 @@ int32_t Session::on_ModuleLoad(const ModuleLoadReq& rq, std::span<const uint8_t>
     add_output(kOutputStderr, "wormhole: module load failed: " + last_log_ + "\n");
     return e;
   }
-  uint64_t h = modules_.add(std::make_unique<ModuleEntry>(ModuleEntry{std::move(m), {}}));
+  auto image = std::make_shared<const std::vector<uint8_t>>(std::move(copy));
+  uint64_t h = modules_.add(std::make_unique<ModuleEntry>(ModuleEntry{std::move(m), {}, std::move(image)}));
   if (!h) return cudaErrorMemoryAllocation;
   rs.module = h;
   return cudaSuccess;
@@ -995,6 +996,8 @@ int32_t Session::on_StreamCreate(const StreamCreateReq& rq, std::span<const uint
   if (rq.flags & ~uint32_t(cudaStreamNonBlocking)) return cudaErrorInvalidValue;
   StreamEntry se;
   if (Err e = ctx_->stream_create(rq.flags, rq.priority, &se.s); e != cudaSuccess) return e;
+  se.flags = rq.flags;
+  se.priority = rq.priority;
   rs.stream = streams_.add(std::make_unique<StreamEntry>(std::move(se)));
   return rs.stream ? cudaSuccess : cudaErrorMemoryAllocation;
 }
@@ -1040,6 +1043,7 @@ int32_t Session::on_EventCreate(const EventCreateReq& rq, std::span<const uint8_
   if (rq.flags & ~kKnown) return cudaErrorInvalidValue;
   EventEntry ee;
   if (Err e = ctx_->event_create(rq.flags & ~uint32_t(cudaEventInterprocess), &ee.e); e != cudaSuccess) return e;
+  ee.flags = rq.flags & ~uint32_t(cudaEventInterprocess);
   rs.event = events_.add(std::make_unique<EventEntry>(std::move(ee)));
   return rs.event ? cudaSuccess : cudaErrorMemoryAllocation;
 }

@@ -16,6 +16,7 @@
 
 #include "wormhole/server/blas.hpp"
 #include "wormhole/server/handles.hpp"
+#include "wormhole/server/checkpoint.hpp"
 #include "wormhole/server/service.hpp"
 
 namespace wh::server {
@@ -92,6 +93,23 @@ class BlasService final : public Service {
                       Err (Blas::*op)(BlasHandle&, const BlasCall&, int, uint64_t, int, const BlasScalar&, Out*));
 
   HandleTable<BlasEntry> blas_handles_{0x42, 1024};
+
+ public:
+  // A handle holds nothing but itself (settings come with each call).
+  bool save(CheckpointWriter& w) override {
+    save_handles(w, blas_handles_);
+    return true;
+  }
+  bool restore(CheckpointReader& r, std::string* why) override {
+    Blas* b = ctx_->blas(why);
+    if (restore_handles(r, blas_handles_, 1024, [&] {
+      auto be = std::make_unique<BlasEntry>();
+      return b && b->create(&be->h) == cudaSuccess ? std::move(be) : nullptr;
+    }))
+      return true;
+    if (why->empty()) *why = "the checkpoint's cuBLAS handles";
+    return false;
+  }
 };
 
 bool BlasService::blas_matrix(uint64_t ptr, int64_t rows, int64_t cols, int64_t ld, uint64_t es) const {

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "wormhole/server/blaslt.hpp"
+#include "wormhole/server/checkpoint.hpp"
 #include "wormhole/server/handles.hpp"
 #include "wormhole/server/service.hpp"
 
@@ -29,6 +30,23 @@ class BlasLtService final : public Service {
     std::unique_ptr<LtHandle> h;
   };
   HandleTable<LtEntry> lt_handles_{0x4c, 1024};
+
+ public:
+  // A handle holds nothing but itself (descriptors come with each call).
+  bool save(CheckpointWriter& w) override {
+    save_handles(w, lt_handles_);
+    return true;
+  }
+  bool restore(CheckpointReader& r, std::string* why) override {
+    BlasLt* lt = ctx_->blaslt(why);
+    if (restore_handles(r, lt_handles_, 1024, [&] {
+      auto e = std::make_unique<LtEntry>();
+      return lt && lt->create(&e->h) == cudaSuccess ? std::move(e) : nullptr;
+    }))
+      return true;
+    if (why->empty()) *why = "the checkpoint's cuBLASLt handles";
+    return false;
+  }
 };
 
 int32_t BlasLtService::on_LtCreate(const LtCreateReq&, std::span<const uint8_t>, LtCreateResp& rs, std::vector<uint8_t>&) {

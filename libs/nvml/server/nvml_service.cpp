@@ -3,6 +3,7 @@
 // figures and nothing of another session's.
 #include <chrono>
 
+#include "wormhole/server/checkpoint.hpp"
 #include "wormhole/server/service.hpp"
 #include "wormhole/server/session.hpp"
 
@@ -13,6 +14,11 @@ using namespace wh::proto;
 class NvmlService final : public Service {
   using Service::Service;
   WH_SERVICE_TABLE(WH_NVML_OPS)
+
+ public:
+  // Stateless: it reads the session's figures.
+  bool save(CheckpointWriter&) override { return true; }
+  bool restore(CheckpointReader&, std::string*) override { return true; }
 };
 
 int32_t NvmlService::on_NvmlUsage(const NvmlUsageReq&, std::span<const uint8_t>, NvmlUsageResp& rs,

@@ -294,6 +294,15 @@ class RingWriter {
     tail_ = head_ = next_hot_check_ = 0;
     set_fast_limits();
   }
+  // Continues where another writer of this ring stopped (a migrated
+  // session's new server): positions from the shared words.
+  void resume() {
+    tail_ = __atomic_load_n(tail_word_, __ATOMIC_ACQUIRE);
+    head_ = __atomic_load_n(head_word_, __ATOMIC_ACQUIRE);
+    next_hot_check_ = 0;
+    if (head_ > tail_ || tail_ - head_ > size_) poisoned_ = true;  // the peer's head is not one we could have left
+    set_fast_limits();
+  }
   bool poisoned() const { return poisoned_; }
   // A write past this ring position goes back to position 0 when the
   // consumer has drained the ring (see write()).
@@ -465,6 +474,11 @@ class RingReader {
   }
   void reset() {
     head_ = tail_ = 0;
+    last_copy_ = false;
+  }
+  // Continues where another reader of this ring stopped (see RingWriter::resume).
+  void resume() {
+    head_ = tail_ = __atomic_load_n(head_word_, __ATOMIC_ACQUIRE);
     last_copy_ = false;
   }
   // Records taken from the tail block's copy instead of the ring (a statistic).
@@ -1000,6 +1014,11 @@ class ServerChannel {
   // Attaches to channel `index` once a client claimed it.
   static std::unique_ptr<ServerChannel> attach(Region& region, uint32_t index, std::string* err,
                                                WaitPolicy policy = WaitPolicy::from_env());
+  // Attaches to an active channel another server served until now (a
+  // migrated session): reading resumes at the request ring's head, so a
+  // request the other server did not read is read here, and none twice.
+  // The other server must have stopped reading and answering before.
+  static std::unique_ptr<ServerChannel> take_over(Region& region, uint32_t index, std::string* err);
   ~ServerChannel();
 
   // Non-blocking: Ok with a message, Empty, or an error (Corrupt, Closed).
@@ -1057,6 +1076,8 @@ class ServerChannel {
 
  private:
   ServerChannel() = default;
+  static std::unique_ptr<ServerChannel> open(Region& region, uint32_t index, uint32_t from, std::string* err,
+                                             WaitPolicy policy);
   Status fail(Status s, std::string why);
   void notify_client();  // after a response's tail: wakes a sleeping client
   [[gnu::noinline]] Status reply_slow(const wh_msg_hdr& h,

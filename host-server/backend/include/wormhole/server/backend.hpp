@@ -97,6 +97,15 @@ struct TexSpec {
   float border[4] = {0, 0, 0, 0};
 };
 
+// A module's variable (checkpoint): its device address and size; `own`:
+// in the module's device memory, else moved into mapped host memory
+// (a __managed__ variable, module_rebind_global).
+struct ModuleVar {
+  std::string name;
+  uint64_t dptr = 0, bytes = 0;
+  bool own = true;
+};
+
 class Context {
  public:
   virtual ~Context() = default;
@@ -203,6 +212,24 @@ class Context {
   virtual Err texture_create(const TexSpec&, bool surface, uint64_t* obj) { return cudaErrorNotSupported; }
   virtual Err texture_destroy(uint64_t obj, bool surface) { return cudaErrorInvalidValue; }
 
+  // ---- checkpoint and restore (docs/migration.md). A restored session
+  // has every allocation, module variable and mapping at the address it
+  // had, so the pointers its client holds stay valid.
+  // The base of the device-address window this context places memory in
+  // (ContextLimits::va_base asks for it again); 0 where it cannot choose.
+  virtual uint64_t va_base() const { return 0; }
+  // What this context holds that no checkpoint carries (empty: nothing).
+  virtual std::string unmovable() const { return "this backend cannot place memory at saved addresses"; }
+  // An allocation of `bytes` at exactly `dptr`, charged like mem_alloc.
+  virtual Err mem_alloc_at(uint64_t dptr, uint64_t bytes) { return cudaErrorNotSupported; }
+  // module_load with variable i placed at place[i] (0: anywhere).
+  virtual Err module_load_at(std::span<const uint8_t> fatbin, std::span<const uint64_t> place,
+                             std::unique_ptr<Module>* out, std::string* log) {
+    return cudaErrorNotSupported;
+  }
+  // The module's variables, in the module's order.
+  virtual Err module_vars(Module& m, std::vector<ModuleVar>* out) { return cudaErrorNotSupported; }
+
   // This context's BLAS (cuBLAS semantics), created on first use; nullptr
   // (and *err) when the backend has none (e.g. no libcublas on the host).
   virtual Blas* blas(std::string* err) {
@@ -258,6 +285,9 @@ struct SharedQuota {
 struct ContextLimits {
   uint64_t memory_quota = 0;            // bytes of device memory a session may hold (0: device size)
   std::shared_ptr<SharedQuota> shared;  // charged as well, when set
+  // A restored session's device-address window (Context::va_base); the
+  // context is refused when another holds it. 0: the backend chooses.
+  uint64_t va_base = 0;
 };
 
 class Backend {

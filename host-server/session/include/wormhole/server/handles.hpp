@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -32,6 +33,23 @@ class HandleTable {
     s.obj = std::move(obj);
     live_++;
     return (uint64_t(tag_) << 56) | (uint64_t(s.gen) << 32) | (idx + 1);
+  }
+  // A restore: `obj` under exactly the handle `h` it had. False when h is
+  // not of this table, past its limit or its slot is taken.
+  bool add_at(uint64_t h, std::unique_ptr<T> obj) {
+    const uint64_t idx = h & 0xFFFFFFFF, gen = (h >> 32) & 0xFFFFFF;
+    if ((h >> 56) != tag_ || idx == 0 || idx > limit_ || gen == 0 || !obj) return false;
+    while (slots_.size() < idx) {
+      free_.push_back(uint32_t(slots_.size()));
+      slots_.emplace_back();
+    }
+    Slot& s = slots_[idx - 1];
+    if (s.obj) return false;
+    std::erase(free_, uint32_t(idx - 1));
+    s.gen = uint32_t(gen);
+    s.obj = std::move(obj);
+    live_++;
+    return true;
   }
   T* get(uint64_t h) const {
     const Slot* s = slot(h);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "wormhole/proto/dispatch.hpp"
 #include "wormhole/server/backend.hpp"
@@ -19,6 +20,8 @@ namespace wh::server {
 
 class Session;
 struct SessionCounters;
+class CheckpointWriter;
+class CheckpointReader;
 
 class Service {
  public:
@@ -30,6 +33,15 @@ class Service {
   // generated dispatch before a handler sees it).
   virtual void dispatch(uint16_t opcode, std::span<const uint8_t> payload, uint32_t max_msg,
                         proto::DispatchResult& out) = 0;
+  // Checkpoint (docs/migration.md): writes the library's state, or says
+  // false: it holds state no checkpoint carries yet (the default; the
+  // session then names the library). restore() reads what save() wrote
+  // into a new service of a restored session; false and *why otherwise.
+  virtual bool save(CheckpointWriter&) { return false; }
+  virtual bool restore(CheckpointReader&, std::string* why) {
+    *why = "a library's state in the checkpoint that this server cannot restore";
+    return false;
+  }
 
  protected:
   // The session's stream named by a guest handle (0: the default stream).
@@ -63,5 +75,7 @@ class Service {
 // session `s`; null when no library service owns that block (the session's
 // own tables: runtime, driver, remote, peer).
 std::unique_ptr<Service> make_service(uint16_t opcode, Session& s);
+// The library whose block holds `opcode` ("cuBLAS"...), for messages.
+const char* service_name(uint16_t opcode);
 
 }  // namespace wh::server

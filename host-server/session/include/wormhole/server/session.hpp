@@ -24,6 +24,9 @@
 
 namespace wh::server {
 
+class CheckpointWriter;
+class CheckpointReader;
+
 // Upper bounds (seconds) of the service-time histogram's buckets; one more
 // bucket counts the rest (+Inf).
 inline constexpr std::array<double, 15> kLatencyBounds = {1e-6, 2.5e-6, 5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
@@ -178,6 +181,16 @@ class Session {
   // The device context (library services reach it through Service).
   Context& context() { return *ctx_; }
 
+  // ---- checkpoint and restore (session_checkpoint.cpp, docs/migration.md),
+  // between two requests: every posted call before has run, none after.
+  // Waits for the device, then writes the session's state; false and *why
+  // (naming what cannot be moved) when some of it cannot be saved.
+  bool save(CheckpointWriter& w, std::string* why);
+  // Rebuilds a saved session in this new one (made on a context at the
+  // saved device-address window, over the same data area). False and *why
+  // on any inconsistency: the caller then destroys this session.
+  bool restore(CheckpointReader& r, std::string* why);
+
   // ---- the bodies of the session's own tables (WH_SESSION_OPS); every
   // other library's are in its service (libs/<name>/server)
   WH_DECLARE_HANDLERS(WH_SESSION_OPS)
@@ -186,6 +199,9 @@ class Session {
   struct ModuleEntry {
     std::unique_ptr<Module> mod;
     std::vector<uint64_t> globals;  // its variables entered in globals_ (dropped on unload)
+    // The image it was loaded from, kept for a checkpoint (shared: a restore
+    // that fails half-way leaves the saved copy intact).
+    std::shared_ptr<const std::vector<uint8_t>> image;
   };
   struct KernelEntry {
     std::unique_ptr<Kernel> k;
@@ -195,10 +211,13 @@ class Session {
   };
   struct StreamEntry {
     std::unique_ptr<Stream> s;
+    uint32_t flags = 0;
+    int32_t priority = 0;
   };
   struct EventEntry {
     std::unique_ptr<Event> e;
     bool recorded = false;
+    uint32_t flags = 0;
   };
 
   struct PoolEntry {

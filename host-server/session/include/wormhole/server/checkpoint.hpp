@@ -1,0 +1,146 @@
+// wormhole/server/checkpoint.hpp - the saved form of a session
+// (docs/migration.md): what Session::save writes and Session::restore reads.
+//
+// A checkpoint is a fixed header, then one zstd frame with its content
+// checksum. The header says what the frame holds; the frame is a sequence
+// of little-endian fields that Session::save writes in a fixed order. The
+// reader treats every byte as hostile: each read is bounds-checked, each
+// count is limited before anything is allocated for it, and the first
+// failure stops the restore with the reason (nothing is half-restored: the
+// session being built is thrown away).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "wormhole/server/handles.hpp"
+
+namespace wh::server {
+
+inline constexpr char kCheckpointMagic[8] = {'W', 'H', 'C', 'K', 'P', 'T', '\r', '\n'};
+// Bumped on any change of what the frame holds: a reader refuses others.
+inline constexpr uint32_t kCheckpointVersion = 1;
+// A checkpoint holds at most this many bytes uncompressed (device memory
+// included): a forged header cannot make a reader allocate more.
+inline constexpr uint64_t kCheckpointMaxBytes = uint64_t(64) << 30;
+
+struct CheckpointHeader {
+  char magic[8];
+  uint32_t version;        // kCheckpointVersion
+  uint32_t header_bytes;   // sizeof(CheckpointHeader)
+  uint64_t content_bytes;  // the frame's size uncompressed
+  uint64_t frame_bytes;    // the zstd frame that follows
+  char backend[16];        // the device kind it was taken on ("sim", "cuda")
+  uint64_t device_bytes;   // device memory in it (what a destination must hold)
+  uint64_t va_base;        // the session's device-address window (Context::va_base)
+};
+static_assert(sizeof(CheckpointHeader) == 64);
+
+// Appends fields to the content.
+class CheckpointWriter {
+ public:
+  void u8(uint8_t v) { put(&v, 1); }
+  void u32(uint32_t v) { put(&v, 4); }
+  void i32(int32_t v) { put(&v, 4); }
+  void u64(uint64_t v) { put(&v, 8); }
+  void bytes(std::span<const uint8_t> b) {
+    u64(b.size());
+    put(b.data(), b.size());
+  }
+  void str(const std::string& s) { bytes({reinterpret_cast<const uint8_t*>(s.data()), s.size()}); }
+  // Room for n bytes written later in place (device memory copied straight in).
+  uint8_t* reserve(uint64_t n) {
+    u64(n);
+    const size_t at = buf_.size();
+    buf_.resize(at + n);
+    return buf_.data() + at;
+  }
+  std::vector<uint8_t>& content() { return buf_; }
+
+ private:
+  void put(const void* p, size_t n) {
+    const size_t at = buf_.size();
+    buf_.resize(at + n);
+    if (n) std::memcpy(buf_.data() + at, p, n);
+  }
+  std::vector<uint8_t> buf_;
+};
+
+// Reads fields back; after the first failure every read fails and ok() is
+// false, so a sequence of reads needs one check at its end.
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(std::span<const uint8_t> content) : c_(content) {}
+  uint8_t u8() { return get<uint8_t>(); }
+  uint32_t u32() { return get<uint32_t>(); }
+  int32_t i32() { return get<int32_t>(); }
+  uint64_t u64() { return get<uint64_t>(); }
+  // A length-prefixed run of at most `max` bytes (a view into the content).
+  std::span<const uint8_t> bytes(uint64_t max) {
+    const uint64_t n = u64();
+    if (!ok_ || n > max || n > c_.size() - at_) return fail(), std::span<const uint8_t>{};
+    auto s = c_.subspan(at_, n);
+    at_ += n;
+    return s;
+  }
+  std::string str(uint64_t max) {
+    auto b = bytes(max);
+    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  // A count that the caller then loops over: at most `max`, and no more
+  // than the bytes left could describe at `min_each` bytes per item.
+  uint64_t count(uint64_t max, uint64_t min_each) {
+    const uint64_t n = u64();
+    if (!ok_ || n > max || (min_each && n > (c_.size() - at_) / min_each)) return fail(), 0;
+    return n;
+  }
+  bool ok() const { return ok_; }
+  bool at_end() const { return ok_ && at_ == c_.size(); }
+  void fail() { ok_ = false; }
+
+ private:
+  template <class T>
+  T get() {
+    T v{};
+    if (!ok_ || c_.size() - at_ < sizeof(T)) return fail(), v;
+    std::memcpy(&v, c_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  std::span<const uint8_t> c_;
+  size_t at_ = 0;
+  bool ok_ = true;
+};
+
+// A table whose objects hold nothing but themselves (a cuBLAS handle:
+// every setting comes with each call): its handle values.
+template <class T>
+void save_handles(CheckpointWriter& w, HandleTable<T>& t) {
+  w.u64(t.size());
+  t.for_each([&](uint64_t h, T&) { w.u64(h); });
+}
+// The same back, each object made by make() (null: it cannot be).
+template <class T, class Make>
+bool restore_handles(CheckpointReader& r, HandleTable<T>& t, uint64_t limit, Make&& make) {
+  const uint64_t n = r.count(limit, 8);
+  for (uint64_t i = 0; i < n; i++) {
+    std::unique_ptr<T> obj = make();
+    if (!obj || !t.add_at(r.u64(), std::move(obj))) return false;
+  }
+  return r.ok();
+}
+
+// The whole file: header and compressed content. `device_bytes` and
+// `backend` go into the header.
+// The content is released. Empty when compression fails.
+std::vector<uint8_t> checkpoint_pack(std::vector<uint8_t>& content, const char* backend, uint64_t device_bytes,
+                                     uint64_t va_base);
+// Checks the header and the frame's checksum and decompresses; false and
+// *err (what is wrong, for the operator) otherwise.
+bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, std::vector<uint8_t>* content,
+                       std::string* err);
+
+}  // namespace wh::server

@@ -1,0 +1,317 @@
+// A session's state written to a checkpoint and rebuilt from one
+// (docs/migration.md). The order of the fields here is the format:
+// kCheckpointVersion changes with it.
+//
+// What a restored session keeps: every handle value, every device address
+// (allocations, module variables, the mapped data area), the contents of
+// device memory, kernels' output not yet fetched and errors not yet
+// reported. What refuses a checkpoint, by name: anything of the session
+// whose saving is not written yet (save() says which).
+#include <spdlog/spdlog.h>
+
+#include "wormhole/server/checkpoint.hpp"
+#include "wormhole/server/session.hpp"
+
+namespace wh::server {
+
+namespace {
+constexpr uint32_t kSessionTag = 0x53534553;  // "SESS"
+constexpr uint32_t kEndTag = 0x444e4553;      // "SEND"
+constexpr int kLimits = 7;                    // cudaLimit values 0..6
+constexpr uint64_t kMaxName = 4096;           // kernel and variable names
+constexpr uint64_t kMaxModuleVars = 1 << 20;
+constexpr uint64_t kMaxAllocs = uint64_t(1) << 24;
+constexpr uint64_t kMaxOutputChunks = 1 << 20;
+}  // namespace
+
+bool Session::save(CheckpointWriter& w, std::string* why) {
+  // Things a checkpoint does not carry yet: refused by name, before anything is written.
+  auto refuse = [&](const std::string& what) {
+    *why = "the session holds " + what + ", which cannot be checkpointed yet";
+    return false;
+  };
+  if (!grown_.empty()) return refuse("pinned memory grown past its data area");
+  if (default_pool_ || pools_.size()) return refuse("stream-ordered memory pools");
+  if (graphs_.size()) return refuse("instantiated CUDA graphs");
+  if (arrays_.size() || mipmaps_.size()) return refuse("CUDA arrays");
+  if (!texobjs_.empty()) return refuse("texture or surface objects");
+  if (std::string u = ctx_->unmovable(); !u.empty()) return refuse(u);
+  for (size_t b = 0; b < services_.size(); b++)
+    if (services_[b]) {
+      CheckpointWriter probe;
+      if (!services_[b]->save(probe)) return refuse(std::string(service_name(uint16_t(b * proto::kOpBlock))) + " state");
+    }
+  // Posted work has run once the device is idle; an error it raised is
+  // kept for the next synchronising call, here or at the destination.
+  if (Err e = ctx_->synchronize(); e != cudaSuccess) note_async(e);
+
+  w.u32(kSessionTag);
+  w.i32(device_);
+  w.u64(printf_fifo_);
+  for (int l = 0; l < kLimits; l++) {
+    uint64_t v = 0;
+    const bool have = ctx_->get_limit(l, &v) == cudaSuccess;
+    w.u8(have);
+    w.u64(v);
+  }
+  w.u64(mapped_dptr_);
+  w.u64(data_.size());
+
+  // Allocations before modules: a restore places them first, so a module
+  // variable moved into mapped memory (its first address freed, perhaps
+  // reused) finds room anywhere else.
+  w.u64(allocs_.size());
+  for (const auto& [d, n] : allocs_) {
+    w.u64(d);
+    if (Err e = ctx_->copy_dtoh(w.reserve(n), d, n, nullptr); e != cudaSuccess) {
+      *why = "reading device memory failed (" + std::to_string(e) + ")";
+      return false;
+    }
+  }
+
+  w.u64(modules_.size());
+  bool ok = true;
+  modules_.for_each([&](uint64_t h, ModuleEntry& m) {
+    if (!ok) return;
+    std::vector<ModuleVar> vars;
+    if (ctx_->module_vars(*m.mod, &vars) != cudaSuccess || !m.image) {
+      ok = false;
+      *why = "a module's variables cannot be listed on this backend";
+      return;
+    }
+    w.u64(h);
+    w.bytes(*m.image);
+    w.u64(vars.size());
+    for (const ModuleVar& v : vars) {
+      w.str(v.name);
+      w.u64(v.dptr);
+      w.u64(v.bytes);
+      w.u8(v.own);
+      if (v.own && ctx_->copy_dtoh(w.reserve(v.bytes), v.dptr, v.bytes, nullptr) != cudaSuccess) {
+        ok = false;
+        *why = "reading a module variable failed";
+        return;
+      }
+    }
+    w.u64(m.globals.size());
+    for (uint64_t g : m.globals) {
+      auto it = globals_.find(g);
+      w.u64(g);
+      w.u64(it == globals_.end() ? 0 : it->second);
+    }
+  });
+  if (!ok) return false;
+
+  w.u64(kernels_.size());
+  kernels_.for_each([&](uint64_t h, KernelEntry& k) {
+    w.u64(h);
+    w.u64(k.module);
+    w.str(k.name);
+  });
+  w.u64(streams_.size());
+  streams_.for_each([&](uint64_t h, StreamEntry& s) {
+    w.u64(h);
+    w.u32(s.flags);
+    w.i32(s.priority);
+  });
+  w.u64(events_.size());
+  events_.for_each([&](uint64_t h, EventEntry& e) {
+    w.u64(h);
+    w.u32(e.flags);
+    w.u8(e.recorded);
+  });
+
+  w.u64(output_.size());
+  for (const OutputChunk& c : output_) {
+    w.u32(c.stream);
+    w.str(c.text);
+  }
+  w.u64(output_front_off_);
+  w.u64(output_bytes_);
+  w.u64(output_dropped_);
+  w.u64(output_seq_);
+
+  uint64_t nserv = 0;
+  for (auto& sv : services_) nserv += sv != nullptr;
+  w.u64(nserv);
+  for (size_t b = 0; b < services_.size(); b++)
+    if (services_[b]) {
+      w.u32(uint32_t(b));
+      services_[b]->save(w);
+    }
+
+  w.i32(deferred_);
+  w.i32(sticky_);
+  w.str(fault_detail_);
+  w.u32(kEndTag);
+  return true;
+}
+
+bool Session::restore(CheckpointReader& r, std::string* why) {
+  auto bad = [&](const std::string& what) {
+    *why = what;
+    return false;
+  };
+  if (r.u32() != kSessionTag) return bad("not a session checkpoint");
+  device_ = r.i32();
+  printf_fifo_ = r.u64();
+  for (int l = 0; l < kLimits; l++) {
+    const bool have = r.u8();
+    const uint64_t v = r.u64();
+    if (r.ok() && have && ctx_->set_limit(l, v) != cudaSuccess)
+      return bad("device limit " + std::to_string(l) + " = " + std::to_string(v) + " refused");
+  }
+  const uint64_t mapped = r.u64(), data_bytes = r.u64();
+  if (!r.ok() || device_ != 0) return bad("truncated or foreign session header");
+  if (data_bytes != data_.size())
+    return bad("the data area is " + std::to_string(data_.size()) + " bytes, the checkpoint's " +
+               std::to_string(data_bytes));
+  if (mapped) {
+    uint64_t got = 0;
+    if (ctx_->map_host(data_.data(), data_.size(), mapped, &got) != cudaSuccess || got != mapped)
+      return bad("the data area cannot be mapped at its device address");
+    mapped_dptr_ = got;
+  }
+
+  const uint64_t nallocs = r.count(kMaxAllocs, 16);
+  for (uint64_t i = 0; i < nallocs && r.ok(); i++) {
+    const uint64_t d = r.u64();
+    auto content = r.bytes(kCheckpointMaxBytes);
+    if (!r.ok() || content.empty()) break;
+    if (Err e = ctx_->mem_alloc_at(d, content.size()); e != cudaSuccess)
+      return bad("device memory at 0x" + fmt::format("{:x}", d) + " (" + std::to_string(content.size()) +
+                 " bytes) cannot be placed (" + std::to_string(e) + ": taken, or past the quota)");
+    allocs_[d] = content.size();
+    if (ctx_->copy_htod(d, content.data(), content.size(), nullptr) != cudaSuccess)
+      return bad("writing device memory failed");
+  }
+
+  const uint64_t nmods = r.count(4096, 24);
+  for (uint64_t i = 0; i < nmods && r.ok(); i++) {
+    const uint64_t h = r.u64();
+    auto image = r.bytes(kCheckpointMaxBytes);
+    const uint64_t nvars = r.count(kMaxModuleVars, 26);
+    struct Var {
+      ModuleVar v;
+      std::span<const uint8_t> content;
+    };
+    std::vector<Var> vars;
+    std::vector<uint64_t> place;
+    for (uint64_t k = 0; k < nvars && r.ok(); k++) {
+      Var v;
+      v.v.name = r.str(kMaxName);
+      v.v.dptr = r.u64();
+      v.v.bytes = r.u64();
+      v.v.own = r.u8();
+      if (v.v.own) v.content = r.bytes(kCheckpointMaxBytes);
+      place.push_back(v.v.own ? v.v.dptr : 0);
+      vars.push_back(std::move(v));
+    }
+    if (!r.ok()) break;
+    ModuleEntry m;
+    m.image = std::make_shared<const std::vector<uint8_t>>(image.begin(), image.end());
+    if (Err e = ctx_->module_load_at(*m.image, place, &m.mod, &last_log_); e != cudaSuccess)
+      return bad("a module cannot be loaded again at its addresses: " + last_log_);
+    std::vector<ModuleVar> now;
+    ctx_->module_vars(*m.mod, &now);
+    if (now.size() != vars.size()) return bad("a module's variables differ from the checkpoint's");
+    for (size_t k = 0; k < vars.size(); k++) {
+      const ModuleVar& v = vars[k].v;
+      if (now[k].name != v.name || now[k].bytes != v.bytes)
+        return bad("module variable " + v.name.substr(0, 128) + " differs from the checkpoint's");
+      if (v.own) {
+        if (vars[k].content.size() != v.bytes ||
+            ctx_->copy_htod(v.dptr, vars[k].content.data(), v.bytes, nullptr) != cudaSuccess)
+          return bad("module variable " + v.name.substr(0, 128) + ": bad contents");
+        continue;
+      }
+      // A __managed__ variable lives in the data area: its bytes there are
+      // the program's (rebinding copies the image's over them, so they are
+      // put back).
+      if (!mapped_dptr_ || v.dptr < mapped_dptr_ || v.dptr - mapped_dptr_ > data_.size() ||
+          v.bytes > data_.size() - (v.dptr - mapped_dptr_))
+        return bad("module variable " + v.name.substr(0, 128) + " is outside the data area");
+      uint8_t* live = data_.data() + (v.dptr - mapped_dptr_);
+      std::vector<uint8_t> keep(live, live + v.bytes);
+      if (ctx_->module_rebind_global(*m.mod, v.name, v.dptr) != cudaSuccess)
+        return bad("module variable " + v.name.substr(0, 128) + " cannot be rebound");
+      std::memcpy(live, keep.data(), keep.size());
+    }
+    const uint64_t nglob = r.count(kMaxModuleVars, 16);
+    for (uint64_t k = 0; k < nglob && r.ok(); k++) {
+      const uint64_t g = r.u64(), n = r.u64();
+      m.globals.push_back(g);
+      globals_[g] = n;
+    }
+    if (!r.ok() || !modules_.add_at(h, std::make_unique<ModuleEntry>(std::move(m))))
+      return bad("a module handle of the checkpoint is invalid or repeated");
+  }
+
+  const uint64_t nkern = r.count(1 << 16, 24);
+  for (uint64_t i = 0; i < nkern && r.ok(); i++) {
+    const uint64_t h = r.u64(), mod = r.u64();
+    std::string name = r.str(kMaxName);
+    ModuleEntry* m = r.ok() ? modules_.get(mod) : nullptr;
+    if (!m) return bad("a kernel of the checkpoint names no module of it");
+    auto k = std::make_unique<KernelEntry>();
+    k->module = mod;
+    k->name = name;
+    if (ctx_->module_kernel(*m->mod, name, &k->k, &k->attrs) != cudaSuccess)
+      return bad("kernel " + name.substr(0, 128) + " is not in its module");
+    if (!kernels_.add_at(h, std::move(k))) return bad("a kernel handle of the checkpoint is invalid or repeated");
+  }
+  const uint64_t nstreams = r.count(4096, 16);
+  for (uint64_t i = 0; i < nstreams && r.ok(); i++) {
+    const uint64_t h = r.u64();
+    auto se = std::make_unique<StreamEntry>();
+    se->flags = r.u32();
+    se->priority = r.i32();
+    if (!r.ok() || (se->flags & ~uint32_t(cudaStreamNonBlocking)) ||
+        ctx_->stream_create(se->flags, se->priority, &se->s) != cudaSuccess || !streams_.add_at(h, std::move(se)))
+      return bad("a stream of the checkpoint cannot be made again");
+  }
+  const uint64_t nevents = r.count(1 << 16, 13);
+  for (uint64_t i = 0; i < nevents && r.ok(); i++) {
+    const uint64_t h = r.u64();
+    auto ee = std::make_unique<EventEntry>();
+    ee->flags = r.u32();
+    ee->recorded = r.u8();
+    constexpr uint32_t kKnown = cudaEventBlockingSync | cudaEventDisableTiming;
+    if (!r.ok() || (ee->flags & ~kKnown) || ctx_->event_create(ee->flags, &ee->e) != cudaSuccess)
+      return bad("an event of the checkpoint cannot be made again");
+    // Recorded before: complete (its work ran before the checkpoint).
+    if (ee->recorded) ctx_->event_record(*ee->e, nullptr);
+    if (!events_.add_at(h, std::move(ee))) return bad("an event handle of the checkpoint is invalid or repeated");
+  }
+
+  const uint64_t nout = r.count(kMaxOutputChunks, 12);
+  for (uint64_t i = 0; i < nout && r.ok(); i++) {
+    OutputChunk c;
+    c.stream = r.u32();
+    c.text = r.str(proto::kPendingOutputMax);
+    output_.push_back(std::move(c));
+  }
+  output_front_off_ = r.u64();
+  output_bytes_ = r.u64();
+  output_dropped_ = r.u64();
+  output_seq_ = r.u64();
+  if (!r.ok() || (output_.empty() ? output_front_off_ != 0 : output_front_off_ > output_.front().text.size()))
+    return bad("truncated or inconsistent kernel output");
+
+  const uint64_t nserv = r.count(services_.size(), 4);
+  for (uint64_t i = 0; i < nserv && r.ok(); i++) {
+    const uint32_t b = r.u32();
+    if (!r.ok() || b >= services_.size() || services_[b]) return bad("a library block of the checkpoint is invalid");
+    services_[b] = make_service(uint16_t(b * proto::kOpBlock), *this);
+    if (!services_[b]) return bad("a library block of the checkpoint has no service here");
+    if (!services_[b]->restore(r, why)) return false;
+  }
+
+  deferred_ = r.i32();
+  sticky_ = r.i32();
+  fault_detail_ = r.str(1 << 16);
+  if (r.u32() != kEndTag || !r.at_end()) return bad("truncated checkpoint, or bytes after its end");
+  return true;
+}
+
+}  // namespace wh::server

@@ -1,0 +1,120 @@
+#!/bin/bash
+# Live migration between two local servers (wormholectl migrate,
+# docs/migration.md), checked the way an operator would use it:
+#  1. wh-train (MLP, cuBLAS + own kernels) moved mid-epoch A -> B and back
+#     B -> A: its per-step losses are bit-identical to an unmoved run's, and
+#     its accuracy the same. Before the first move, two moves that must fail
+#     and leave the session running on A: to a server that does not exist,
+#     and to one whose quota is smaller than the session's memory.
+#  2. migrate_probe: device memory, module variables, __managed__ and
+#     managed memory, streams, events, a cuBLAS handle and unfetched printf
+#     text, checked by the program after the move.
+#  3. migrate_probe holding state no checkpoint carries yet (a cuFFT plan, a
+#     memory pool, an executable graph): the move is refused naming it, and
+#     the program finishes on the source.
+# Usage: migrate.sh <build-dir> <wh-train> <migrate_probe>
+set -u
+build="$1"; train="$2"; probe="$3"
+ctl="$build/bin/wormholectl"
+dir=$(mktemp -d /tmp/wh-migrate-XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*"
+  for f in "$dir"/*.log; do echo "--- $f"; tail -30 "$f"; done
+  exit 1
+}
+start_server() {  # name [options]
+  local name="$1"; shift
+  "$build/bin/wormhole-server" --backend sim --socket "$dir/$name.sock" --log-level info "$@" >"$dir/$name.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 100); do [ -S "$dir/$name.sock" ] && [ -S "$dir/$name-admin.sock" ] && return 0; sleep 0.05; done
+  fail "server $name did not start"
+}
+# The id of the only session of server $1 once it has made $2 calls (0: any).
+session_after() {
+  for _ in $(seq 1 600); do
+    local line
+    line=$("$ctl" --socket "$dir/$1.sock" --json sessions 2>/dev/null |
+           python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"]; print("%d %d" % (s[0]["id"], s[0]["calls"]) if s else "")')
+    if [ -n "$line" ] && [ "${line#* }" -ge "$2" ]; then echo "${line% *}"; return 0; fi
+    sleep 0.05
+  done
+  return 1
+}
+run_guest() {  # server out-file program args...
+  local sock="$dir/$1.sock" out="$2"; shift 2
+  WORMHOLE_SOCKET="$sock" LD_LIBRARY_PATH="$build/guest-lib" "$@" >"$out" 2>&1
+}
+
+start_server a
+start_server b
+start_server small --quota-mb 4
+
+args=(--epochs 1 --batch 128 --seed 42 --subset 40000 --test-subset 2000 --no-progress)
+echo "=== 1. wh-train, unmoved, then moved A -> B -> A mid-epoch"
+run_guest a "$dir/ref.out" "$train" "${args[@]}" --loss-out "$dir/loss-ref.txt" || fail "reference run"
+run_guest a "$dir/moved.out" "$train" "${args[@]}" --loss-out "$dir/loss-moved.txt" &
+prog=$!
+sid=$(session_after a 300) || fail "no session on A"
+if "$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/nowhere.sock" >"$dir/m0.txt" 2>&1; then
+  fail "a move to a server that does not exist succeeded"
+fi
+grep -q "cannot reach" "$dir/m0.txt" || fail "move to nowhere: $(cat "$dir/m0.txt")"
+if "$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/small.sock" >"$dir/m1.txt" 2>&1; then
+  fail "a move to a server with a 4 MiB quota succeeded"
+fi
+grep -q "free to it here" "$dir/m1.txt" || fail "move to small: $(cat "$dir/m1.txt")"
+echo "refused as expected: $(cat "$dir/m0.txt")"
+echo "refused as expected: $(cat "$dir/m1.txt")"
+"$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/b.sock" | tee "$dir/m2.txt" || fail "move A -> B"
+sid_b=$(sed -n 's/.*: session \([0-9]*\) there.*/\1/p' "$dir/m2.txt")
+[ -n "$sid_b" ] || fail "no session id in: $(cat "$dir/m2.txt")"
+sleep 0.3
+"$ctl" --socket "$dir/b.sock" migrate "$sid_b" --to "$dir/a.sock" | tee "$dir/m3.txt" || fail "move B -> A"
+wait $prog || fail "moved run exited $?: $(tail -5 "$dir/moved.out")"
+grep -q "migrated to" "$dir/a.log" && grep -q "adopted" "$dir/b.log" && grep -q "adopted" "$dir/a.log" ||
+  fail "the servers' logs do not show both moves"
+steps=$(grep -vc '^epoch' "$dir/loss-ref.txt")
+cmp -s "$dir/loss-ref.txt" "$dir/loss-moved.txt" && [ "$steps" -gt 0 ] || {
+  diff "$dir/loss-ref.txt" "$dir/loss-moved.txt" | head; fail "losses differ after the moves"; }
+acc_ref=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$dir/ref.out")
+acc_mov=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$dir/moved.out")
+[ -n "$acc_ref" ] && [ "$acc_ref" = "$acc_mov" ] || fail "accuracy $acc_mov after the moves, $acc_ref unmoved"
+echo "losses bit-identical over $steps steps; test accuracy $acc_mov% both"
+grep -h "migrated to" "$dir/a.log" "$dir/b.log"
+
+echo "=== 2. migrate_probe moved A -> B"
+run_guest a "$dir/probe.out" "$probe" "$dir/go" &
+prog=$!
+for _ in $(seq 1 600); do grep -q READY "$dir/probe.out" 2>/dev/null && break; sleep 0.05; done
+sid=$(session_after a 0) || fail "no probe session"
+"$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/b.sock" || fail "probe move"
+touch "$dir/go"
+wait $prog || fail "probe after the move: $(cat "$dir/probe.out")"
+grep -q "probe kernel says 1234" "$dir/probe.out" || fail "printf text lost in the move"
+grep -q "PASS migrate_probe" "$dir/probe.out" || fail "probe: $(cat "$dir/probe.out")"
+echo "probe: every object checked after the move"
+
+echo "=== 3. state no checkpoint carries: refused by name, the session goes on"
+for kind in fft:cuFFT pool:pools graph:graphs; do
+  rm -f "$dir/go"
+  run_guest a "$dir/hold.out" "$probe" "$dir/go" --hold "${kind%%:*}" &
+  prog=$!
+  for _ in $(seq 1 600); do grep -q READY "$dir/hold.out" 2>/dev/null && break; sleep 0.05; done
+  sid=$(session_after a 0) || fail "no session holding ${kind%%:*}"
+  if "$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/b.sock" >"$dir/m.txt" 2>&1; then
+    fail "a session holding ${kind%%:*} moved"
+  fi
+  grep -q "${kind#*:}" "$dir/m.txt" || fail "the refusal does not name ${kind#*:}: $(cat "$dir/m.txt")"
+  echo "refused: $(cat "$dir/m.txt")"
+  touch "$dir/go"
+  wait $prog || fail "the refused session did not go on: $(cat "$dir/hold.out")"
+  grep -q "PASS migrate_probe" "$dir/hold.out" || fail "hold ${kind%%:*}: $(cat "$dir/hold.out")"
+done
+echo "PASS"
