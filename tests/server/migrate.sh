@@ -1,20 +1,21 @@
 #!/bin/bash
 # Live migration between two local servers (wormholectl migrate,
 # docs/migration.md), checked the way an operator would use it:
-#  1. wh-train (MLP, cuBLAS + own kernels) moved mid-epoch A -> B and back
-#     B -> A: its per-step losses are bit-identical to an unmoved run's, and
-#     its accuracy the same. Before the first move, two moves that must fail
-#     and leave the session running on A: to a server that does not exist,
-#     and to one whose quota is smaller than the session's memory.
+#  1. wh-train (MLP, cuBLAS + own kernels) and wh-cnn (cuDNN, cuBLAS, own
+#     kernels) moved mid-epoch A -> B and back B -> A: their per-step losses
+#     are bit-identical to an unmoved run's, and their accuracy the same.
+#     Before the first move, two moves that must fail and leave the session
+#     running on A: to a server that does not exist, and to one whose quota
+#     is smaller than the session's memory.
 #  2. migrate_probe: device memory, module variables, __managed__ and
-#     managed memory, streams, events, a cuBLAS handle and unfetched printf
-#     text, checked by the program after the move.
-#  3. migrate_probe holding state no checkpoint carries yet (a cuFFT plan, a
-#     memory pool, an executable graph): the move is refused naming it, and
-#     the program finishes on the source.
-# Usage: migrate.sh <build-dir> <wh-train> <migrate_probe>
+#     managed memory, streams, events, cuBLAS/cuFFT/cuRAND handles and
+#     unfetched printf text, checked by the program after the move.
+#  3. migrate_probe holding state no checkpoint carries yet (a memory pool,
+#     an executable graph): the move is refused naming it, and the program
+#     finishes on the source.
+# Usage: migrate.sh <build-dir> <wh-train> <wh-cnn> <migrate_probe>
 set -u
-build="$1"; train="$2"; probe="$3"
+build="$1"; train="$2"; cnn="$3"; probe="$4"
 ctl="$build/bin/wormholectl"
 dir=$(mktemp -d /tmp/wh-migrate-XXXXXX)
 pids=()
@@ -56,37 +57,48 @@ start_server a
 start_server b
 start_server small --quota-mb 4
 
-args=(--epochs 1 --batch 128 --seed 42 --subset 40000 --test-subset 2000 --no-progress)
-echo "=== 1. wh-train, unmoved, then moved A -> B -> A mid-epoch"
-run_guest a "$dir/ref.out" "$train" "${args[@]}" --loss-out "$dir/loss-ref.txt" || fail "reference run"
-run_guest a "$dir/moved.out" "$train" "${args[@]}" --loss-out "$dir/loss-moved.txt" &
-prog=$!
-sid=$(session_after a 300) || fail "no session on A"
-if "$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/nowhere.sock" >"$dir/m0.txt" 2>&1; then
-  fail "a move to a server that does not exist succeeded"
-fi
-grep -q "cannot reach" "$dir/m0.txt" || fail "move to nowhere: $(cat "$dir/m0.txt")"
-if "$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/small.sock" >"$dir/m1.txt" 2>&1; then
-  fail "a move to a server with a 4 MiB quota succeeded"
-fi
-grep -q "free to it here" "$dir/m1.txt" || fail "move to small: $(cat "$dir/m1.txt")"
-echo "refused as expected: $(cat "$dir/m0.txt")"
-echo "refused as expected: $(cat "$dir/m1.txt")"
-"$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/b.sock" | tee "$dir/m2.txt" || fail "move A -> B"
-sid_b=$(sed -n 's/.*: session \([0-9]*\) there.*/\1/p' "$dir/m2.txt")
-[ -n "$sid_b" ] || fail "no session id in: $(cat "$dir/m2.txt")"
-sleep 0.3
-"$ctl" --socket "$dir/b.sock" migrate "$sid_b" --to "$dir/a.sock" | tee "$dir/m3.txt" || fail "move B -> A"
-wait $prog || fail "moved run exited $?: $(tail -5 "$dir/moved.out")"
+# A training run unmoved, then the same run moved A -> B -> A mid-epoch:
+# per-step losses bit-identical, the same accuracy. Before the first move
+# (when $check_refusals), two moves that must fail and change nothing.
+moved_run() {  # name calls-before-first-move program args...
+  local name="$1" calls="$2"; shift 2
+  echo "=== 1. $name: unmoved, then moved A -> B -> A mid-epoch"
+  run_guest a "$dir/$name-ref.out" "$@" --loss-out "$dir/$name-loss-ref.txt" || fail "$name reference run"
+  run_guest a "$dir/$name-moved.out" "$@" --loss-out "$dir/$name-loss-moved.txt" &
+  local prog=$! sid sid_b
+  sid=$(session_after a "$calls") || fail "no $name session on A"
+  if [ "$check_refusals" = 1 ]; then
+    if "$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/nowhere.sock" >"$dir/m0.txt" 2>&1; then
+      fail "a move to a server that does not exist succeeded"
+    fi
+    grep -q "cannot reach" "$dir/m0.txt" || fail "move to nowhere: $(cat "$dir/m0.txt")"
+    if "$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/small.sock" >"$dir/m1.txt" 2>&1; then
+      fail "a move to a server with a 4 MiB quota succeeded"
+    fi
+    grep -q "free to it here" "$dir/m1.txt" || fail "move to small: $(cat "$dir/m1.txt")"
+    echo "refused as expected: $(cat "$dir/m0.txt")"
+    echo "refused as expected: $(cat "$dir/m1.txt")"
+  fi
+  "$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/b.sock" | tee "$dir/m2.txt" || fail "$name: move A -> B"
+  sid_b=$(sed -n 's/.*: session \([0-9]*\) there.*/\1/p' "$dir/m2.txt")
+  [ -n "$sid_b" ] || fail "no session id in: $(cat "$dir/m2.txt")"
+  sleep 0.3
+  "$ctl" --socket "$dir/b.sock" migrate "$sid_b" --to "$dir/a.sock" | tee "$dir/m3.txt" || fail "$name: move B -> A"
+  wait $prog || fail "$name moved run exited $?: $(tail -5 "$dir/$name-moved.out")"
+  local steps acc_ref acc_mov
+  steps=$(grep -vc '^epoch' "$dir/$name-loss-ref.txt")
+  cmp -s "$dir/$name-loss-ref.txt" "$dir/$name-loss-moved.txt" && [ "$steps" -gt 0 ] || {
+    diff "$dir/$name-loss-ref.txt" "$dir/$name-loss-moved.txt" | head; fail "$name: losses differ after the moves"; }
+  acc_ref=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$dir/$name-ref.out")
+  acc_mov=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$dir/$name-moved.out")
+  [ -n "$acc_ref" ] && [ "$acc_ref" = "$acc_mov" ] || fail "$name: accuracy $acc_mov after the moves, $acc_ref unmoved"
+  echo "$name: losses bit-identical over $steps steps; test accuracy $acc_mov% both"
+}
+check_refusals=1 moved_run wh-train 300 "$train" --epochs 1 --batch 128 --seed 42 --subset 40000 --test-subset 2000 \
+  --no-progress
+check_refusals=0 moved_run wh-cnn 200 "$cnn" --epochs 1 --batch 64 --subset 16000 --test-subset 1000 --no-progress
 grep -q "migrated to" "$dir/a.log" && grep -q "adopted" "$dir/b.log" && grep -q "adopted" "$dir/a.log" ||
-  fail "the servers' logs do not show both moves"
-steps=$(grep -vc '^epoch' "$dir/loss-ref.txt")
-cmp -s "$dir/loss-ref.txt" "$dir/loss-moved.txt" && [ "$steps" -gt 0 ] || {
-  diff "$dir/loss-ref.txt" "$dir/loss-moved.txt" | head; fail "losses differ after the moves"; }
-acc_ref=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$dir/ref.out")
-acc_mov=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$dir/moved.out")
-[ -n "$acc_ref" ] && [ "$acc_ref" = "$acc_mov" ] || fail "accuracy $acc_mov after the moves, $acc_ref unmoved"
-echo "losses bit-identical over $steps steps; test accuracy $acc_mov% both"
+  fail "the servers' logs do not show the moves"
 grep -h "migrated to" "$dir/a.log" "$dir/b.log"
 
 echo "=== 2. migrate_probe moved A -> B"
@@ -102,7 +114,7 @@ grep -q "PASS migrate_probe" "$dir/probe.out" || fail "probe: $(cat "$dir/probe.
 echo "probe: every object checked after the move"
 
 echo "=== 3. state no checkpoint carries: refused by name, the session goes on"
-for kind in fft:cuFFT pool:pools graph:graphs; do
+for kind in pool:pools graph:graphs; do
   rm -f "$dir/go"
   run_guest a "$dir/hold.out" "$probe" "$dir/go" --hold "${kind%%:*}" &
   prog=$!

@@ -13,6 +13,7 @@
 #include "wormhole/proto/cudnn_check.hpp"
 #include "wormhole/server/dnn.hpp"
 #include "wormhole/server/handles.hpp"
+#include "wormhole/server/checkpoint.hpp"
 #include "wormhole/server/service.hpp"
 
 namespace wh::server {
@@ -40,6 +41,11 @@ class DnnService final : public Service {
   bool dnn_filter(const proto::DnnFilter& f, uint64_t p) const;
   template <class Rq, class Op>
   int32_t dnn_run(int32_t status, bool ranges, const Rq& rq, Op op);
+
+ public:
+  // Stateless: descriptors live in the guest and come with each call.
+  bool save(CheckpointWriter&) override { return true; }
+  bool restore(CheckpointReader&, std::string*) override { return true; }
 };
 
 bool DnnService::dnn_tensor(const DnnTensor& t, uint64_t p) const {

@@ -10,7 +10,10 @@
 // library has already refused what it can check itself.
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+
 #include "wormhole/server/fft.hpp"
+#include "wormhole/server/checkpoint.hpp"
 #include "wormhole/server/handles.hpp"
 #include "wormhole/server/service.hpp"
 
@@ -39,12 +42,39 @@ class FftService final : public Service {
   struct FftEntry {
     FftDesc desc;
     std::unique_ptr<FftPlan> plan;
+    FftPlanReq req;  // what made it (a restore makes it again the same way)
   };
   // The device bytes one side of a transform spans (false when it
   // overflows or exceeds what a plan may address).
   static bool fft_span(int rank, const int64_t* dims, const FftSide& s, int64_t batch, int es, uint64_t* bytes);
 
   HandleTable<FftEntry> fft_plans_{0x46, 4096};
+
+ public:
+  // A plan is what made it: made again through on_FftPlan, with its checks.
+  bool save(CheckpointWriter& w) override {
+    w.u64(fft_plans_.size());
+    fft_plans_.for_each([&](uint64_t h, FftEntry& e) {
+      w.u64(h);
+      w.bytes({reinterpret_cast<const uint8_t*>(&e.req), sizeof e.req});
+    });
+    return true;
+  }
+  bool restore(CheckpointReader& r, std::string* why) override {
+    const uint64_t n = r.count(4096, 16);
+    for (uint64_t i = 0; i < n && r.ok(); i++) {
+      const uint64_t h = r.u64();
+      auto b = r.bytes(sizeof(FftPlanReq));
+      FftPlanReq rq{};
+      FftPlanResp rs{};
+      std::vector<uint8_t> tail;
+      if (b.size() != sizeof rq) break;
+      std::memcpy(&rq, b.data(), sizeof rq);
+      if (on_FftPlan(rq, {}, rs, tail) != cudaSuccess || !fft_plans_.rename(rs.handle, h))
+        return *why = "a cuFFT plan of the checkpoint cannot be made again", false;
+    }
+    return r.ok() || (*why = "truncated cuFFT state", false);
+  }
 };
 
 bool FftService::fft_span(int rank, const int64_t* dims, const FftSide& s, int64_t batch, int es, uint64_t* bytes) {
@@ -127,6 +157,7 @@ int32_t FftService::on_FftPlan(const FftPlanReq& rq, std::span<const uint8_t>, F
   }
   auto e = std::make_unique<FftEntry>();
   e->desc = d;
+  e->req = rq;
   if (Err r = fft->create(d, &e->plan); r != cudaSuccess) return r;
   rs.work_size = fft->work_size(*e->plan);
   rs.handle = fft_plans_.add(std::move(e));

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "wormhole/server/rand.hpp"
+#include "wormhole/server/checkpoint.hpp"
 #include "wormhole/server/handles.hpp"
 #include "wormhole/server/service.hpp"
 
@@ -45,6 +46,46 @@ class RandService final : public Service {
     std::unique_ptr<RandGen> gen;
   };
   HandleTable<RandEntry> rand_gens_{0x52, 256};  // a generator may hold ~256 KiB (MTGP32)
+
+ public:
+  // A generator is its settings (the sim device's values are a function of
+  // them): made again through on_RandCreate and on_RandSet, with their checks.
+  bool save(CheckpointWriter& w) override {
+    w.u64(rand_gens_.size());
+    rand_gens_.for_each([&](uint64_t h, RandEntry& e) {
+      w.u64(h);
+      w.i32(e.settings.type);
+      w.u64(e.settings.seed);
+      w.u64(e.settings.offset);
+      w.i32(e.settings.ordering);
+      w.u32(e.settings.dims);
+    });
+    return true;
+  }
+  bool restore(CheckpointReader& r, std::string* why) override {
+    const uint64_t n = r.count(256, 36);
+    for (uint64_t i = 0; i < n && r.ok(); i++) {
+      const uint64_t h = r.u64();
+      RandCreateReq cq{};
+      cq.rng_type = r.i32();
+      RandSetReq sq{};
+      sq.seed = r.u64();
+      sq.offset = r.u64();
+      sq.ordering = r.i32();
+      sq.dims = r.u32();
+      if (!r.ok()) break;
+      RandCreateResp cs{};
+      RandSetResp ss{};
+      std::vector<uint8_t> tail;
+      if (on_RandCreate(cq, {}, cs, tail) != cudaSuccess)
+        return *why = "a cuRAND generator of the checkpoint cannot be made again", false;
+      sq.handle = cs.handle;
+      sq.what = kRandSetOffset | kRandSetOrdering | (rand_is_quasi(cq.rng_type) ? kRandSetDims : kRandSetSeed);
+      if (on_RandSet(sq, {}, ss, tail) != cudaSuccess || !rand_gens_.rename(cs.handle, h))
+        return *why = "a cuRAND generator's settings of the checkpoint are refused", false;
+    }
+    return r.ok() || (*why = "truncated cuRAND state", false);
+  }
 };
 
 int32_t RandService::on_RandCreate(const RandCreateReq& rq, std::span<const uint8_t>, RandCreateResp& rs,

@@ -2,14 +2,15 @@
 // (tests/server/migrate.sh). It builds state of every kind a checkpoint
 // carries: device memory, module variables (initialised, written by a
 // kernel, and __managed__), streams with flags and priorities, recorded
-// events, a cuBLAS handle, pinned and managed memory and kernel printf text
-// not fetched yet; prints READY, waits until
+// events, cuBLAS, cuFFT and cuRAND handles, pinned and managed memory and
+// kernel printf text not fetched yet; prints READY, waits until
 // the file argv[1] exists, then checks that all of it is still there and
 // still works, against values computed on the host.
-// --hold KIND: also holds state no checkpoint carries yet (fft, pool,
-// graph), so a migration must be refused naming it.
+// --hold KIND: also holds state no checkpoint carries yet (pool, graph),
+// so a migration must be refused naming it.
 #include <cublas_v2.h>
 #include <cufft.h>
+#include <curand.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -35,7 +36,7 @@ __global__ void fill(float* x, int n, float base) {
 __global__ void say(int v) { printf("probe kernel says %d\n", v); }
 
 int main(int argc, char** argv) {
-  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--hold fft|pool|graph]");
+  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--hold pool|graph]");
   const char* hold = argc >= 4 && !std::strcmp(argv[2], "--hold") ? argv[3] : "";
   const int n = 1 << 18;
   float *a = nullptr, *b = nullptr, *c = nullptr;
@@ -64,14 +65,20 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 64; i++) managed[i] = i * i;
   cublasHandle_t blas;
   CHECK(cublasCreate(&blas) == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown);
+  // A cuFFT plan and a cuRAND generator part-way through its sequence.
+  const int nfft = 256, nrand = 1000;
+  cufftHandle plan = 0;
+  EXPECT(cufftPlan1d(&plan, nfft, CUFFT_C2C, 1) == CUFFT_SUCCESS, "cufftPlan1d");
+  curandGenerator_t gen;
+  EXPECT(curandCreateGenerator(&gen, CURAND_RNG_PSEUDO_PHILOX4_32_10) == CURAND_STATUS_SUCCESS, "curandCreate");
+  EXPECT(curandSetPseudoRandomGeneratorSeed(gen, 2024) == CURAND_STATUS_SUCCESS, "seed");
+  EXPECT(curandGenerateUniform(gen, c, nrand) == CURAND_STATUS_SUCCESS, "generate before");
   CHECK(cudaDeviceSynchronize());
   // Output the program has not fetched yet: it comes at the next sync, here or there.
   say<<<1, 1>>>(1234);
   // State no checkpoint carries yet, on request.
-  cufftHandle plan = 0;
   void* pooled = nullptr;
   cudaGraphExec_t exec = nullptr;
-  if (!std::strcmp(hold, "fft")) EXPECT(cufftPlan1d(&plan, 256, CUFFT_C2C, 1) == CUFFT_SUCCESS, "cufftPlan1d");
   if (!std::strcmp(hold, "pool")) CHECK(cudaMallocAsync(&pooled, 4096, s1));
   if (!std::strcmp(hold, "graph")) {
     cudaGraph_t g;
@@ -131,7 +138,37 @@ int main(int argc, char** argv) {
       EXPECT(std::fabs(hc[j * m + i] - want) <= 1e-3 * (1 + std::fabs(want)), "sgemm (%d,%d): %f vs %f", i, j,
              hc[j * m + i], want);
     }
-  if (plan) cufftDestroy(plan);
+  // The generator goes on where it was: its next values are a fresh one's
+  // at the same seed and offset.
+  std::vector<float> r1(nrand), r2(nrand);
+  EXPECT(curandGenerateUniform(gen, c, nrand) == CURAND_STATUS_SUCCESS, "generate after");
+  CHECK(cudaMemcpy(r1.data(), c, nrand * sizeof(float), cudaMemcpyDeviceToHost));
+  curandGenerator_t fresh;
+  EXPECT(curandCreateGenerator(&fresh, CURAND_RNG_PSEUDO_PHILOX4_32_10) == CURAND_STATUS_SUCCESS, "curandCreate");
+  EXPECT(curandSetPseudoRandomGeneratorSeed(fresh, 2024) == CURAND_STATUS_SUCCESS, "seed");
+  EXPECT(curandSetGeneratorOffset(fresh, nrand) == CURAND_STATUS_SUCCESS, "offset");
+  EXPECT(curandGenerateUniform(fresh, c, nrand) == CURAND_STATUS_SUCCESS, "generate fresh");
+  CHECK(cudaMemcpy(r2.data(), c, nrand * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < nrand; i++) EXPECT(r1[i] == r2[i], "random value %d: %f after the move, %f fresh", i, r1[i], r2[i]);
+  curandDestroyGenerator(fresh);
+  curandDestroyGenerator(gen);
+  // The plan made before the move transforms as a DFT does.
+  std::vector<float2> x(nfft), y(nfft);
+  for (int i = 0; i < nfft; i++) x[i] = make_float2(std::sin(0.1f * i), std::cos(0.37f * i));
+  CHECK(cudaMemcpy(c, x.data(), nfft * sizeof(float2), cudaMemcpyHostToDevice));
+  EXPECT(cufftExecC2C(plan, (cufftComplex*)c, (cufftComplex*)c, CUFFT_FORWARD) == CUFFT_SUCCESS, "cufftExecC2C");
+  CHECK(cudaMemcpy(y.data(), c, nfft * sizeof(float2), cudaMemcpyDeviceToHost));
+  for (int k = 0; k < nfft; k++) {
+    double re = 0, im = 0;
+    for (int j = 0; j < nfft; j++) {
+      const double t = -2 * M_PI * double(j) * k / nfft;
+      re += x[j].x * std::cos(t) - x[j].y * std::sin(t);
+      im += x[j].x * std::sin(t) + x[j].y * std::cos(t);
+    }
+    EXPECT(std::fabs(y[k].x - re) < 1e-3 * nfft && std::fabs(y[k].y - im) < 1e-3 * nfft, "fft bin %d: %f,%f vs %f,%f",
+           k, y[k].x, y[k].y, re, im);
+  }
+  cufftDestroy(plan);
   if (pooled) CHECK(cudaFreeAsync(pooled, s1));
   if (exec) CHECK(cudaGraphExecDestroy(exec));
   cublasDestroy(blas);

@@ -51,6 +51,12 @@ class HandleTable {
     live_++;
     return true;
   }
+  // A restore: the object made under `from` (by the usual create path, with
+  // its checks) moves to the handle `to` it had.
+  bool rename(uint64_t from, uint64_t to) {
+    std::unique_ptr<T> obj = take(from);
+    return obj && add_at(to, std::move(obj));
+  }
   T* get(uint64_t h) const {
     const Slot* s = slot(h);
     return s ? s->obj.get() : nullptr;
