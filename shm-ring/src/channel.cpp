@@ -167,7 +167,12 @@ void ClientChannel::set_broken(Status s, std::string why) {
 
 bool ClientChannel::server_dead() {
   std::lock_guard lk(monitor_mu_);
-  return monitor_.dead();
+  if (!monitor_.dead()) return false;
+  if (server_lost_ && server_lost_()) {
+    monitor_.reset();
+    return false;
+  }
+  return true;
 }
 
 Status ClientChannel::wait_attached(std::chrono::milliseconds timeout) {

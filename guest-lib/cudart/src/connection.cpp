@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdarg>
 #include <cstring>
 #include <mutex>
@@ -209,6 +210,7 @@ Connection::~Connection() {
   region_.reset();
   if (ivshmem_) delete static_cast<ivshmem::Mapping*>(ivshmem_);
   if (sock_ >= 0) close(sock_);
+  if (region_fd_ >= 0) close(region_fd_);
 }
 
 static std::string socket_path() {
@@ -266,11 +268,12 @@ bool Connection::connect_socket(std::string* err) {
     return false;
   }
   region_ = ring::Region::attach_fd(fd, err);
-  close(fd);
+  region_fd_ = fd;  // kept: a server that restores the session takes the region back
   if (!region_) return false;
   chan_ = ring::ClientChannel::claim(*region_, int(rep.channel), err);
   if (!chan_) return false;
   reset_status_page();
+  chan_->set_server_lost([this] { return resume_session(); });
   uint8_t ok = 1;
   if (::send(sock_, &ok, 1, MSG_NOSIGNAL) != 1) {
     *err = "handshake write failed";
@@ -283,6 +286,64 @@ bool Connection::connect_socket(std::string* err) {
   transport_ = "shm";
   return chan_->wait_attached(std::chrono::seconds(5)) == ring::Status::Ok ||
          (*err = "server did not attach", false);
+}
+
+bool Connection::resume_session() {
+  auto* st = reinterpret_cast<proto::DataAreaStatus*>(chan_->data().data());
+  if (__atomic_load_n(&st->held, __ATOMIC_ACQUIRE) != 1 || region_fd_ < 0) return false;
+  struct {
+    proto::Hello h;
+    proto::ResumeHello r;
+  } msg{};
+  msg.h.magic = proto::kHelloMagic;
+  msg.h.min_version = proto::kMinVersion;
+  msg.h.max_version = proto::kVersion;
+  msg.h.pid = uint32_t(getpid());
+  msg.h.reserved = proto::kHelloResume;
+  std::memcpy(msg.r.token, st->resume_token, sizeof msg.r.token);
+  const char* t = std::getenv("WORMHOLE_RESUME_TIMEOUT_S");
+  const int secs = t && *t ? atoi(t) : 300;
+  const std::string path = socket_path();
+  log("wormhole-server went away holding this session for a restore: waiting up to %d s for the server at %s to "
+      "restore it",
+      secs, path.c_str());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(secs);
+  for (; std::chrono::steady_clock::now() < deadline; usleep(200000)) {
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      if (s >= 0) close(s);
+      continue;  // no server there yet
+    }
+    timeval limit{120, 0};  // restoring a large session takes a while
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    proto::HelloReply rep{};
+    int fd = -1;
+    const bool sent = ring::send_with_fd(s, &msg, sizeof msg, region_fd_);
+    const ssize_t n = sent ? ring::recv_with_fd(s, &rep, sizeof rep, &fd) : -1;
+    if (fd >= 0) close(fd);
+    if (n != ssize_t(sizeof rep) || rep.magic != proto::kHelloMagic) {
+      close(s);
+      continue;
+    }
+    if (rep.status == 0) {
+      timeval none{0, 0};  // from here on the socket only tells liveness
+      setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+      if (sock_ >= 0) close(sock_);
+      sock_ = s;
+      log("session resumed from its checkpoint (session %llu on the new server)", (unsigned long long)rep.session_id);
+      return true;
+    }
+    close(s);
+    if (rep.status == cudaErrorNotReady) continue;  // not restored there yet
+    rep.message[sizeof rep.message - 1] = 0;
+    log("resuming the session was refused: %s", rep.message);
+    return false;
+  }
+  log("no server restored this session within %d s", secs);
+  return false;
 }
 
 int Connection::receive_segment(uint64_t index, uint64_t size) {

@@ -125,6 +125,10 @@ class Connection {
  private:
   Connection() = default;
   bool connect_socket(std::string* err);
+  // The server went away holding this session for a restore (wormholectl
+  // checkpoint): reconnects to a server that restored it, handing back the
+  // region; true once that server serves the channel (docs/migration.md).
+  bool resume_session();
   bool connect_remote(const std::string& url, std::string* err);
   ring::Status remote_post(uint16_t op, std::span<const std::span<const uint8_t>> parts);
   bool connect_ivshmem(std::string* err);
@@ -146,6 +150,7 @@ class Connection {
   std::unique_ptr<ring::ClientChannel> chan_;
   std::unique_ptr<RemoteLink> remote_;
   int sock_ = -1;
+  int region_fd_ = -1;  // the socket transport's region, kept for a resume
   uint16_t version_ = proto::kVersion;
   const char* transport_ = "none";
   void* ivshmem_ = nullptr;  // keeps the BAR mapping alive

@@ -167,11 +167,35 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid, con
       } else {
         uint64_t new_id = 0;
         const auto t0 = std::chrono::steady_clock::now();
-        std::string err = migrate_session(rq["session"], rq["to"], peer_uid, &new_id);
+        std::string err = migrate_session(rq["session"], Migration::Kind::Move, rq["to"], peer_uid, &new_id);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         out = err.empty() ? json{{"ok", true}, {"session", rq["session"]}, {"new_session", new_id}, {"ms", ms}}
                           : fail(err);
       }
+    } else if (cmd == "checkpoint" || cmd == "resume") {
+      const bool ck = cmd == "checkpoint";
+      if (!rq.contains("session") || !rq["session"].is_number_unsigned() ||
+          (ck && (!rq.contains("file") || !rq["file"].is_string()))) {
+        out = fail(ck ? "checkpoint wants \"session\": a session id and \"file\": an absolute path"
+                      : "resume wants \"session\": a session id");
+      } else {
+        uint64_t n = 0;
+        std::string err = migrate_session(rq["session"], ck ? Migration::Kind::Checkpoint : Migration::Kind::Resume,
+                                          ck ? rq["file"].get<std::string>() : std::string(), peer_uid, &n);
+        out = !err.empty() ? fail(err)
+              : ck         ? json{{"ok", true}, {"session", rq["session"]}, {"bytes", n}}
+                           : json{{"ok", true}, {"session", rq["session"]}};
+      }
+    } else if (cmd == "restore") {
+      CheckpointHeader h{};
+      std::string err = !rq.contains("file") || !rq["file"].is_string()
+                            ? "restore wants \"file\": a checkpoint file"
+                            : restore_file(rq["file"], &h);
+      if (err.empty())
+        spdlog::warn("admin (uid {}): restored {}: waiting for client pid {} to resume", peer_uid,
+                     rq["file"].get<std::string>(), h.owner_pid);
+      out = err.empty() ? json{{"ok", true}, {"pid", h.owner_pid}, {"uid", h.owner_uid}, {"device_bytes", h.device_bytes}}
+                        : fail(err);
     } else if (cmd == "adopt") {
       // From another server's migrate_out, with three descriptors.
       uint64_t sid = 0;
@@ -184,7 +208,7 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid, con
       int live = live_sessions_.load();
       out = json{{"ok", true}, {"sessions", live}};
     } else {
-      out = fail("unknown command '" + cmd.substr(0, 64) + "' (sessions, kill, stats, drain, migrate)");
+      out = fail("unknown command '" + cmd.substr(0, 64) + "' (sessions, kill, stats, drain, migrate, checkpoint, resume, restore)");
     }
   }
   // Strings from the request are echoed; invalid UTF-8 is replaced, not thrown.

@@ -13,16 +13,19 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "server.hpp"
 #include "wormhole/fd_pass.hpp"
+#include "wormhole/proto/wire.hpp"
 #include "wormhole/server/checkpoint.hpp"
 
 namespace wh::server {
@@ -103,9 +106,11 @@ bool read_reply(int fd, int timeout_ms, std::string* line) {
 
 }  // namespace
 
-std::string Server::migrate_session(uint64_t id, const std::string& to, int64_t peer_uid, uint64_t* new_id) {
-  if (to == cfg_.admin_socket_path) return "the destination is this server";
+std::string Server::migrate_session(uint64_t id, Migration::Kind kind, const std::string& to, int64_t peer_uid,
+                                    uint64_t* new_id) {
+  if (kind == Migration::Kind::Move && to == cfg_.admin_socket_path) return "the destination is this server";
   auto m = std::make_shared<Migration>();
+  m->kind = kind;
   m->to = to;
   {
     std::lock_guard lk(live_mu_);
@@ -118,7 +123,9 @@ std::string Server::migrate_session(uint64_t id, const std::string& to, int64_t 
     l->migration = m;
     l->migrate->store(true);
   }
-  spdlog::warn("admin (uid {}): migrating session {} to {}", peer_uid, id, to);
+  static const char* const what[] = {"migrating session {} to {}", "checkpointing session {} to {}",
+                                     "resuming session {}{}"};
+  spdlog::warn(fmt::runtime(std::string("admin (uid {}): ") + what[int(kind)]), peer_uid, id, to);
   std::unique_lock lk(m->mu);
   // The session's thread takes it between two requests (a kernel running
   // now finishes first); it always answers, also when the session ends.
@@ -138,7 +145,11 @@ bool Server::migrate_out(SocketSession& ss, Migration& m) {
     return false;
   }
   const uint64_t raw = w.content().size();
-  std::vector<uint8_t> file = checkpoint_pack(w.content(), backend_.name(), s.device_bytes(), s.context().va_base());
+  CheckpointHeader h{};
+  std::snprintf(h.backend, sizeof h.backend, "%s", backend_.name());
+  h.device_bytes = s.device_bytes();
+  h.va_base = s.context().va_base();
+  std::vector<uint8_t> file = checkpoint_pack(w.content(), h);
   if (file.empty()) {
     m.finish("the checkpoint could not be compressed", 0);
     return false;
@@ -185,31 +196,43 @@ bool Server::migrate_out(SocketSession& ss, Migration& m) {
 
 std::string Server::adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_t* sid) {
   if (fds.size() != 3) return "adopt wants three descriptors: region, client socket, checkpoint";
-  if (draining_) return "the server is draining (wormholectl drain)";
-  if (stopping_) return "the server is stopping";
   std::string err;
-  // The region: the client maps it too, so it must be sealed at its size
-  // (a shrunk file would fault our reads of it).
-  const int seals = fcntl(fds[0], F_GET_SEALS);
-  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
-    return "the region is not a memfd sealed at its size";
-  auto ss = std::make_unique<SocketSession>();
-  ss->region = ring::Region::attach_fd(fds[0], &err);
-  if (!ss->region) return "region: " + err;
-  if (ss->region->geometry().nchan != 1) return "region: not a socket client's (one channel)";
-  // The client's socket, whose peer the kernel names.
-  int type = 0;
-  socklen_t tl = sizeof type;
-  socklen_t cl = sizeof ss->cred;
-  if (getsockopt(fds[1], SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
-      getsockopt(fds[1], SOL_SOCKET, SO_PEERCRED, &ss->cred, &cl) != 0 || ss->cred.pid <= 0)
-    return "the client socket is not a connected Unix socket";
   std::vector<uint8_t> file, content;
   CheckpointHeader hdr{};
   if (!read_fd(fds[2], kCheckpointMaxBytes + sizeof hdr, &file, &err) ||
       !checkpoint_unpack(file, &hdr, &content, &err))
     return err;
   std::vector<uint8_t>().swap(file);
+  std::unique_ptr<SocketSession> ss;
+  if (err = adopt_session(fds[0], fds[1], hdr, content, peer_uid, &ss); !err.empty()) return err;
+  *sid = ss->session->id();
+  SocketSession* raw = ss.release();
+  track([this, raw] { run_socket_session(std::unique_ptr<SocketSession>(raw)); });
+  return {};
+}
+
+std::string Server::adopt_session(int region_fd, int client_fd, const CheckpointHeader& hdr,
+                                  std::span<const uint8_t> content, int64_t peer_uid,
+                                  std::unique_ptr<SocketSession>* out) {
+  if (draining_) return "the server is draining (wormholectl drain)";
+  if (stopping_) return "the server is stopping";
+  std::string err;
+  // The region: the client maps it too, so it must be sealed at its size
+  // (a shrunk file would fault our reads of it).
+  const int seals = fcntl(region_fd, F_GET_SEALS);
+  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+    return "the region is not a memfd sealed at its size";
+  auto ss = std::make_unique<SocketSession>();
+  ss->region = ring::Region::attach_fd(region_fd, &err);
+  if (!ss->region) return "region: " + err;
+  if (ss->region->geometry().nchan != 1) return "region: not a socket client's (one channel)";
+  // The client's socket, whose peer the kernel names.
+  int type = 0;
+  socklen_t tl = sizeof type;
+  socklen_t cl = sizeof ss->cred;
+  if (getsockopt(client_fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
+      getsockopt(client_fd, SOL_SOCKET, SO_PEERCRED, &ss->cred, &cl) != 0 || ss->cred.pid <= 0)
+    return "the client socket is not a connected Unix socket";
   if (std::string(hdr.backend) != backend_.name())
     return std::string("a session of the ") + hdr.backend + " backend; this server runs the " + backend_.name() +
            " backend";
@@ -228,21 +251,132 @@ std::string Server::adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_
   }
   ss->ch = ring::ServerChannel::take_over(*ss->region, 0, &err);
   if (!ss->ch) return "channel: " + err;
-  *sid = next_session_++;
-  ss->session = std::make_unique<Session>(*sid, backend_, std::move(ctx), ss->ch->data(), stats_);
+  const uint64_t sid = next_session_++;
+  ss->session = std::make_unique<Session>(sid, backend_, std::move(ctx), ss->ch->data(), stats_);
   CheckpointReader rd(content);
-  if (!ss->session->restore(rd, &err)) {
-    *sid = 0;
+  if (!ss->session->restore(rd, &err))
     return "restore: " + err;  // ss goes: our channel end stops beating, the source's goes on
-  }
-  ss->fd = fcntl(fds[1], F_DUPFD_CLOEXEC, 0);
+  ss->fd = fcntl(client_fd, F_DUPFD_CLOEXEC, 0);
   if (ss->fd < 0) return "dup: " + std::string(strerror(errno));
-  ss->pinned = std::make_unique<SocketPinnedSource>(ss->fd, uint32_t(ss->cred.uid), *sid, pinned_budget_);
-  spdlog::info("session {}: adopted (admin uid {}): client pid {} uid {}, {} bytes of device memory", *sid, peer_uid,
+  ss->pinned = std::make_unique<SocketPinnedSource>(ss->fd, uint32_t(ss->cred.uid), sid, pinned_budget_);
+  // Served here now: no longer held for a restore.
+  auto* st = reinterpret_cast<proto::DataAreaStatus*>(ss->ch->data().data());
+  __atomic_store_n(&st->held, uint32_t(0), __ATOMIC_RELEASE);
+  spdlog::info("session {}: adopted (admin uid {}): client pid {} uid {}, {} bytes of device memory", sid, peer_uid,
                int64_t(ss->cred.pid), int64_t(ss->cred.uid), ss->session->device_bytes());
-  SocketSession* raw = ss.release();
-  track([this, raw] { run_socket_session(std::unique_ptr<SocketSession>(raw)); });
+  *out = std::move(ss);
   return {};
+}
+
+bool Server::checkpoint_out(SocketSession& ss, Migration& m) {
+  Session& s = *ss.session;
+  std::string why;
+  if (m.to.empty() || m.to[0] != '/') {
+    m.finish("the checkpoint file must be an absolute path", 0);
+    return false;
+  }
+  CheckpointWriter w;
+  if (!s.save(w, &why)) {
+    m.finish(why, 0);
+    return false;
+  }
+  CheckpointHeader h{};
+  std::snprintf(h.backend, sizeof h.backend, "%s", backend_.name());
+  h.device_bytes = s.device_bytes();
+  h.va_base = s.context().va_base();
+  h.owner_pid = uint64_t(ss.cred.pid);
+  h.owner_uid = uint64_t(ss.cred.uid);
+  if (getrandom(h.token, sizeof h.token, 0) != ssize_t(sizeof h.token)) {
+    m.finish("no random token", 0);
+    return false;
+  }
+  std::vector<uint8_t> file = checkpoint_pack(w.content(), h);
+  // Created, never overwritten; readable by the server's user only.
+  int fd = open(m.to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    m.finish(m.to + ": " + strerror(errno), 0);
+    return false;
+  }
+  size_t off = 0;
+  while (off < file.size()) {
+    ssize_t n = write(fd, file.data() + off, file.size() - off);
+    if (n <= 0) break;
+    off += size_t(n);
+  }
+  const bool ok = off == file.size() && fsync(fd) == 0;
+  close(fd);
+  if (file.empty() || !ok) {
+    unlink(m.to.c_str());
+    m.finish(m.to + ": could not be written", 0);
+    return false;
+  }
+  // The client learns the token, then that its session is held.
+  auto* st = reinterpret_cast<proto::DataAreaStatus*>(ss.ch->data().data());
+  std::memcpy(st->resume_token, h.token, sizeof h.token);
+  __atomic_store_n(&st->held, uint32_t(1), __ATOMIC_RELEASE);
+  spdlog::info("session {}: checkpointed to {} ({} bytes); held until this server goes or it is resumed", s.id(),
+               m.to, file.size());
+  m.finish("", file.size());
+  return true;
+}
+
+std::string Server::restore_file(const std::string& path, CheckpointHeader* hdr) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return path + ": " + strerror(errno);
+  std::vector<uint8_t> file;
+  PendingRestore p;
+  std::string err;
+  const bool ok = read_fd(fd, kCheckpointMaxBytes + sizeof p.hdr, &file, &err) &&
+                  checkpoint_unpack(file, &p.hdr, &p.content, &err);
+  close(fd);
+  if (!ok) return path + ": " + err;
+  if (std::string(p.hdr.backend) != backend_.name())
+    return path + ": a session of the " + p.hdr.backend + " backend; this server runs the " + backend_.name() +
+           " backend";
+  if (!p.hdr.owner_pid) return path + ": not a checkpoint a client resumes from (no owner)";
+  *hdr = p.hdr;
+  std::lock_guard lk(restores_mu_);
+  if (!restores_.emplace(std::make_pair(p.hdr.token[0], p.hdr.token[1]), std::move(p)).second)
+    return path + ": already waiting for its client";
+  return {};
+}
+
+void Server::resume_client(int fd, const ucred& cred, const proto::ResumeHello& rh, int region_fd) {
+  proto::HelloReply rep{};
+  rep.magic = proto::kHelloMagic;
+  rep.version = proto::kVersion;
+  auto refuse = [&](int32_t status, const std::string& why) {
+    rep.status = status;
+    std::snprintf(rep.message, sizeof rep.message, "%s", why.c_str());
+    ring::send_with_fd(fd, &rep, sizeof rep, -1);
+    spdlog::warn("refused a resuming client (pid {}): {}", int64_t(cred.pid), why);
+    close(fd);
+  };
+  PendingRestore p;
+  {
+    std::lock_guard lk(restores_mu_);
+    auto it = restores_.find({rh.token[0], rh.token[1]});
+    // Not restored yet: the client tries again (the operator may be on the way).
+    if (it == restores_.end()) return refuse(cudaErrorNotReady, "no checkpoint of this session is waiting here");
+    // Only the process the session belongs to takes it back.
+    if (uint64_t(cred.pid) != it->second.hdr.owner_pid || uint64_t(cred.uid) != it->second.hdr.owner_uid)
+      return refuse(cudaErrorInvalidValue, "the checkpoint belongs to another process");
+    p = std::move(it->second);
+    restores_.erase(it);
+  }
+  if (region_fd < 0) return refuse(cudaErrorInvalidValue, "no region came with the resume");
+  std::unique_ptr<SocketSession> ss;
+  if (std::string err = adopt_session(region_fd, fd, p.hdr, p.content, -1, &ss); !err.empty()) {
+    // Not consumed: the operator sees why in the log and may restore again.
+    return refuse(cudaErrorDevicesUnavailable, "restore: " + err);
+  }
+  std::vector<uint8_t>().swap(p.content);
+  close(fd);  // adopt_session duplicated it
+  rep.status = 0;
+  rep.session_id = ss->session->id();
+  if (!ring::send_with_fd(ss->fd, &rep, sizeof rep, -1)) return;  // the client went: ss ends here
+  spdlog::info("session {}: client pid {} resumed from its checkpoint", rep.session_id, int64_t(cred.pid));
+  run_socket_session(std::move(ss));
 }
 
 }  // namespace wh::server

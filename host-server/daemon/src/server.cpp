@@ -323,6 +323,27 @@ End serve_gate_channel(ring::ServerChannel& ch, Session& s, GateVm& gate, uint32
   }
 }
 
+// The hello, and a descriptor that came with it (a resuming client's region).
+bool read_hello(int fd, proto::Hello* h, int* passed) {
+  auto* p = reinterpret_cast<uint8_t*>(h);
+  size_t n = sizeof *h;
+  *passed = -1;
+  while (n) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (poll(&pfd, 1, 2000) <= 0) return false;
+    int got = -1;
+    ssize_t r = ring::recv_with_fd(fd, p, n, &got);
+    if (got >= 0) {
+      if (*passed >= 0) close(got);
+      else *passed = got;
+    }
+    if (r <= 0) return false;
+    p += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+
 bool read_full(int fd, void* buf, size_t n, int timeout_ms) {
   auto* p = static_cast<uint8_t*>(buf);
   while (n) {
@@ -351,8 +372,26 @@ void Server::serve_socket_client(int fd) {
     limit.warn("refused a client: {}", why);
     close(fd);
   };
-  if (!read_full(fd, &hello, sizeof hello, 2000) || hello.magic != proto::kHelloMagic)
+  // A resuming client sends its region with the hello.
+  int passed = -1;
+  if (!read_hello(fd, &hello, &passed) || hello.magic != proto::kHelloMagic) {
+    if (passed >= 0) close(passed);
     return refuse(cudaErrorInvalidValue, "bad hello");
+  }
+  if (hello.reserved & proto::kHelloResume) {
+    proto::ResumeHello rh{};
+    ucred rc{};
+    socklen_t rl = sizeof rc;
+    const bool ok = read_full(fd, &rh, sizeof rh, 2000) && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &rc, &rl) == 0;
+    if (!ok) {
+      if (passed >= 0) close(passed);
+      return refuse(cudaErrorInvalidValue, "bad resume hello");
+    }
+    resume_client(fd, rc, rh, passed);
+    if (passed >= 0) close(passed);
+    return;
+  }
+  if (passed >= 0) close(passed);  // only a resuming client sends one
   if (draining_) return refuse(cudaErrorDevicesUnavailable, "the server is draining (wormholectl drain)");
   // Who the client is, from the kernel (the hello's pid is the client's word).
   ucred cred{};
@@ -444,20 +483,48 @@ void Server::run_socket_session(std::unique_ptr<SocketSession> ss) {
   info.killed = &killed;
   info.migrate = &migrate;
   auto watched = watch(session, std::move(info));
+  auto take = [&] {
+    std::lock_guard lk(live_mu_);
+    migrate = false;
+    return std::exchange(watched->migration, nullptr);
+  };
   End why;
   for (;;) {
     why = serve_channel(*ss->ch, session, cfg_.max_violations, stopping_, gone, killed, &migrate);
     if (why != End::Migrate) break;
-    std::shared_ptr<Migration> m;
-    {
-      std::lock_guard lk(live_mu_);
-      m = std::exchange(watched->migration, nullptr);
-      migrate = false;
+    std::shared_ptr<Migration> m = take();
+    if (!m) continue;
+    if (m->kind == Migration::Kind::Resume) {
+      m->finish("session " + std::to_string(sid) + " is not held (wormholectl checkpoint holds one)", 0);
+      continue;
     }
-    if (m && migrate_out(*ss, *m)) {
+    if (m->kind == Migration::Kind::Move) {
+      if (!migrate_out(*ss, *m)) continue;
       why = End::Migrated;
       break;
     }
+    if (!checkpoint_out(*ss, *m)) continue;
+    // Held: no request is read until this server goes (the client then
+    // resumes from the file on the next one) or an operator resumes it here.
+    why = End::Migrate;
+    while (why == End::Migrate) {
+      std::this_thread::sleep_for(50ms);
+      if (killed) why = End::Killed;
+      else if (stopping_) why = End::Stopping;
+      else if (gone()) why = End::ClientDied;
+      else if (migrate && (m = take())) {
+        if (m->kind != Migration::Kind::Resume) {
+          m->finish("session " + std::to_string(sid) + " is held for a restore (wormholectl resume it first)", 0);
+          continue;
+        }
+        auto* st = reinterpret_cast<proto::DataAreaStatus*>(ss->ch->data().data());
+        __atomic_store_n(&st->held, uint32_t(0), __ATOMIC_RELEASE);
+        spdlog::info("session {}: resumed here", sid);
+        m->finish("", sid);
+        break;
+      }
+    }
+    if (why != End::Migrate) break;
   }
   {
     // A migration asked for while the session ended is answered now.

@@ -24,6 +24,7 @@
 #include "wormhole/net.hpp"
 #include "wormhole/ring.hpp"
 #include "wormhole/server/backend.hpp"
+#include "wormhole/server/checkpoint.hpp"
 #include "wormhole/server/session.hpp"
 
 namespace wh::server {
@@ -110,7 +111,10 @@ class Server {
   // An operator's request to move a session (wormholectl migrate), served
   // by the session's thread between two requests.
   struct Migration {
-    std::string to;  // the destination server's admin socket
+    // Move: to another server; Checkpoint: to a file, then the session is
+    // held (not served) until this server goes or Resume continues it here.
+    enum class Kind { Move, Checkpoint, Resume } kind = Kind::Move;
+    std::string to;  // Move: the destination server's admin socket; Checkpoint: the file
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
@@ -129,11 +133,31 @@ class Server {
   // the destination; true once the destination serves it (the session then
   // ends here), false (m.error) with the session untouched.
   bool migrate_out(SocketSession& ss, Migration& m);
+  // Checkpoint: the session saved to m.to and marked held in its status
+  // page (its client resumes from the file when this server goes); false
+  // (m.error) with the session untouched.
+  bool checkpoint_out(SocketSession& ss, Migration& m);
+  // Restores a checkpoint as the session of the client whose region and
+  // socket these are, taking over its channel; *out serves it.
+  std::string adopt_session(int region_fd, int client_fd, const CheckpointHeader& hdr, std::span<const uint8_t> content,
+                            int64_t peer_uid, std::unique_ptr<SocketSession>* out);
+  // wormholectl restore FILE: a checkpoint waiting for its client, which
+  // reconnects with its token (proto::kHelloResume).
+  std::string restore_file(const std::string& path, CheckpointHeader* hdr);
+  struct PendingRestore {
+    CheckpointHeader hdr;
+    std::vector<uint8_t> content;
+  };
+  std::mutex restores_mu_;
+  std::map<std::pair<uint64_t, uint64_t>, PendingRestore> restores_;  // by token
+  // A resuming client's hello (serve_socket_client).
+  void resume_client(int fd, const ucred& cred, const proto::ResumeHello& rh, int region_fd);
   // The destination's side, on the admin thread: a session handed over with
   // its descriptors (region, client socket, checkpoint), restored and served.
   std::string adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_t* sid);
   // wormholectl migrate: waits for the session's thread to move it.
-  std::string migrate_session(uint64_t id, const std::string& to, int64_t peer_uid, uint64_t* new_id);
+  std::string migrate_session(uint64_t id, Migration::Kind kind, const std::string& to, int64_t peer_uid,
+                              uint64_t* new_id);
   // Network clients over UCX (remote.cpp): the listener is made at start
   // (a bad address or key stops the start), then served by its own thread.
   bool start_remote();

@@ -164,7 +164,24 @@ int main(int argc, char** argv) {
   auto* to = migrate->add_option("--to", migrate_to, "the destination server's client socket");
   migrate->add_option("--to-admin", migrate_to_admin, "the destination server's admin socket (default: beside --to)")
       ->excludes(to);
+  uint64_t ck_id = 0, resume_id = 0;
+  std::string ck_file, restore_path;
+  auto* checkpoint = app.add_subcommand("checkpoint", "save a session to a file and hold it: when this server goes, "
+                                                      "its client resumes on the server that restores the file");
+  checkpoint->add_option("SESSION", ck_id, "the session's id (wormholectl sessions)")->required();
+  checkpoint->add_option("FILE", ck_file, "the checkpoint file to create (not overwritten)")->required();
+  auto* resume = app.add_subcommand("resume", "serve a held (checkpointed) session here again");
+  resume->add_option("SESSION", resume_id, "the session's id")->required();
+  auto* restore = app.add_subcommand("restore", "load a checkpoint file; its client resumes here when its own server "
+                                                "is gone");
+  restore->add_option("FILE", restore_path, "the checkpoint file")->required()->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
+  // The server opens the files: absolute paths, as this command sees them.
+  auto absolute = [](const std::string& p) {
+    if (p.empty() || p[0] == '/') return p;
+    char cwd[4096];
+    return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + p : p;
+  };
   if (migrate->parsed() && migrate_to.empty() && migrate_to_admin.empty()) {
     std::fprintf(stderr, "wormholectl: migrate wants --to (the destination server's client socket)\n");
     return 2;
@@ -180,9 +197,13 @@ int main(int argc, char** argv) {
     rq = {{"cmd", "migrate"},
           {"session", migrate_id},
           {"to", migrate_to_admin.empty() ? wh::server::admin_socket_beside(migrate_to) : migrate_to_admin}};
-  // A migration pauses the session until its state is across (large
-  // sessions take a while); the server answers within 10 minutes.
-  json r = ask(admin_path, rq, migrate->parsed() ? 660 : 5);
+  else if (checkpoint->parsed()) rq = {{"cmd", "checkpoint"}, {"session", ck_id}, {"file", absolute(ck_file)}};
+  else if (resume->parsed()) rq = {{"cmd", "resume"}, {"session", resume_id}};
+  else if (restore->parsed()) rq = {{"cmd", "restore"}, {"file", absolute(restore_path)}};
+  // A migration or checkpoint pauses the session until its state is saved
+  // (large sessions take a while); the server answers within 10 minutes.
+  const bool slow = migrate->parsed() || checkpoint->parsed() || restore->parsed() || resume->parsed();
+  json r = ask(admin_path, rq, slow ? 660 : 5);
   const bool ok = r.value("ok", false);
   if (as_json) {
     std::printf("%s\n", r.dump().c_str());
@@ -196,6 +217,13 @@ int main(int argc, char** argv) {
     if (sessions->parsed()) print_sessions(r);
     else if (stats->parsed()) print_stats(r);
     else if (kill->parsed()) std::printf("session %llu killed\n", (unsigned long long)kill_id);
+    else if (checkpoint->parsed())
+      std::printf("session %llu saved to %s (%llu bytes) and held\n", (unsigned long long)ck_id, ck_file.c_str(),
+                  (unsigned long long)r.value("bytes", uint64_t(0)));
+    else if (resume->parsed()) std::printf("session %llu resumed\n", (unsigned long long)resume_id);
+    else if (restore->parsed())
+      std::printf("%s loaded: waiting for client pid %llu to resume\n", restore_path.c_str(),
+                  (unsigned long long)r.value("pid", uint64_t(0)));
     else if (migrate->parsed())
       std::printf("session %llu moved: session %llu there (paused %.1f ms)\n", (unsigned long long)migrate_id,
                   (unsigned long long)r.value("new_session", uint64_t(0)), r.value("ms", 0.0));

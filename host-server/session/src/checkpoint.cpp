@@ -8,16 +8,13 @@
 
 namespace wh::server {
 
-std::vector<uint8_t> checkpoint_pack(std::vector<uint8_t>& content, const char* backend, uint64_t device_bytes,
-                                     uint64_t va_base) {
-  CheckpointHeader h{};
+std::vector<uint8_t> checkpoint_pack(std::vector<uint8_t>& content, const CheckpointHeader& given) {
+  CheckpointHeader h = given;
   std::memcpy(h.magic, kCheckpointMagic, sizeof h.magic);
   h.version = kCheckpointVersion;
   h.header_bytes = sizeof h;
   h.content_bytes = content.size();
-  std::snprintf(h.backend, sizeof h.backend, "%s", backend);
-  h.device_bytes = device_bytes;
-  h.va_base = va_base;
+  h.backend[sizeof h.backend - 1] = 0;
   std::vector<uint8_t> out(sizeof h + ZSTD_compressBound(content.size()));
   // Level 1: device memory is mostly zeros or floats, which a higher level
   // barely shrinks more, at several times the pause.

@@ -880,6 +880,10 @@ class ClientChannel {
 
   // Waits until the server attached (state ACTIVE) or timeout.
   Status wait_attached(std::chrono::milliseconds timeout);
+  // Called, one thread at a time, when the server's heartbeat stopped:
+  // true when a server serves the channel again (a restored session; its
+  // heartbeat counts anew), false to fail as without it. Set before use.
+  void set_server_lost(std::function<bool()> f) { server_lost_ = std::move(f); }
 
   // The channel's data area (bulk payloads, pinned memory); offsets into it
   // are what requests carry.
@@ -1003,6 +1007,7 @@ class ClientChannel {
 
   std::mutex monitor_mu_;
   PeerMonitor monitor_;
+  std::function<bool()> server_lost_;  // under monitor_mu_ when called
   std::atomic<Status> broken_{Status::Ok};
   mutable std::mutex err_mu_;
   std::string error_;

@@ -182,6 +182,13 @@ struct Hello {
   uint32_t reserved;
   uint64_t data_bytes;  // data area the client would like (0: default)
 };
+// Hello::reserved bits. kHelloResume: a client whose server went away
+// holding its session for a restore; a ResumeHello follows the Hello in
+// the same message, which carries the client's region (SCM_RIGHTS).
+constexpr uint32_t kHelloResume = 1;
+struct ResumeHello {
+  uint64_t token[2];  // DataAreaStatus::resume_token
+};
 struct HelloReply {
   uint32_t magic;
   int32_t status;  // 0 ok, else a cudaError_t explaining the refusal
@@ -207,7 +214,14 @@ struct DataAreaStatus {
   // cudaStreamQuery "not ready" without a round trip that would wait
   // behind the kernel the server is running.
   uint64_t handled_pos;
-  uint8_t pad[4096 - 40];
+  // A server that checkpointed this session (wormholectl checkpoint) holds
+  // it: held is 1 and resume_token names the checkpoint. When that server
+  // goes away, the guest reconnects with the token (kHelloResume) to a
+  // server that restored it (wormholectl restore) instead of failing.
+  uint32_t held;
+  uint32_t reserved2;
+  uint64_t resume_token[2];
+  uint8_t pad[4096 - 64];
 };
 static_assert(sizeof(DataAreaStatus) == 4096);
 

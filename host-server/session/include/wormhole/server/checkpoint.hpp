@@ -36,8 +36,13 @@ struct CheckpointHeader {
   char backend[16];        // the device kind it was taken on ("sim", "cuda")
   uint64_t device_bytes;   // device memory in it (what a destination must hold)
   uint64_t va_base;        // the session's device-address window (Context::va_base)
+  // A checkpoint to a file: the client process it belongs to, and the
+  // token that client presents to resume on the server that restores it
+  // (DataAreaStatus::resume_token). Zero in a migration.
+  uint64_t owner_pid, owner_uid;
+  uint64_t token[2];
 };
-static_assert(sizeof(CheckpointHeader) == 64);
+static_assert(sizeof(CheckpointHeader) == 96);
 
 // Appends fields to the content.
 class CheckpointWriter {
@@ -135,9 +140,9 @@ bool restore_handles(CheckpointReader& r, HandleTable<T>& t, uint64_t limit, Mak
 
 // The whole file: header and compressed content. `device_bytes` and
 // `backend` go into the header.
-// The content is released. Empty when compression fails.
-std::vector<uint8_t> checkpoint_pack(std::vector<uint8_t>& content, const char* backend, uint64_t device_bytes,
-                                     uint64_t va_base);
+// The content is released. Empty when compression fails. `h` gives
+// backend, device_bytes, va_base and the owner fields; the rest is set here.
+std::vector<uint8_t> checkpoint_pack(std::vector<uint8_t>& content, const CheckpointHeader& h);
 // Checks the header and the frame's checksum and decompresses; false and
 // *err (what is wrong, for the operator) otherwise.
 bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, std::vector<uint8_t>* content,
