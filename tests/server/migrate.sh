@@ -13,6 +13,12 @@
 #  3. migrate_probe holding state no checkpoint carries yet (a memory pool,
 #     an executable graph): the move is refused naming it, and the program
 #     finishes on the source.
+#  4. wh-train checkpointed to a file, its server killed (-9), a new server
+#     started on the same socket restores the file and the client resumes:
+#     losses bit-identical to the unmoved run. Truncated and corrupt files
+#     are refused, and another process presenting the session's token too.
+#  5. a held session refuses a move and goes on where it is after
+#     `wormholectl resume`.
 # Usage: migrate.sh <build-dir> <wh-train> <wh-cnn> <migrate_probe>
 set -u
 build="$1"; train="$2"; cnn="$3"; probe="$4"
@@ -32,6 +38,7 @@ fail() {
 }
 start_server() {  # name [options]
   local name="$1"; shift
+  rm -f "$dir/$name.sock" "$dir/$name-admin.sock"  # a killed server's
   "$build/bin/wormhole-server" --backend sim --socket "$dir/$name.sock" --log-level info "$@" >"$dir/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 100); do [ -S "$dir/$name.sock" ] && [ -S "$dir/$name-admin.sock" ] && return 0; sleep 0.05; done
@@ -50,7 +57,7 @@ session_after() {
 }
 run_guest() {  # server out-file program args...
   local sock="$dir/$1.sock" out="$2"; shift 2
-  WORMHOLE_SOCKET="$sock" LD_LIBRARY_PATH="$build/guest-lib" "$@" >"$out" 2>&1
+  WORMHOLE_SOCKET="$sock" WORMHOLE_RESUME_TIMEOUT_S=60 LD_LIBRARY_PATH="$build/guest-lib" "$@" >"$out" 2>&1
 }
 
 start_server a
@@ -129,4 +136,44 @@ for kind in pool:pools graph:graphs; do
   wait $prog || fail "the refused session did not go on: $(cat "$dir/hold.out")"
   grep -q "PASS migrate_probe" "$dir/hold.out" || fail "hold ${kind%%:*}: $(cat "$dir/hold.out")"
 done
+echo "=== 4. checkpoint to a file, the server killed, restored by a new one: the program goes on"
+run_guest a "$dir/ck.out" "$train" --epochs 1 --batch 128 --seed 42 --subset 40000 --test-subset 2000 --no-progress \
+  --loss-out "$dir/loss-ck.txt" &
+prog=$!
+sid=$(session_after a 300) || fail "no session to checkpoint"
+"$ctl" --socket "$dir/a.sock" checkpoint "$sid" "$dir/s.ckpt" || fail "checkpoint"
+kill -9 "${pids[0]}"
+sleep 1  # the client's calls wait: its server holds nothing now
+start_server a
+head -c 1000 "$dir/s.ckpt" >"$dir/short.ckpt"
+if "$ctl" --socket "$dir/a.sock" restore "$dir/short.ckpt" >"$dir/r0.txt" 2>&1; then fail "a truncated checkpoint was restored"; fi
+grep -q "truncated" "$dir/r0.txt" || fail "truncated: $(cat "$dir/r0.txt")"
+cp "$dir/s.ckpt" "$dir/flip.ckpt"
+printf '\x55' | dd of="$dir/flip.ckpt" bs=1 seek=5000 conv=notrunc status=none
+if "$ctl" --socket "$dir/a.sock" restore "$dir/flip.ckpt" >"$dir/r1.txt" 2>&1; then fail "a corrupt checkpoint was restored"; fi
+grep -q "corrupt" "$dir/r1.txt" || fail "corrupt: $(cat "$dir/r1.txt")"
+echo "refused as expected: $(cat "$dir/r0.txt")"
+echo "refused as expected: $(cat "$dir/r1.txt")"
+"$ctl" --socket "$dir/a.sock" restore "$dir/s.ckpt" || fail "restore"
+python3 "$(dirname "$0")/resume_forged.py" "$dir/a.sock" "$dir/s.ckpt" || fail "another process took the session"
+wait $prog || fail "the restored program exited $?: $(tail -5 "$dir/ck.out")"
+grep -q "session resumed from its checkpoint" "$dir/ck.out" || fail "the client did not resume: $(tail "$dir/ck.out")"
+cmp -s "$dir/wh-train-loss-ref.txt" "$dir/loss-ck.txt" || {
+  diff "$dir/wh-train-loss-ref.txt" "$dir/loss-ck.txt" | head; fail "losses differ after the restore"; }
+echo "wh-train checkpointed, its server killed, restored: losses bit-identical to the unmoved run"
+
+echo "=== 5. a held session resumed where it is"
+rm -f "$dir/go"
+run_guest b "$dir/held.out" "$probe" "$dir/go" &
+prog=$!
+for _ in $(seq 1 600); do grep -q READY "$dir/held.out" 2>/dev/null && break; sleep 0.05; done
+sid=$(session_after b 0) || fail "no session on B"
+"$ctl" --socket "$dir/b.sock" checkpoint "$sid" "$dir/held.ckpt" || fail "checkpoint on B"
+if "$ctl" --socket "$dir/b.sock" migrate "$sid" --to "$dir/a.sock" >"$dir/m.txt" 2>&1; then fail "a held session moved"; fi
+grep -q "held" "$dir/m.txt" || fail "held: $(cat "$dir/m.txt")"
+"$ctl" --socket "$dir/b.sock" resume "$sid" || fail "resume"
+touch "$dir/go"
+wait $prog || fail "the resumed program: $(cat "$dir/held.out")"
+grep -q "PASS migrate_probe" "$dir/held.out" || fail "held: $(cat "$dir/held.out")"
+echo "held, refused a move while held, resumed: the program passed"
 echo "PASS"

@@ -1,0 +1,256 @@
+// A session saved (Session::save) and rebuilt in a new one (Session::restore)
+// straight through Session::handle, as the server drives both: handles,
+// device addresses, memory contents, module variables and library objects
+// survive; then the checkpoint's format is attacked (a file or a migrating
+// server may be forged): truncated and corrupt files are refused by
+// checkpoint_unpack, and content with bytes changed or cut short (packed
+// again with a valid checksum) never crashes a restore and never leaves a
+// half-restored session serving.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "session_fixture.hpp"
+#include "wormhole/server/checkpoint.hpp"
+#include "wormhole/server/session.hpp"
+
+using namespace wh::server;
+using namespace wh::proto;
+
+namespace {
+
+// A kernel that bumps a module variable and stores the new value.
+constexpr char kPtx[] = R"(.version 8.0
+.target sm_80
+.address_size 64
+.global .align 4 .u32 counter = 5;
+.visible .entry bump(.param .u64 out) {
+  .reg .u64 %rd<3>;
+  .reg .u32 %r<3>;
+  ld.param.u64 %rd1, [out];
+  ld.global.u32 %r1, [counter];
+  add.u32 %r1, %r1, 1;
+  st.global.u32 [counter], %r1;
+  st.global.u32 [%rd1], %r1;
+  ret;
+}
+)";
+
+struct Fixture : wh::test::SessionFixture {
+  uint64_t module = 0, kernel = 0, counter = 0, buf = 0, stream = 0, event = 0, blas = 0, plan = 0, gen = 0;
+
+  int32_t call(Op op, std::vector<uint8_t> payload, std::vector<uint8_t>* fixed = nullptr) {
+    DispatchResult out;
+    s->handle(uint16_t(op), 0, payload, 1 << 16, out);
+    if (fixed) *fixed = out.fixed;
+    return out.status;
+  }
+  template <class T>
+  static std::vector<uint8_t> bytes(const T& rq, std::string_view tail = {}) {
+    std::vector<uint8_t> p(sizeof rq);
+    std::memcpy(p.data(), &rq, sizeof rq);
+    p.insert(p.end(), tail.begin(), tail.end());
+    return p;
+  }
+  uint32_t read_u32(uint64_t dptr) {
+    MemcpyDtoHReq rq{8192, dptr, 4, 0, 0};
+    EXPECT_EQ(run<Op::MemcpyDtoH>(rq), 0);
+    uint32_t v;
+    std::memcpy(&v, data.data() + 8192, 4);
+    return v;
+  }
+  int32_t launch_bump(uint64_t k, uint64_t st) {
+    LaunchReq rq{};
+    rq.kernel = k;
+    rq.stream = st;
+    for (int i = 0; i < 3; i++) rq.grid[i] = rq.block[i] = 1;
+    std::string params(reinterpret_cast<const char*>(&buf), 8);
+    return call(Op::Launch, bytes(rq, params));
+  }
+  // Memory, a module with a variable, a kernel, a stream, an event and
+  // cuBLAS, cuFFT and cuRAND objects.
+  void build() {
+    buf = alloc(4096);
+    std::memcpy(data.data() + 16384, kPtx, sizeof kPtx);
+    ModuleLoadResp ml{};
+    ASSERT_EQ(run<Op::ModuleLoad>({16384, sizeof kPtx}, &ml), 0);
+    module = ml.module;
+    std::vector<uint8_t> f;
+    ASSERT_EQ(call(Op::ModuleGetKernel, bytes(ModuleGetKernelReq{module}, "bump"), &f), 0);
+    std::memcpy(&kernel, f.data(), 8);
+    ASSERT_EQ(call(Op::ModuleGetGlobal, bytes(ModuleGetGlobalReq{module}, "counter"), &f), 0);
+    std::memcpy(&counter, f.data(), 8);
+    StreamCreateResp sc{};
+    ASSERT_EQ(run<Op::StreamCreate>({1, -1}, &sc), 0);
+    stream = sc.stream;
+    EventCreateResp ec{};
+    ASSERT_EQ(run<Op::EventCreate>({0, 0}, &ec), 0);
+    event = ec.event;
+    ASSERT_EQ(launch_bump(kernel, stream), 0);
+    ASSERT_EQ(run<Op::EventRecord>({event, stream}), 0);
+    BlasCreateResp bc{};
+    ASSERT_EQ(run<Op::BlasCreate>({}, &bc), 0);
+    blas = bc.handle;
+    FftPlanReq fp{};
+    fp.n[0] = 64;
+    fp.rank = 1;
+    fp.type = 0x29;  // C2C
+    fp.batch = 1;
+    FftPlanResp fr{};
+    ASSERT_EQ(run<Op::FftPlan>(fp, &fr), 0);
+    plan = fr.handle;
+    RandCreateResp rc{};
+    ASSERT_EQ(run<Op::RandCreate>({kRngXorwow, 0}, &rc), 0);
+    gen = rc.handle;
+    ASSERT_EQ(read_u32(buf), 6u);
+  }
+  std::vector<uint8_t> save() {
+    CheckpointWriter w;
+    std::string why;
+    EXPECT_TRUE(s->save(w, &why)) << why;
+    return std::move(w.content());
+  }
+  // A new session over the same data area at the saved window (the old one
+  // is gone, as on another server).
+  bool restore(std::span<const uint8_t> content, uint64_t va, std::string* why) {
+    s.reset();
+    ContextLimits lim;
+    lim.va_base = va;
+    std::string err;
+    auto ctx = backend->create_context(0, lim, &err);
+    EXPECT_TRUE(ctx) << err;
+    if (!ctx) return false;
+    s = std::make_unique<Session>(2, *backend, std::move(ctx), std::span<uint8_t>(data), stats);
+    CheckpointReader r(content);
+    return s->restore(r, why);
+  }
+};
+
+TEST_F(Fixture, EveryObjectSurvivesAtItsHandleAndAddress) {
+  build();
+  const uint64_t va = s->context().va_base();
+  ASSERT_NE(va, 0u);
+  std::vector<uint8_t> content = save();
+  // Packed and unpacked as a file is.
+  CheckpointHeader h{};
+  std::snprintf(h.backend, sizeof h.backend, "sim");
+  h.va_base = va;
+  std::vector<uint8_t> copy = content;
+  std::vector<uint8_t> file = checkpoint_pack(copy, h);
+  CheckpointHeader got{};
+  std::vector<uint8_t> back;
+  std::string why;
+  ASSERT_TRUE(checkpoint_unpack(file, &got, &back, &why)) << why;
+  ASSERT_EQ(back, content);
+  ASSERT_TRUE(restore(back, va, &why)) << why;
+
+  EXPECT_EQ(read_u32(buf), 6u);      // device memory, at its address
+  EXPECT_EQ(read_u32(counter), 6u);  // the module variable, bumped once
+  EXPECT_EQ(run<Op::EventQuery>({event}), 0);
+  ASSERT_EQ(launch_bump(kernel, stream), 0);  // the same kernel and stream handles
+  ASSERT_EQ(run<Op::StreamSynchronize>({stream}), 0);
+  EXPECT_EQ(read_u32(buf), 7u);
+  BlasDotReq d{blas, 0, buf, buf, 0, 1, 1, 1, 0};
+  BlasDotResp dr{};
+  EXPECT_EQ(run<Op::BlasDot>(d, &dr), 0);  // the cuBLAS handle
+  FftExecReq fe{};
+  fe.handle = plan;
+  fe.type = 0x29;
+  fe.idata = fe.odata = buf;
+  fe.direction = -1;
+  EXPECT_EQ(run<Op::FftExec>(fe), 0);  // the cuFFT plan
+  RandGenerateReq rg{};
+  rg.handle = gen;
+  rg.kind = kRandBits32;
+  rg.out = buf;
+  rg.n = 16;
+  EXPECT_EQ(run<Op::RandGenerate>(rg), 0);  // the cuRAND generator
+  // A handle that was never made stays invalid.
+  EXPECT_EQ(run<Op::StreamSynchronize>({stream + 1}), cudaErrorInvalidResourceHandle);
+}
+
+TEST_F(Fixture, TheWindowOfALiveSessionIsNotGivenTwice) {
+  build();
+  ContextLimits lim;
+  lim.va_base = s->context().va_base();
+  std::string err;
+  EXPECT_FALSE(backend->create_context(0, lim, &err));
+  EXPECT_NE(err.find("another session"), std::string::npos) << err;
+}
+
+TEST_F(Fixture, ForgedFilesAreRefused) {
+  build();
+  std::vector<uint8_t> content = save();
+  CheckpointHeader h{};
+  std::snprintf(h.backend, sizeof h.backend, "sim");
+  std::vector<uint8_t> file = checkpoint_pack(content, h);
+  CheckpointHeader got{};
+  std::vector<uint8_t> back;
+  std::string why;
+  auto refused = [&](std::vector<uint8_t> f, const char* says) {
+    why.clear();
+    EXPECT_FALSE(checkpoint_unpack(f, &got, &back, &why));
+    EXPECT_NE(why.find(says), std::string::npos) << why;
+  };
+  refused({file.begin(), file.begin() + 20}, "too short");
+  refused({file.begin(), file.end() - 1}, "truncated");
+  auto bad_magic = file;
+  bad_magic[0] ^= 1;
+  refused(bad_magic, "not a Wormhole checkpoint");
+  auto bad_version = file;
+  bad_version[8] = 99;
+  refused(bad_version, "format 99");
+  auto huge = file;
+  uint64_t big = uint64_t(1) << 40;
+  std::memcpy(huge.data() + 16, &big, 8);
+  refused(huge, "64 GiB");
+  for (size_t at = sizeof(CheckpointHeader) + 8; at < file.size(); at += file.size() / 7) {
+    auto flipped = file;
+    flipped[at] ^= 0x40;
+    why.clear();
+    EXPECT_FALSE(checkpoint_unpack(flipped, &got, &back, &why)) << "byte " << at;
+  }
+}
+
+TEST_F(Fixture, CorruptContentNeverCrashesARestore) {
+  build();
+  const uint64_t va = s->context().va_base();
+  const std::vector<uint8_t> content = save();
+  std::mt19937_64 rng(42);
+  int refused = 0;
+  for (int i = 0; i < 400; i++) {
+    std::vector<uint8_t> c = content;
+    if (i % 4 == 0) {
+      c.resize(rng() % c.size());  // cut short
+    } else {
+      for (int k = 0, n = 1 + int(rng() % 8); k < n; k++) c[rng() % c.size()] = uint8_t(rng());
+    }
+    std::string why;
+    if (!restore(c, va, &why)) {
+      refused++;
+      EXPECT_FALSE(why.empty());
+    }
+  }
+  // Most corruptions are caught (a changed byte of memory contents is not).
+  EXPECT_GT(refused, 100);
+  // And the intact content still restores after all that.
+  std::string why;
+  ASSERT_TRUE(restore(content, va, &why)) << why;
+  EXPECT_EQ(read_u32(counter), 6u);
+}
+
+TEST_F(Fixture, StateNotCarriedIsNamed) {
+  build();
+  DeviceGetMemPoolResp pr{};
+  ASSERT_EQ(run<Op::DeviceGetMemPool>({0, 1}, &pr), 0);  // the session's default pool, made now
+  CheckpointWriter w;
+  std::string why;
+  EXPECT_FALSE(s->save(w, &why));
+  EXPECT_NE(why.find("pools"), std::string::npos) << why;
+  EXPECT_TRUE(w.content().empty());  // refused before anything was written
+}
+
+}  // namespace
