@@ -107,7 +107,7 @@ struct Fixture : wh::test::SessionFixture {
     gen = rc.handle;
     ASSERT_EQ(read_u32(buf), 6u);
   }
-  std::vector<uint8_t> save() {
+  Bytes save() {
     CheckpointWriter w;
     std::string why;
     EXPECT_TRUE(s->save(w, &why)) << why;
@@ -133,15 +133,15 @@ TEST_F(Fixture, EveryObjectSurvivesAtItsHandleAndAddress) {
   build();
   const uint64_t va = s->context().va_base();
   ASSERT_NE(va, 0u);
-  std::vector<uint8_t> content = save();
+  Bytes content = save();
   // Packed and unpacked as a file is.
   CheckpointHeader h{};
   std::snprintf(h.backend, sizeof h.backend, "sim");
   h.va_base = va;
-  std::vector<uint8_t> copy = content;
-  std::vector<uint8_t> file = checkpoint_pack(copy, h);
+  Bytes copy = content;
+  Bytes file = checkpoint_pack(copy, h);
   CheckpointHeader got{};
-  std::vector<uint8_t> back;
+  Bytes back;
   std::string why;
   ASSERT_TRUE(checkpoint_unpack(file, &got, &back, &why)) << why;
   ASSERT_EQ(back, content);
@@ -183,14 +183,14 @@ TEST_F(Fixture, TheWindowOfALiveSessionIsNotGivenTwice) {
 
 TEST_F(Fixture, ForgedFilesAreRefused) {
   build();
-  std::vector<uint8_t> content = save();
+  Bytes content = save();
   CheckpointHeader h{};
   std::snprintf(h.backend, sizeof h.backend, "sim");
-  std::vector<uint8_t> file = checkpoint_pack(content, h);
+  Bytes file = checkpoint_pack(content, h);
   CheckpointHeader got{};
-  std::vector<uint8_t> back;
+  Bytes back;
   std::string why;
-  auto refused = [&](std::vector<uint8_t> f, const char* says) {
+  auto refused = [&](Bytes f, const char* says) {
     why.clear();
     EXPECT_FALSE(checkpoint_unpack(f, &got, &back, &why));
     EXPECT_NE(why.find(says), std::string::npos) << why;
@@ -218,11 +218,11 @@ TEST_F(Fixture, ForgedFilesAreRefused) {
 TEST_F(Fixture, CorruptContentNeverCrashesARestore) {
   build();
   const uint64_t va = s->context().va_base();
-  const std::vector<uint8_t> content = save();
+  const Bytes content = save();
   std::mt19937_64 rng(42);
   int refused = 0;
   for (int i = 0; i < 400; i++) {
-    std::vector<uint8_t> c = content;
+    Bytes c = content;
     if (i % 4 == 0) {
       c.resize(rng() % c.size());  // cut short
     } else {

@@ -38,33 +38,52 @@ using Clock = std::chrono::steady_clock;
 // How long the source waits for the destination to restore and answer.
 constexpr int kAdoptTimeoutMs = 600000;
 
-// A sealed memfd holding `bytes`; -1 and *err otherwise.
-int sealed_memfd(const std::vector<uint8_t>& bytes, std::string* err) {
+// A memfd holding the checkpoint of `content`, sealed; -1 and *err otherwise.
+int sealed_memfd(Bytes& content, const CheckpointHeader& h, uint64_t* bytes, std::string* err) {
   int fd = memfd_create("wormhole-checkpoint", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return *err = std::string("memfd_create: ") + strerror(errno), -1;
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = write(fd, bytes.data() + off, bytes.size() - off);
-    if (n <= 0) {
-      *err = std::string("writing the checkpoint: ") + strerror(errno);
-      close(fd);
-      return -1;
-    }
-    off += size_t(n);
+  if (!checkpoint_write(fd, content, h, bytes)) {
+    *err = std::string("writing the checkpoint: ") + strerror(errno);
+    close(fd);
+    return -1;
   }
   fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
   return fd;
 }
 
-// The whole of a file given as a descriptor, within `max` bytes.
-bool read_fd(int fd, uint64_t max, std::vector<uint8_t>* out, std::string* err) {
+// A checkpoint behind a descriptor: mapped when it is a memfd sealed at its
+// size (a migration's: nothing copied, and no one can shrink it under the
+// mapping), else read whole.
+struct CheckpointFile {
+  Bytes copy;
+  void* map = nullptr;
+  size_t size = 0;
+  std::span<const uint8_t> bytes() const {
+    return map ? std::span<const uint8_t>(static_cast<const uint8_t*>(map), size) : std::span<const uint8_t>(copy);
+  }
+  ~CheckpointFile() {
+    if (map) munmap(map, size);
+  }
+};
+
+bool read_checkpoint(int fd, CheckpointFile* f, std::string* err) {
   struct stat st{};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return *err = "the checkpoint is not a file", false;
-  if (uint64_t(st.st_size) > max) return *err = "the checkpoint is larger than 64 GiB", false;
-  out->resize(size_t(st.st_size));
+  if (uint64_t(st.st_size) > kCheckpointMaxBytes + sizeof(CheckpointHeader))
+    return *err = "the checkpoint is larger than 64 GiB", false;
+  f->size = size_t(st.st_size);
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals >= 0 && (seals & F_SEAL_SHRINK) && f->size) {
+    void* m = mmap(nullptr, f->size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m != MAP_FAILED) {
+      f->map = m;
+      return true;
+    }
+  }
+  f->copy.resize(f->size);
   size_t off = 0;
-  while (off < out->size()) {
-    ssize_t n = pread(fd, out->data() + off, out->size() - off, off_t(off));
+  while (off < f->size) {
+    ssize_t n = pread(fd, f->copy.data() + off, f->size - off, off_t(off));
     if (n <= 0) return *err = "the checkpoint could not be read", false;
     off += size_t(n);
   }
@@ -145,21 +164,18 @@ bool Server::migrate_out(SocketSession& ss, Migration& m) {
     return false;
   }
   const uint64_t raw = w.content().size();
+  const auto t_saved = Clock::now();
   CheckpointHeader h{};
   std::snprintf(h.backend, sizeof h.backend, "%s", backend_.name());
   h.device_bytes = s.device_bytes();
   h.va_base = s.context().va_base();
-  std::vector<uint8_t> file = checkpoint_pack(w.content(), h);
-  if (file.empty()) {
-    m.finish("the checkpoint could not be compressed", 0);
-    return false;
-  }
-  const auto t1 = Clock::now();
-  int ck = sealed_memfd(file, &why);
+  uint64_t packed = 0;
+  int ck = sealed_memfd(w.content(), h, &packed, &why);
   if (ck < 0) {
     m.finish(why, 0);
     return false;
   }
+  const auto t1 = Clock::now();
   int dst = connect_unix(m.to, &why);
   if (dst < 0) {
     close(ck);
@@ -167,7 +183,7 @@ bool Server::migrate_out(SocketSession& ss, Migration& m) {
     m.finish(why, 0);
     return false;
   }
-  const std::string line = json{{"cmd", "adopt"}, {"bytes", file.size()}, {"from_session", s.id()}}.dump() + "\n";
+  const std::string line = json{{"cmd", "adopt"}, {"bytes", packed}, {"from_session", s.id()}}.dump() + "\n";
   const int fds[3] = {ss.region->fd(), ss.fd, ck};
   std::string reply;
   const bool sent = ring::send_with_fds(dst, line.data(), line.size(), fds);
@@ -183,9 +199,10 @@ bool Server::migrate_out(SocketSession& ss, Migration& m) {
     const uint64_t id = r.contains("session") && r["session"].is_number_unsigned() ? r["session"].get<uint64_t>() : 0;
     const double ms_save = std::chrono::duration<double, std::milli>(t1 - t0).count();
     const double ms_all = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    spdlog::info("session {}: migrated to {} as session {}: {} bytes of state ({} compressed), saved in {:.1f} ms, "
-                 "paused {:.1f} ms",
-                 s.id(), m.to, id, raw, file.size(), ms_save, ms_all);
+    const double ms_read = std::chrono::duration<double, std::milli>(t_saved - t0).count();
+    spdlog::info("session {}: migrated to {} as session {}: {} bytes of state ({} compressed), read in {:.1f} ms, "
+                 "packed into a memfd in {:.1f} ms, paused {:.1f} ms",
+                 s.id(), m.to, id, raw, packed, ms_read, ms_save - ms_read, ms_all);
     m.finish("", id);
     return true;
   }
@@ -197,14 +214,20 @@ bool Server::migrate_out(SocketSession& ss, Migration& m) {
 std::string Server::adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_t* sid) {
   if (fds.size() != 3) return "adopt wants three descriptors: region, client socket, checkpoint";
   std::string err;
-  std::vector<uint8_t> file, content;
+  Bytes content;
   CheckpointHeader hdr{};
-  if (!read_fd(fds[2], kCheckpointMaxBytes + sizeof hdr, &file, &err) ||
-      !checkpoint_unpack(file, &hdr, &content, &err))
-    return err;
-  std::vector<uint8_t>().swap(file);
+  const auto t0 = Clock::now();
+  auto file = std::make_unique<CheckpointFile>();
+  if (!read_checkpoint(fds[2], file.get(), &err)) return err;
+  const auto t1 = Clock::now();
+  if (!checkpoint_unpack(file->bytes(), &hdr, &content, &err)) return err;
+  file.reset();
+  const auto t2 = Clock::now();
   std::unique_ptr<SocketSession> ss;
   if (err = adopt_session(fds[0], fds[1], hdr, content, peer_uid, &ss); !err.empty()) return err;
+  auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  spdlog::info("session {}: checkpoint read in {:.1f} ms, unpacked in {:.1f} ms, restored in {:.1f} ms",
+               ss->session->id(), ms(t0, t1), ms(t1, t2), ms(t2, Clock::now()));
   *sid = ss->session->id();
   SocketSession* raw = ss.release();
   track([this, raw] { run_socket_session(std::unique_ptr<SocketSession>(raw)); });
@@ -290,22 +313,16 @@ bool Server::checkpoint_out(SocketSession& ss, Migration& m) {
     m.finish("no random token", 0);
     return false;
   }
-  std::vector<uint8_t> file = checkpoint_pack(w.content(), h);
   // Created, never overwritten; readable by the server's user only.
   int fd = open(m.to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     m.finish(m.to + ": " + strerror(errno), 0);
     return false;
   }
-  size_t off = 0;
-  while (off < file.size()) {
-    ssize_t n = write(fd, file.data() + off, file.size() - off);
-    if (n <= 0) break;
-    off += size_t(n);
-  }
-  const bool ok = off == file.size() && fsync(fd) == 0;
+  uint64_t written = 0;
+  const bool ok = checkpoint_write(fd, w.content(), h, &written) && fsync(fd) == 0;
   close(fd);
-  if (file.empty() || !ok) {
+  if (!ok) {
     unlink(m.to.c_str());
     m.finish(m.to + ": could not be written", 0);
     return false;
@@ -315,19 +332,18 @@ bool Server::checkpoint_out(SocketSession& ss, Migration& m) {
   std::memcpy(st->resume_token, h.token, sizeof h.token);
   __atomic_store_n(&st->held, uint32_t(1), __ATOMIC_RELEASE);
   spdlog::info("session {}: checkpointed to {} ({} bytes); held until this server goes or it is resumed", s.id(),
-               m.to, file.size());
-  m.finish("", file.size());
+               m.to, written);
+  m.finish("", written);
   return true;
 }
 
 std::string Server::restore_file(const std::string& path, CheckpointHeader* hdr) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return path + ": " + strerror(errno);
-  std::vector<uint8_t> file;
+  CheckpointFile file;
   PendingRestore p;
   std::string err;
-  const bool ok = read_fd(fd, kCheckpointMaxBytes + sizeof p.hdr, &file, &err) &&
-                  checkpoint_unpack(file, &p.hdr, &p.content, &err);
+  const bool ok = read_checkpoint(fd, &file, &err) && checkpoint_unpack(file.bytes(), &p.hdr, &p.content, &err);
   close(fd);
   if (!ok) return path + ": " + err;
   if (std::string(p.hdr.backend) != backend_.name())
@@ -370,7 +386,7 @@ void Server::resume_client(int fd, const ucred& cred, const proto::ResumeHello& 
     // Not consumed: the operator sees why in the log and may restore again.
     return refuse(cudaErrorDevicesUnavailable, "restore: " + err);
   }
-  std::vector<uint8_t>().swap(p.content);
+  Bytes().swap(p.content);
   close(fd);  // adopt_session duplicated it
   rep.status = 0;
   rep.session_id = ss->session->id();

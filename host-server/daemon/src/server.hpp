@@ -146,7 +146,7 @@ class Server {
   std::string restore_file(const std::string& path, CheckpointHeader* hdr);
   struct PendingRestore {
     CheckpointHeader hdr;
-    std::vector<uint8_t> content;
+    Bytes content;
   };
   std::mutex restores_mu_;
   std::map<std::pair<uint64_t, uint64_t>, PendingRestore> restores_;  // by token

@@ -2,36 +2,82 @@
 // (wormhole/server/checkpoint.hpp).
 #include "wormhole/server/checkpoint.hpp"
 
+#include <unistd.h>
 #include <zstd.h>
 
 #include <cstdio>
 
 namespace wh::server {
 
-std::vector<uint8_t> checkpoint_pack(std::vector<uint8_t>& content, const CheckpointHeader& given) {
+namespace {
+
+// The header and the frame through `sink` (bytes, in order), compressed in
+// 8 MiB pieces so no buffer the size of the frame is ever made; the header
+// goes first with the frame's size, which `place` writes once it is known.
+template <class Sink, class Place>
+bool pack_to(Bytes& content, const CheckpointHeader& given, Sink&& sink, Place&& place) {
   CheckpointHeader h = given;
   std::memcpy(h.magic, kCheckpointMagic, sizeof h.magic);
   h.version = kCheckpointVersion;
   h.header_bytes = sizeof h;
   h.content_bytes = content.size();
   h.backend[sizeof h.backend - 1] = 0;
-  std::vector<uint8_t> out(sizeof h + ZSTD_compressBound(content.size()));
-  // Level 1: device memory is mostly zeros or floats, which a higher level
-  // barely shrinks more, at several times the pause.
+  if (!sink(reinterpret_cast<const uint8_t*>(&h), sizeof h)) return false;
+  // Level 1: device memory is mostly floats, which a higher level barely
+  // shrinks more, at several times the pause.
   ZSTD_CCtx* c = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1);
   ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
-  const size_t n = ZSTD_compress2(c, out.data() + sizeof h, out.size() - sizeof h, content.data(), content.size());
+  ZSTD_CCtx_setPledgedSrcSize(c, content.size());
+  std::vector<uint8_t> piece(8 << 20);
+  ZSTD_inBuffer in{content.data(), content.size(), 0};
+  bool ok = true;
+  for (size_t left = 1; ok && left;) {
+    ZSTD_outBuffer out{piece.data(), piece.size(), 0};
+    left = ZSTD_compressStream2(c, &out, &in, ZSTD_e_end);
+    if (ZSTD_isError(left)) ok = false;
+    else ok = sink(piece.data(), out.pos), h.frame_bytes += out.pos;
+  }
   ZSTD_freeCCtx(c);
-  if (ZSTD_isError(n)) return {};
-  h.frame_bytes = n;
-  std::memcpy(out.data(), &h, sizeof h);
-  out.resize(sizeof h + n);
-  std::vector<uint8_t>().swap(content);  // the uncompressed copy goes now
-  return out;
+  Bytes().swap(content);  // the uncompressed copy goes now
+  return ok && place(h);
 }
 
-bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, std::vector<uint8_t>* content,
+}  // namespace
+
+Bytes checkpoint_pack(Bytes& content, const CheckpointHeader& given) {
+  Bytes out;
+  const bool ok = pack_to(
+      content, given,
+      [&](const uint8_t* p, size_t n) {
+        out.insert(out.end(), p, p + n);
+        return true;
+      },
+      [&](const CheckpointHeader& h) {
+        std::memcpy(out.data(), &h, sizeof h);
+        return true;
+      });
+  return ok ? std::move(out) : Bytes();
+}
+
+bool checkpoint_write(int fd, Bytes& content, const CheckpointHeader& given, uint64_t* bytes) {
+  uint64_t at = 0;
+  const bool ok = pack_to(
+      content, given,
+      [&](const uint8_t* p, size_t n) {
+        while (n) {
+          const ssize_t w = ::write(fd, p, n);
+          if (w <= 0) return false;
+          p += w, n -= size_t(w), at += uint64_t(w);
+        }
+        return true;
+      },
+      [&](const CheckpointHeader& h) { return pwrite(fd, &h, sizeof h, 0) == ssize_t(sizeof h); });
+  *bytes = at;
+  return ok;
+}
+
+bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, Bytes* content,
                        std::string* err) {
   CheckpointHeader h{};
   if (file.size() < sizeof h) return *err = "not a Wormhole checkpoint (too short)", false;
@@ -45,6 +91,9 @@ bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, std
   if (h.content_bytes > kCheckpointMaxBytes) return *err = "the checkpoint claims more than 64 GiB", false;
   const uint64_t framed = ZSTD_getFrameContentSize(file.data() + sizeof h, h.frame_bytes);
   if (framed != h.content_bytes) return *err = "the checkpoint's sizes disagree", false;
+  content->clear();
+  content->reserve(h.content_bytes);
+  prefer_huge_pages(*content);
   content->resize(h.content_bytes);
   const size_t n = ZSTD_decompress(content->data(), content->size(), file.data() + sizeof h, h.frame_bytes);
   if (ZSTD_isError(n) || n != h.content_bytes)

@@ -45,6 +45,14 @@ bool Session::save(CheckpointWriter& w, std::string* why) {
   // kept for the next synchronising call, here or at the destination.
   if (Err e = ctx_->synchronize(); e != cudaSuccess) note_async(e);
 
+  // Room for it all at once: growing a vector of gigabytes copies it again
+  // at each doubling.
+  uint64_t estimate = 1 << 16;
+  for (const auto& [d, n] : allocs_) estimate += n + 16;
+  modules_.for_each([&](uint64_t, ModuleEntry& m) { estimate += (m.image ? m.image->size() : 0) + 4096; });
+  w.content().reserve(w.content().size() + estimate);
+  prefer_huge_pages(w.content());
+
   w.u32(kSessionTag);
   w.i32(device_);
   w.u64(printf_fifo_);

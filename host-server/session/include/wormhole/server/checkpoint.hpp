@@ -10,10 +10,14 @@
 // session being built is thrown away).
 #pragma once
 
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wormhole/server/handles.hpp"
@@ -44,6 +48,36 @@ struct CheckpointHeader {
 };
 static_assert(sizeof(CheckpointHeader) == 96);
 
+// Bytes without the zero-fill of std::vector's resize: a checkpoint's
+// buffers are gigabytes that are written at once (the fill cost as much
+// as the copy that follows).
+template <class T>
+struct NoInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = NoInitAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+using Bytes = std::vector<uint8_t, NoInitAllocator<uint8_t>>;
+// Asks for 2 MiB pages under a large buffer about to be written (see the
+// sim device's HostHeap): a no-op where the kernel gives none.
+inline void prefer_huge_pages(Bytes& b) {
+  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+  if (b.capacity() < 4 * kHuge) return;
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(b.data()) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(b.data()) + b.capacity()) & ~(kHuge - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+}
+
 // Appends fields to the content.
 class CheckpointWriter {
  public:
@@ -63,7 +97,7 @@ class CheckpointWriter {
     buf_.resize(at + n);
     return buf_.data() + at;
   }
-  std::vector<uint8_t>& content() { return buf_; }
+  Bytes& content() { return buf_; }
 
  private:
   void put(const void* p, size_t n) {
@@ -71,7 +105,7 @@ class CheckpointWriter {
     buf_.resize(at + n);
     if (n) std::memcpy(buf_.data() + at, p, n);
   }
-  std::vector<uint8_t> buf_;
+  Bytes buf_;
 };
 
 // Reads fields back; after the first failure every read fails and ok() is
@@ -142,10 +176,14 @@ bool restore_handles(CheckpointReader& r, HandleTable<T>& t, uint64_t limit, Mak
 // `backend` go into the header.
 // The content is released. Empty when compression fails. `h` gives
 // backend, device_bytes, va_base and the owner fields; the rest is set here.
-std::vector<uint8_t> checkpoint_pack(std::vector<uint8_t>& content, const CheckpointHeader& h);
+Bytes checkpoint_pack(Bytes& content, const CheckpointHeader& h);
+// The same written to `fd` (a file or memfd at its start), compressed in
+// pieces: no second buffer of the checkpoint's size. False when a write
+// fails; *bytes: what was written.
+bool checkpoint_write(int fd, Bytes& content, const CheckpointHeader& h, uint64_t* bytes);
 // Checks the header and the frame's checksum and decompresses; false and
 // *err (what is wrong, for the operator) otherwise.
-bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, std::vector<uint8_t>* content,
+bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, Bytes* content,
                        std::string* err);
 
 }  // namespace wh::server
