@@ -7,7 +7,7 @@ CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 CTEST_ARGS ?=
 
 .PHONY: all deps build test test-stacked bench-stacked test-unit test-asan test-tsan test-gpu demo clean compat \
-        soak bench-report bench-ring ring-placement ring-critpath bench-ptx bench-forward bench-remote bench-train bench-torch bench-vm kmod qemu test-exitless fuzz
+        soak bench-report bench-ring bench-migrate ring-placement ring-critpath bench-ptx bench-forward bench-remote bench-train bench-torch bench-vm kmod qemu test-exitless fuzz
 
 all: build
 
@@ -75,6 +75,12 @@ bench-remote: build
 
 bench-ring: build
 	$(BUILD)/bench/wh_bench_ring --json $(BUILD)/bench/ring.json
+
+# Live migration between two local sim servers: pause, checkpoint size and
+# step time for sessions of 64 MiB .. 2 GiB (docs/migration.md).
+MIGRATE_MIB ?= 64 256 1024 2048
+bench-migrate: build
+	tests/server/bench_migrate.sh $(BUILD) $(MIGRATE_MIB)
 
 # Which placement the two vCPUs are in: SMT siblings or two cores (60 s).
 ring-placement: build

@@ -17,7 +17,6 @@ for name in a b; do
   "$build/bin/wormhole-server" --backend sim --socket "$dir/$name.sock" --log-level info >"$dir/$name.log" 2>&1 &
   pids+=($!)
 done
-echo "the source's account of each move:"; cat "$dir/detail.txt"
 for _ in $(seq 1 100); do [ -S "$dir/b-admin.sock" ] && [ -S "$dir/a-admin.sock" ] && break; sleep 0.05; done
 printf "%8s %12s %14s %12s %14s %14s\n" "MiB" "pause_ms" "wormholectl_ms" "file_MiB" "step_ms_before" "step_ms_after"
 for mib in $sizes; do
