@@ -14,6 +14,8 @@
 
 namespace wh::server {
 
+using namespace wh::proto;
+
 namespace {
 constexpr uint32_t kSessionTag = 0x53534553;  // "SESS"
 constexpr uint32_t kEndTag = 0x444e4553;      // "SEND"
@@ -24,6 +26,67 @@ constexpr uint64_t kMaxAllocs = uint64_t(1) << 24;
 constexpr uint64_t kMaxOutputChunks = 1 << 20;
 }  // namespace
 
+namespace {
+
+// An executable graph in the wire form it was instantiated from
+// (graph_wire.hpp): a restore makes it again through parse_graph, with all
+// of its checks.
+template <class Node>
+std::vector<uint8_t> graph_to_wire(const std::vector<Node>& nodes, const std::vector<uint32_t>& seg_start) {
+  std::vector<uint8_t> out;
+  auto put = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  auto hdr = [&](GraphOp op, size_t body) {
+    GraphNodeHdr h{uint16_t(op), 0, uint32_t(body)};
+    put(&h, sizeof h);
+  };
+  size_t seg = 1;
+  for (size_t i = 0; i < nodes.size(); i++) {
+    for (; seg < seg_start.size() && seg_start[seg] == i; seg++) hdr(GraphOp::SegmentEnd, 0);
+    const Node& n = nodes[i];
+    switch (n.op) {
+      case GraphOp::Kernel: {
+        GraphKernelBody b{n.handle, {n.grid.x, n.grid.y, n.grid.z}, {n.block.x, n.block.y, n.block.z},
+                          n.shared_bytes, uint32_t(n.bytes.size())};
+        hdr(n.op, sizeof b + n.bytes.size());
+        put(&b, sizeof b);
+        put(n.bytes.data(), n.bytes.size());
+        break;
+      }
+      case GraphOp::Copy:
+        hdr(n.op, sizeof n.copy);
+        put(&n.copy, sizeof n.copy);
+        break;
+      case GraphOp::Memset:
+        hdr(n.op, sizeof n.memset);
+        put(&n.memset, sizeof n.memset);
+        break;
+      case GraphOp::EventRecord:
+      case GraphOp::EventWait: {
+        GraphEventBody b{n.handle};
+        hdr(n.op, sizeof b);
+        put(&b, sizeof b);
+        break;
+      }
+      case GraphOp::Call: {
+        GraphCallBody b{uint16_t(n.handle), 0, uint32_t(n.bytes.size())};
+        hdr(n.op, sizeof b + n.bytes.size());
+        put(&b, sizeof b);
+        put(n.bytes.data(), n.bytes.size());
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  for (; seg < seg_start.size(); seg++) hdr(GraphOp::SegmentEnd, 0);
+  return out;
+}
+
+}  // namespace
+
 bool Session::save(CheckpointWriter& w, std::string* why) {
   // Things a checkpoint does not carry yet: refused by name, before anything is written.
   auto refuse = [&](const std::string& what) {
@@ -32,7 +95,6 @@ bool Session::save(CheckpointWriter& w, std::string* why) {
   };
   if (!grown_.empty()) return refuse("pinned memory grown past its data area");
   if (default_pool_ || pools_.size()) return refuse("stream-ordered memory pools");
-  if (graphs_.size()) return refuse("instantiated CUDA graphs");
   if (arrays_.size() || mipmaps_.size()) return refuse("CUDA arrays");
   if (!texobjs_.empty()) return refuse("texture or surface objects");
   if (std::string u = ctx_->unmovable(); !u.empty()) return refuse(u);
@@ -127,6 +189,14 @@ bool Session::save(CheckpointWriter& w, std::string* why) {
     w.u64(h);
     w.u32(e.flags);
     w.u8(e.recorded);
+  });
+
+  w.u64(graphs_.size());
+  graphs_.for_each([&](uint64_t h, GraphExecEntry& g) {
+    w.u64(h);
+    w.u32(uint32_t(g.nodes.size()));
+    w.u32(uint32_t(g.seg_start.size()));
+    w.bytes(graph_to_wire(g.nodes, g.seg_start));
   });
 
   w.u64(output_.size());
@@ -290,6 +360,21 @@ bool Session::restore(CheckpointReader& r, std::string* why) {
     // Recorded before: complete (its work ran before the checkpoint).
     if (ee->recorded) ctx_->event_record(*ee->e, nullptr);
     if (!events_.add_at(h, std::move(ee))) return bad("an event handle of the checkpoint is invalid or repeated");
+  }
+
+  const uint64_t ngraphs = r.count(kMaxGraphExecs, 24);
+  for (uint64_t i = 0; i < ngraphs && r.ok(); i++) {
+    const uint64_t h = r.u64();
+    const uint32_t nodes = r.u32(), segments = r.u32();
+    auto wire = r.bytes(kMaxGraphBytes);
+    if (!r.ok()) break;
+    auto g = std::make_unique<GraphExecEntry>();
+    if (parse_graph(wire, nodes, segments, g.get()) != cudaSuccess)
+      return bad("a graph of the checkpoint is refused by the graph checks");
+    if (g->bytes > kMaxSessionGraphBytes - graph_bytes_) return bad("the checkpoint's graphs exceed the session's bound");
+    const uint64_t bytes = g->bytes;
+    if (!graphs_.add_at(h, std::move(g))) return bad("a graph handle of the checkpoint is invalid or repeated");
+    graph_bytes_ += bytes;
   }
 
   const uint64_t nout = r.count(kMaxOutputChunks, 12);

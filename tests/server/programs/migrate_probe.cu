@@ -2,11 +2,12 @@
 // (tests/server/migrate.sh). It builds state of every kind a checkpoint
 // carries: device memory, module variables (initialised, written by a
 // kernel, and __managed__), streams with flags and priorities, recorded
-// events, cuBLAS, cuFFT and cuRAND handles, pinned and managed memory and
-// kernel printf text not fetched yet; prints READY, waits until
+// events, an executable graph, cuBLAS, cuFFT and cuRAND handles, pinned
+// and managed memory and kernel printf text not fetched yet; prints READY,
+// waits until
 // the file argv[1] exists, then checks that all of it is still there and
 // still works, against values computed on the host.
-// --hold KIND: also holds state no checkpoint carries yet (pool, graph),
+// --hold KIND: also holds state no checkpoint carries yet (pool, array),
 // so a migration must be refused naming it.
 #include <cublas_v2.h>
 #include <cufft.h>
@@ -34,9 +35,13 @@ __global__ void fill(float* x, int n, float base) {
 }
 
 __global__ void say(int v) { printf("probe kernel says %d\n", v); }
+__global__ void mark(float* x, int n, float v) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = v + float(i);
+}
 
 int main(int argc, char** argv) {
-  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--hold pool|graph]");
+  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--hold pool|array]");
   const char* hold = argc >= 4 && !std::strcmp(argv[2], "--hold") ? argv[3] : "";
   const int n = 1 << 18;
   float *a = nullptr, *b = nullptr, *c = nullptr;
@@ -77,15 +82,22 @@ int main(int argc, char** argv) {
   // Output the program has not fetched yet: it comes at the next sync, here or there.
   say<<<1, 1>>>(1234);
   // State no checkpoint carries yet, on request.
-  void* pooled = nullptr;
+  // An executable graph (a kernel, a memset, an event), launched only after the move.
+  float* gbuf = nullptr;
+  CHECK(cudaMalloc(&gbuf, 64 * sizeof(float)));
+  cudaGraph_t graph;
   cudaGraphExec_t exec = nullptr;
+  CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeGlobal));
+  CHECK(cudaMemsetAsync(gbuf + 32, 0, 32 * sizeof(float), s2));
+  mark<<<1, 32, 0, s2>>>(gbuf, 32, 100.f);
+  CHECK(cudaStreamEndCapture(s2, &graph));
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  void* pooled = nullptr;
+  cudaArray_t array = nullptr;
   if (!std::strcmp(hold, "pool")) CHECK(cudaMallocAsync(&pooled, 4096, s1));
-  if (!std::strcmp(hold, "graph")) {
-    cudaGraph_t g;
-    CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeGlobal));
-    fill<<<1, 32, 0, s2>>>(c, 32, 0.f);
-    CHECK(cudaStreamEndCapture(s2, &g));
-    CHECK(cudaGraphInstantiate(&exec, g, 0));
+  if (!std::strcmp(hold, "array")) {
+    cudaChannelFormatDesc fmt = cudaCreateChannelDesc<float>();
+    CHECK(cudaMallocArray(&array, &fmt, 16, 16));
   }
   std::printf("READY\n");
   std::fflush(stdout);
@@ -169,8 +181,19 @@ int main(int argc, char** argv) {
            k, y[k].x, y[k].y, re, im);
   }
   cufftDestroy(plan);
+  // The graph made before the move runs after it.
+  std::vector<float> hg(64, -1.f);
+  CHECK(cudaMemcpy(gbuf, hg.data(), 64 * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK(cudaGraphLaunch(exec, s2));
+  CHECK(cudaStreamSynchronize(s2));
+  CHECK(cudaMemcpy(hg.data(), gbuf, 64 * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < 64; i++)
+    EXPECT(hg[i] == (i < 32 ? 100.f + float(i) : 0.f), "graph output %d: %f", i, hg[i]);
+  CHECK(cudaGraphDestroy(graph));
   if (pooled) CHECK(cudaFreeAsync(pooled, s1));
-  if (exec) CHECK(cudaGraphExecDestroy(exec));
+  if (array) CHECK(cudaFreeArray(array));
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaFree(gbuf));
   cublasDestroy(blas);
   CHECK(cudaFreeHost(pinned));
   CHECK(cudaFree(managed));
