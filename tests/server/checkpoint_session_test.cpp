@@ -40,7 +40,7 @@ constexpr char kPtx[] = R"(.version 8.0
 )";
 
 struct Fixture : wh::test::SessionFixture {
-  uint64_t module = 0, kernel = 0, counter = 0, buf = 0, stream = 0, event = 0, blas = 0, plan = 0, gen = 0;
+  uint64_t module = 0, kernel = 0, counter = 0, buf = 0, stream = 0, event = 0, blas = 0, plan = 0, gen = 0, pooled = 0;
 
   int32_t call(Op op, std::vector<uint8_t> payload, std::vector<uint8_t>* fixed = nullptr) {
     DispatchResult out;
@@ -106,6 +106,10 @@ struct Fixture : wh::test::SessionFixture {
     ASSERT_EQ(run<Op::RandCreate>({kRngXorwow, 0}, &rc), 0);
     gen = rc.handle;
     ASSERT_EQ(read_u32(buf), 6u);
+    MallocAsyncResp ma{};
+    ASSERT_EQ(run<Op::MallocAsync>({4096, stream, 0}, &ma), 0);  // from the session's default pool
+    pooled = ma.dptr;
+    ASSERT_NE(pooled, 0u);
   }
   Bytes save() {
     CheckpointWriter w;
@@ -168,6 +172,9 @@ TEST_F(Fixture, EveryObjectSurvivesAtItsHandleAndAddress) {
   rg.out = buf;
   rg.n = 16;
   EXPECT_EQ(run<Op::RandGenerate>(rg), 0);  // the cuRAND generator
+  // The pool's allocation is one again (a second free would be refused).
+  EXPECT_EQ(run<Op::FreeAsync>({pooled, stream}), 0);
+  EXPECT_EQ(run<Op::FreeAsync>({pooled, stream}), cudaErrorInvalidValue);
   // A handle that was never made stays invalid.
   EXPECT_EQ(run<Op::StreamSynchronize>({stream + 1}), cudaErrorInvalidResourceHandle);
 }
@@ -244,12 +251,17 @@ TEST_F(Fixture, CorruptContentNeverCrashesARestore) {
 
 TEST_F(Fixture, StateNotCarriedIsNamed) {
   build();
-  DeviceGetMemPoolResp pr{};
-  ASSERT_EQ(run<Op::DeviceGetMemPool>({0, 1}, &pr), 0);  // the session's default pool, made now
+  ArrayCreateReq ac{};
+  ac.fx = 32;  // one float channel
+  ac.fkind = 2;
+  ac.width = 16;
+  ac.height = 16;
+  ArrayCreateResp ar{};
+  ASSERT_EQ(run<Op::ArrayCreate>(ac, &ar), 0);
   CheckpointWriter w;
   std::string why;
   EXPECT_FALSE(s->save(w, &why));
-  EXPECT_NE(why.find("pools"), std::string::npos) << why;
+  EXPECT_NE(why.find("CUDA arrays"), std::string::npos) << why;
   EXPECT_TRUE(w.content().empty());  // refused before anything was written
 }
 

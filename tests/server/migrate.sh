@@ -8,12 +8,12 @@
 #     running on A: to a server that does not exist, and to one whose quota
 #     is smaller than the session's memory.
 #  2. migrate_probe: device memory, module variables, __managed__ and
-#     managed memory, streams, events, an executable graph, cuBLAS/cuFFT/
-#     cuRAND handles and unfetched printf text, checked by the program after
-#     the move.
-#  3. migrate_probe holding state no checkpoint carries yet (a memory pool,
-#     a CUDA array): the move is refused naming it, and the program finishes
-#     on the source.
+#     managed memory, streams, events, an executable graph, a memory pool
+#     and its memory, cuBLAS/cuFFT/cuRAND handles and unfetched printf text,
+#     checked by the program after the move.
+#  3. migrate_probe holding state no checkpoint carries yet (a CUDA array,
+#     the device-side malloc heap): the move is refused naming it, and the
+#     program finishes on the source.
 #  4. wh-train checkpointed to a file, its server killed (-9), a new server
 #     started on the same socket restores the file and the client resumes:
 #     losses bit-identical to the unmoved run. Truncated and corrupt files
@@ -122,7 +122,7 @@ grep -q "PASS migrate_probe" "$dir/probe.out" || fail "probe: $(cat "$dir/probe.
 echo "probe: every object checked after the move"
 
 echo "=== 3. state no checkpoint carries: refused by name, the session goes on"
-for kind in pool:pools array:arrays; do
+for kind in array:arrays heap:malloc; do
   rm -f "$dir/go"
   run_guest a "$dir/hold.out" "$probe" "$dir/go" --hold "${kind%%:*}" &
   prog=$!

@@ -407,7 +407,8 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   uint64_t va_base() const override { return base_; }
   std::string unmovable() const override {
     if (heap_ready_ && heap_dptr_) return "the device-side malloc heap (kernels called malloc)";
-    if (!pools_.empty()) return "stream-ordered memory pools";
+    for (const auto& p : pools_)
+      if (p->destroyed) return "allocations of a destroyed memory pool";
     if (!texobjs_.empty()) return "texture or surface objects";
     return {};
   }
@@ -524,7 +525,19 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     return cudaSuccess;
   }
   Err mem_alloc_async(MemPool* mp, uint64_t bytes, Stream*, uint64_t* dptr) override {
-    auto& p = static_cast<SimPool&>(*mp);
+    return pool_alloc(static_cast<SimPool&>(*mp), bytes, 0, dptr);
+  }
+  Err pool_alloc_at(MemPool* mp, uint64_t dptr, uint64_t bytes) override {
+    if (!bytes || dptr % kAllocAlign || dptr < base_ || dptr - base_ >= kArenaBytes) return cudaErrorInvalidValue;
+    uint64_t got = 0;
+    return pool_alloc(static_cast<SimPool&>(*mp), bytes, dptr, &got);
+  }
+  MemPool* pool_of(uint64_t dptr) override {
+    auto it = allocs_.find(dptr);
+    return it == allocs_.end() ? nullptr : it->second.pool;
+  }
+  // From the pool's freed blocks, or new at `want` (a restore) or anywhere (0).
+  Err pool_alloc(SimPool& p, uint64_t bytes, uint64_t want, uint64_t* dptr) {
     if (bytes == 0) {
       *dptr = 0;
       return cudaSuccess;
@@ -533,7 +546,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     const uint64_t span = size_class(bytes).bytes;
     uint64_t a;
     HostHeap::Block hb;
-    if (auto it = p.cache.find(span); it != p.cache.end()) {
+    if (auto it = want ? p.cache.end() : p.cache.find(span); it != p.cache.end()) {
       a = it->second.addr;
       hb = it->second.host;
       p.cache.erase(it);
@@ -543,7 +556,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
       if (cap && p.reserved + span > cap) release_cached(p, cap - span);
       if (cap && p.reserved + span > cap) return cudaErrorMemoryAllocation;
       if (!charge_or_trim(span)) return cudaErrorMemoryAllocation;
-      if (!place(span, 0, &a, &hb)) {
+      if (!place(span, want, &a, &hb)) {
         uncharge(span);
         return cudaErrorMemoryAllocation;
       }

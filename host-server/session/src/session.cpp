@@ -650,7 +650,7 @@ int32_t Session::on_MemPoolCreate(const MemPoolCreateReq& rq, std::span<const ui
   if (rq.handle_types != cudaMemHandleTypeNone || rq.usage != 0) return cudaErrorNotSupported;
   MemPool* mp = nullptr;
   if (Err e = ctx_->pool_create({rq.max_size}, &mp); e != cudaSuccess) return e;
-  rs.pool = pools_.add(std::make_unique<PoolEntry>(PoolEntry{mp}));
+  rs.pool = pools_.add(std::make_unique<PoolEntry>(PoolEntry{mp, rq.max_size}));
   if (!rs.pool) {
     ctx_->pool_destroy(mp);
     return cudaErrorMemoryAllocation;

@@ -9,6 +9,9 @@
 // whose saving is not written yet (save() says which).
 #include <spdlog/spdlog.h>
 
+#include <iterator>
+#include <map>
+
 #include "wormhole/server/checkpoint.hpp"
 #include "wormhole/server/session.hpp"
 
@@ -24,6 +27,10 @@ constexpr uint64_t kMaxName = 4096;           // kernel and variable names
 constexpr uint64_t kMaxModuleVars = 1 << 20;
 constexpr uint64_t kMaxAllocs = uint64_t(1) << 24;
 constexpr uint64_t kMaxOutputChunks = 1 << 20;
+// A pool's settable attributes (cudaMemPoolAttr): the reuse policies and
+// the release threshold. The high-water marks start again.
+constexpr int kPoolAttrs[] = {cudaMemPoolReuseFollowEventDependencies, cudaMemPoolReuseAllowOpportunistic,
+                              cudaMemPoolReuseAllowInternalDependencies, cudaMemPoolAttrReleaseThreshold};
 }  // namespace
 
 namespace {
@@ -94,7 +101,6 @@ bool Session::save(CheckpointWriter& w, std::string* why) {
     return false;
   };
   if (!grown_.empty()) return refuse("pinned memory grown past its data area");
-  if (default_pool_ || pools_.size()) return refuse("stream-ordered memory pools");
   if (arrays_.size() || mipmaps_.size()) return refuse("CUDA arrays");
   if (!texobjs_.empty()) return refuse("texture or surface objects");
   if (std::string u = ctx_->unmovable(); !u.empty()) return refuse(u);
@@ -127,12 +133,32 @@ bool Session::save(CheckpointWriter& w, std::string* why) {
   w.u64(mapped_dptr_);
   w.u64(data_.size());
 
-  // Allocations before modules: a restore places them first, so a module
+  // Memory pools, then allocations (each with its pool's handle, 0 for
+  // cudaMalloc) before modules: a restore places them first, so a module
   // variable moved into mapped memory (its first address freed, perhaps
-  // reused) finds room anywhere else.
+  // reused) finds room anywhere else. A pool comes back empty: the blocks
+  // it kept for reuse are not memory the program holds.
+  std::map<const MemPool*, uint64_t> pool_handle;
+  w.u64(pools_.size());
+  pools_.for_each([&](uint64_t h, PoolEntry& p) {
+    pool_handle[p.pool] = h;
+    w.u64(h);
+    w.u64(p.max_size);
+    for (int a : kPoolAttrs) {
+      uint64_t v = 0;
+      ctx_->pool_get_attribute(p.pool, a, &v);
+      w.u64(v);
+    }
+  });
+  w.u64(default_pool_);
+  w.u64(current_pool_);
   w.u64(allocs_.size());
   for (const auto& [d, n] : allocs_) {
     w.u64(d);
+    const MemPool* mp = ctx_->pool_of(d);
+    auto ph = pool_handle.find(mp);
+    if (mp && ph == pool_handle.end()) return refuse("allocations of a destroyed memory pool");
+    w.u64(mp ? ph->second : 0);
     if (Err e = ctx_->copy_dtoh(w.reserve(n), d, n, nullptr); e != cudaSuccess) {
       *why = "reading device memory failed (" + std::to_string(e) + ")";
       return false;
@@ -251,12 +277,37 @@ bool Session::restore(CheckpointReader& r, std::string* why) {
     mapped_dptr_ = got;
   }
 
-  const uint64_t nallocs = r.count(kMaxAllocs, 16);
+  const uint64_t npools = r.count(256, 48);
+  for (uint64_t i = 0; i < npools && r.ok(); i++) {
+    const uint64_t h = r.u64();
+    auto pe = std::make_unique<PoolEntry>();
+    pe->max_size = r.u64();
+    uint64_t attrs[std::size(kPoolAttrs)];
+    for (uint64_t& v : attrs) v = r.u64();
+    if (!r.ok()) break;
+    if (ctx_->pool_create({pe->max_size}, &pe->pool) != cudaSuccess) return bad("a memory pool cannot be made again");
+    MemPool* mp = pe->pool;
+    if (!pools_.add_at(h, std::move(pe))) {
+      ctx_->pool_destroy(mp);
+      return bad("a memory pool handle of the checkpoint is invalid or repeated");
+    }
+    for (size_t a = 0; a < std::size(kPoolAttrs); a++)
+      if (ctx_->pool_set_attribute(mp, kPoolAttrs[a], attrs[a]) != cudaSuccess)
+        return bad("a memory pool attribute of the checkpoint is refused");
+  }
+  default_pool_ = r.u64();
+  current_pool_ = r.u64();
+  if (r.ok() && ((default_pool_ && !pools_.get(default_pool_)) || (current_pool_ && !pools_.get(current_pool_))))
+    return bad("the checkpoint's default or current pool is not one of its pools");
+  const uint64_t nallocs = r.count(kMaxAllocs, 24);
   for (uint64_t i = 0; i < nallocs && r.ok(); i++) {
-    const uint64_t d = r.u64();
+    const uint64_t d = r.u64(), pool = r.u64();
     auto content = r.bytes(kCheckpointMaxBytes);
     if (!r.ok() || content.empty()) break;
-    if (Err e = ctx_->mem_alloc_at(d, content.size()); e != cudaSuccess)
+    PoolEntry* pe = pool ? pools_.get(pool) : nullptr;
+    if (pool && !pe) return bad("an allocation of the checkpoint names no pool of it");
+    if (Err e = pe ? ctx_->pool_alloc_at(pe->pool, d, content.size()) : ctx_->mem_alloc_at(d, content.size());
+        e != cudaSuccess)
       return bad("device memory at 0x" + fmt::format("{:x}", d) + " (" + std::to_string(content.size()) +
                  " bytes) cannot be placed (" + std::to_string(e) + ": taken, or past the quota)");
     allocs_[d] = content.size();

@@ -2,13 +2,13 @@
 // (tests/server/migrate.sh). It builds state of every kind a checkpoint
 // carries: device memory, module variables (initialised, written by a
 // kernel, and __managed__), streams with flags and priorities, recorded
-// events, an executable graph, cuBLAS, cuFFT and cuRAND handles, pinned
-// and managed memory and kernel printf text not fetched yet; prints READY,
-// waits until
+// events, an executable graph, a memory pool with an allocation from it,
+// cuBLAS, cuFFT and cuRAND handles, pinned and managed memory and kernel
+// printf text not fetched yet; prints READY, waits until
 // the file argv[1] exists, then checks that all of it is still there and
 // still works, against values computed on the host.
-// --hold KIND: also holds state no checkpoint carries yet (pool, array),
-// so a migration must be refused naming it.
+// --hold KIND: also holds state no checkpoint carries yet (array, heap:
+// a kernel's malloc), so a migration must be refused naming it.
 #include <cublas_v2.h>
 #include <cufft.h>
 #include <curand.h>
@@ -35,13 +35,14 @@ __global__ void fill(float* x, int n, float base) {
 }
 
 __global__ void say(int v) { printf("probe kernel says %d\n", v); }
+__global__ void grab(int** out) { *out = (int*)malloc(64); }
 __global__ void mark(float* x, int n, float v) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] = v + float(i);
 }
 
 int main(int argc, char** argv) {
-  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--hold pool|array]");
+  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--hold array|heap]");
   const char* hold = argc >= 4 && !std::strcmp(argv[2], "--hold") ? argv[3] : "";
   const int n = 1 << 18;
   float *a = nullptr, *b = nullptr, *c = nullptr;
@@ -92,9 +93,28 @@ int main(int argc, char** argv) {
   mark<<<1, 32, 0, s2>>>(gbuf, 32, 100.f);
   CHECK(cudaStreamEndCapture(s2, &graph));
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  void* pooled = nullptr;
+  // A pool of its own with a release threshold, and memory from it.
+  cudaMemPool_t pool;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  CHECK(cudaMemPoolCreate(&pool, &props));
+  uint64_t threshold = 1 << 20;
+  CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  int* pooled = nullptr;
+  CHECK(cudaMallocFromPoolAsync(&pooled, 1024 * sizeof(int), pool, s1));
+  std::vector<int> hp(1024);
+  for (int i = 0; i < 1024; i++) hp[i] = 3 * i + 1;
+  CHECK(cudaMemcpyAsync(pooled, hp.data(), 1024 * sizeof(int), cudaMemcpyHostToDevice, s1));
+  CHECK(cudaStreamSynchronize(s1));
   cudaArray_t array = nullptr;
-  if (!std::strcmp(hold, "pool")) CHECK(cudaMallocAsync(&pooled, 4096, s1));
+  int** heap_ptr = nullptr;
+  if (!std::strcmp(hold, "heap")) {
+    CHECK(cudaMalloc(&heap_ptr, sizeof(int*)));
+    grab<<<1, 1>>>(heap_ptr);
+    CHECK(cudaDeviceSynchronize());
+  }
   if (!std::strcmp(hold, "array")) {
     cudaChannelFormatDesc fmt = cudaCreateChannelDesc<float>();
     CHECK(cudaMallocArray(&array, &fmt, 16, 16));
@@ -190,7 +210,20 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 64; i++)
     EXPECT(hg[i] == (i < 32 ? 100.f + float(i) : 0.f), "graph output %d: %f", i, hg[i]);
   CHECK(cudaGraphDestroy(graph));
-  if (pooled) CHECK(cudaFreeAsync(pooled, s1));
+  // The pool's memory, its attribute, and the pool still serving.
+  std::vector<int> hq(1024);
+  CHECK(cudaMemcpy(hq.data(), pooled, 1024 * sizeof(int), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < 1024; i++) EXPECT(hq[i] == 3 * i + 1, "pooled[%d] = %d", i, hq[i]);
+  uint64_t got = 0;
+  CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &got));
+  EXPECT(got == threshold, "pool release threshold %llu", (unsigned long long)got);
+  CHECK(cudaFreeAsync(pooled, s1));
+  int* again = nullptr;
+  CHECK(cudaMallocFromPoolAsync(&again, 4096, pool, s1));
+  CHECK(cudaFreeAsync(again, s1));
+  CHECK(cudaStreamSynchronize(s1));
+  CHECK(cudaMemPoolDestroy(pool));
+  if (heap_ptr) CHECK(cudaFree(heap_ptr));
   if (array) CHECK(cudaFreeArray(array));
   CHECK(cudaGraphExecDestroy(exec));
   CHECK(cudaFree(gbuf));

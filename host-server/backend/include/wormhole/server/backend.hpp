@@ -227,6 +227,10 @@ class Context {
                              std::unique_ptr<Module>* out, std::string* log) {
     return cudaErrorNotSupported;
   }
+  // An allocation of pool `p` of `bytes` at exactly `dptr` (a restored
+  // cudaMallocAsync), and the pool an allocation came from (null: cudaMalloc).
+  virtual Err pool_alloc_at(MemPool* p, uint64_t dptr, uint64_t bytes) { return cudaErrorNotSupported; }
+  virtual MemPool* pool_of(uint64_t dptr) { return nullptr; }
   // The module's variables, in the module's order.
   virtual Err module_vars(Module& m, std::vector<ModuleVar>* out) { return cudaErrorNotSupported; }
 

@@ -222,6 +222,7 @@ class Session {
 
   struct PoolEntry {
     MemPool* pool;  // owned by the context
+    uint64_t max_size = 0;  // as created (a checkpoint makes it again)
   };
   Err run_kernel(KernelEntry& k, Dim3 grid, Dim3 block, uint32_t shared_bytes, Stream* s,
                  std::span<const uint8_t> params, uint32_t flags = 0);  // proto::kLaunchFlags
