@@ -102,13 +102,10 @@ class BlasService final : public Service {
   }
   bool restore(CheckpointReader& r, std::string* why) override {
     Blas* b = ctx_->blas(why);
-    if (restore_handles(r, blas_handles_, 1024, [&] {
+    return restore_handles(r, blas_handles_, 1024, "cuBLAS", why, [&] {
       auto be = std::make_unique<BlasEntry>();
       return b && b->create(&be->h) == cudaSuccess ? std::move(be) : nullptr;
-    }))
-      return true;
-    if (why->empty()) *why = "the checkpoint's cuBLAS handles";
-    return false;
+    });
   }
 };
 

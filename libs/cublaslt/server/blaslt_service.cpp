@@ -39,13 +39,10 @@ class BlasLtService final : public Service {
   }
   bool restore(CheckpointReader& r, std::string* why) override {
     BlasLt* lt = ctx_->blaslt(why);
-    if (restore_handles(r, lt_handles_, 1024, [&] {
+    return restore_handles(r, lt_handles_, 1024, "cuBLASLt", why, [&] {
       auto e = std::make_unique<LtEntry>();
       return lt && lt->create(&e->h) == cudaSuccess ? std::move(e) : nullptr;
-    }))
-      return true;
-    if (why->empty()) *why = "the checkpoint's cuBLASLt handles";
-    return false;
+    });
   }
 };
 

@@ -161,15 +161,19 @@ void save_handles(CheckpointWriter& w, HandleTable<T>& t) {
   w.u64(t.size());
   t.for_each([&](uint64_t h, T&) { w.u64(h); });
 }
-// The same back, each object made by make() (null: it cannot be).
+// The same back, each object made by make() (null: it cannot be); false
+// and *why (naming `what` unless make() said more) otherwise.
 template <class T, class Make>
-bool restore_handles(CheckpointReader& r, HandleTable<T>& t, uint64_t limit, Make&& make) {
+bool restore_handles(CheckpointReader& r, HandleTable<T>& t, uint64_t limit, const char* what, std::string* why,
+                     Make&& make) {
   const uint64_t n = r.count(limit, 8);
-  for (uint64_t i = 0; i < n; i++) {
+  bool ok = r.ok();
+  for (uint64_t i = 0; ok && i < n; i++) {
     std::unique_ptr<T> obj = make();
-    if (!obj || !t.add_at(r.u64(), std::move(obj))) return false;
+    ok = obj && t.add_at(r.u64(), std::move(obj)) && r.ok();
   }
-  return r.ok();
+  if (!ok && why->empty()) *why = std::string("the checkpoint's ") + what + " handles";
+  return ok;
 }
 
 // The whole file: header and compressed content. `device_bytes` and
