@@ -41,6 +41,7 @@ constexpr char kPtx[] = R"(.version 8.0
 
 struct Fixture : wh::test::SessionFixture {
   uint64_t module = 0, kernel = 0, counter = 0, buf = 0, stream = 0, event = 0, blas = 0, plan = 0, gen = 0, pooled = 0;
+  uint64_t array = 0, array_mem = 0, tex = 0;
 
   int32_t call(Op op, std::vector<uint8_t> payload, std::vector<uint8_t>* fixed = nullptr) {
     DispatchResult out;
@@ -110,6 +111,23 @@ struct Fixture : wh::test::SessionFixture {
     ASSERT_EQ(run<Op::MallocAsync>({4096, stream, 0}, &ma), 0);  // from the session's default pool
     pooled = ma.dptr;
     ASSERT_NE(pooled, 0u);
+    ArrayCreateReq ac{};
+    ac.fx = 32;  // one float channel
+    ac.fkind = 2;
+    ac.width = 16;
+    ac.height = 16;
+    ArrayCreateResp ar{};
+    ASSERT_EQ(run<Op::ArrayCreate>(ac, &ar), 0);
+    array = ar.array;
+    ArrayGetInfoResp ai{};
+    ASSERT_EQ(run<Op::ArrayGetInfo>({array}, &ai), 0);
+    array_mem = ai.dptr;
+    TexObjectCreateReq tc{};
+    tc.res_type = 0;  // cudaResourceTypeArray
+    tc.res = array;
+    TexObjectCreateResp tr{};
+    ASSERT_EQ(run<Op::TexObjectCreate>(tc, &tr), 0);
+    tex = tr.obj;
   }
   Bytes save() {
     CheckpointWriter w;
@@ -175,6 +193,12 @@ TEST_F(Fixture, EveryObjectSurvivesAtItsHandleAndAddress) {
   // The pool's allocation is one again (a second free would be refused).
   EXPECT_EQ(run<Op::FreeAsync>({pooled, stream}), 0);
   EXPECT_EQ(run<Op::FreeAsync>({pooled, stream}), cudaErrorInvalidValue);
+  // The array at its address; the texture object under the value kernels hold.
+  ArrayGetInfoResp ai{};
+  EXPECT_EQ(run<Op::ArrayGetInfo>({array}, &ai), 0);
+  EXPECT_EQ(ai.dptr, array_mem);
+  EXPECT_EQ(run<Op::TexObjectDestroy>({tex}), 0);
+  EXPECT_EQ(run<Op::TexObjectDestroy>({tex}), cudaErrorInvalidValue);
   // A handle that was never made stays invalid.
   EXPECT_EQ(run<Op::StreamSynchronize>({stream + 1}), cudaErrorInvalidResourceHandle);
 }
@@ -251,17 +275,20 @@ TEST_F(Fixture, CorruptContentNeverCrashesARestore) {
 
 TEST_F(Fixture, StateNotCarriedIsNamed) {
   build();
-  ArrayCreateReq ac{};
-  ac.fx = 32;  // one float channel
-  ac.fkind = 2;
-  ac.width = 16;
-  ac.height = 16;
-  ArrayCreateResp ar{};
-  ASSERT_EQ(run<Op::ArrayCreate>(ac, &ar), 0);
+  // A pool destroyed while memory from it is still out: that memory has
+  // no pool handle to come back under.
+  MemPoolCreateReq pc{};
+  pc.alloc_type = cudaMemAllocationTypePinned;
+  pc.loc_type = cudaMemLocationTypeDevice;
+  MemPoolCreateResp pr{};
+  ASSERT_EQ(run<Op::MemPoolCreate>(pc, &pr), 0);
+  MallocAsyncResp ma{};
+  ASSERT_EQ(run<Op::MallocAsync>({256, 0, pr.pool}, &ma), 0);
+  ASSERT_EQ(run<Op::MemPoolDestroy>({pr.pool}), 0);
   CheckpointWriter w;
   std::string why;
   EXPECT_FALSE(s->save(w, &why));
-  EXPECT_NE(why.find("CUDA arrays"), std::string::npos) << why;
+  EXPECT_NE(why.find("destroyed memory pool"), std::string::npos) << why;
   EXPECT_TRUE(w.content().empty());  // refused before anything was written
 }
 

@@ -9,11 +9,12 @@
 #     is smaller than the session's memory.
 #  2. migrate_probe: device memory, module variables, __managed__ and
 #     managed memory, streams, events, an executable graph, a memory pool
-#     and its memory, cuBLAS/cuFFT/cuRAND handles and unfetched printf text,
-#     checked by the program after the move.
-#  3. migrate_probe holding state no checkpoint carries yet (a CUDA array,
-#     the device-side malloc heap): the move is refused naming it, and the
-#     program finishes on the source.
+#     and its memory, a CUDA array with texture and surface objects,
+#     cuBLAS/cuFFT/cuRAND handles and unfetched printf text, checked by the
+#     program after the move.
+#  3. migrate_probe holding state no checkpoint carries yet (the device-side
+#     malloc heap, pinned memory grown past the data area): the move is
+#     refused naming it, and the program finishes on the source.
 #  4. wh-train checkpointed to a file, its server killed (-9), a new server
 #     started on the same socket restores the file and the client resumes:
 #     losses bit-identical to the unmoved run. Truncated and corrupt files
@@ -122,7 +123,7 @@ grep -q "PASS migrate_probe" "$dir/probe.out" || fail "probe: $(cat "$dir/probe.
 echo "probe: every object checked after the move"
 
 echo "=== 3. state no checkpoint carries: refused by name, the session goes on"
-for kind in array:arrays heap:malloc; do
+for kind in heap:malloc pinned:pinned; do
   rm -f "$dir/go"
   run_guest a "$dir/hold.out" "$probe" "$dir/go" --hold "${kind%%:*}" &
   prog=$!
@@ -155,8 +156,11 @@ if "$ctl" --socket "$dir/a.sock" restore "$dir/flip.ckpt" >"$dir/r1.txt" 2>&1; t
 grep -q "corrupt" "$dir/r1.txt" || fail "corrupt: $(cat "$dir/r1.txt")"
 echo "refused as expected: $(cat "$dir/r0.txt")"
 echo "refused as expected: $(cat "$dir/r1.txt")"
+# Another process presenting the token, at a server where the checkpoint
+# waits (one the program does not connect to, so it cannot win the race).
+"$ctl" --socket "$dir/small.sock" restore "$dir/s.ckpt" >/dev/null || fail "restore on the decoy server"
+python3 "$(dirname "$0")/resume_forged.py" "$dir/small.sock" "$dir/s.ckpt" || fail "another process took the session"
 "$ctl" --socket "$dir/a.sock" restore "$dir/s.ckpt" || fail "restore"
-python3 "$(dirname "$0")/resume_forged.py" "$dir/a.sock" "$dir/s.ckpt" || fail "another process took the session"
 wait $prog || fail "the restored program exited $?: $(tail -5 "$dir/ck.out")"
 grep -q "session resumed from its checkpoint" "$dir/ck.out" || fail "the client did not resume: $(tail "$dir/ck.out")"
 cmp -s "$dir/wh-train-loss-ref.txt" "$dir/loss-ck.txt" || {

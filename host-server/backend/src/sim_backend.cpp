@@ -387,6 +387,14 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     return true;
   }
   Err texture_create(const TexSpec& s, bool surf, uint64_t* obj) override {
+    // Values are never reused in a session: a stale handle finds nothing.
+    // Small numbers, like a GPU's, but never 0 (the "no object" value).
+    *obj = ++next_tex_;
+    return texture_create_at(s, surf, *obj);
+  }
+  Err texture_create_at(const TexSpec& s, bool surf, uint64_t obj) override {
+    if (!obj || texobjs_.count(obj)) return cudaErrorInvalidValue;
+    next_tex_ = std::max(next_tex_, obj);
     ptx::TexView v;
     v.dptr = s.dptr, v.bytes = s.bytes, v.pitch = s.pitch, v.slice = s.slice;
     v.w = s.w, v.h = s.h, v.d = s.d, v.dims = s.dims, v.layered = s.layered, v.linear_mem = s.linear_mem;
@@ -395,11 +403,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     v.filter_linear = s.filter_linear, v.read_normalized = s.read_normalized;
     v.norm_coords = s.norm_coords, v.srgb = s.srgb;
     for (int i = 0; i < 4; ++i) v.border[i] = s.border[i];
-    // Values are never reused in a session: a stale handle finds nothing.
-    // Small numbers, like a GPU's, but never 0 (the "no object" value).
-    uint64_t h = ++next_tex_;
-    texobjs_[h] = {v, surf};
-    *obj = h;
+    texobjs_[obj] = {v, surf};
     return cudaSuccess;
   }
   void set_windows(std::shared_ptr<Windows> w) { windows_ = std::move(w); }
@@ -409,7 +413,6 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     if (heap_ready_ && heap_dptr_) return "the device-side malloc heap (kernels called malloc)";
     for (const auto& p : pools_)
       if (p->destroyed) return "allocations of a destroyed memory pool";
-    if (!texobjs_.empty()) return "texture or surface objects";
     return {};
   }
   Err texture_destroy(uint64_t h, bool surf) override {

@@ -9,6 +9,7 @@
 // whose saving is not written yet (save() says which).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iterator>
 #include <map>
 
@@ -101,8 +102,6 @@ bool Session::save(CheckpointWriter& w, std::string* why) {
     return false;
   };
   if (!grown_.empty()) return refuse("pinned memory grown past its data area");
-  if (arrays_.size() || mipmaps_.size()) return refuse("CUDA arrays");
-  if (!texobjs_.empty()) return refuse("texture or surface objects");
   if (std::string u = ctx_->unmovable(); !u.empty()) return refuse(u);
   for (size_t b = 0; b < services_.size(); b++)
     if (services_[b]) {
@@ -165,8 +164,37 @@ bool Session::save(CheckpointWriter& w, std::string* why) {
     }
   }
 
-  w.u64(modules_.size());
+  // CUDA arrays (their memory at its address, with contents), the
+  // mipmapped arrays their levels belong to, and texture and surface
+  // objects with the values kernels hold.
+  w.u64(mipmaps_.size());
+  mipmaps_.for_each([&](uint64_t h, MipmapEntry& m) {
+    w.u64(h);
+    w.u64(m.levels.size());
+    for (uint64_t l : m.levels) w.u64(l);
+  });
+  w.u64(arrays_.size());
   bool ok = true;
+  arrays_.for_each([&](uint64_t h, ArrayEntry& a) {
+    w.u64(h);
+    for (int32_t f : a.fmt) w.i32(f);
+    w.u32(a.flags);
+    w.u64(a.width);
+    w.u64(a.height);
+    w.u64(a.depth);
+    w.u64(a.mipmap);
+    w.u64(a.spec.dptr);
+    if (ok && ctx_->copy_dtoh(w.reserve(a.spec.bytes), a.spec.dptr, a.spec.bytes, nullptr) != cudaSuccess) ok = false;
+  });
+  if (!ok) return *why = "reading an array failed", false;
+  w.u64(texobjs_.size());
+  for (const auto& [v, o] : texobjs_) {
+    w.u64(v);
+    w.u8(o.surface);
+    w.bytes({reinterpret_cast<const uint8_t*>(&o.spec), sizeof o.spec});
+  }
+
+  w.u64(modules_.size());
   modules_.for_each([&](uint64_t h, ModuleEntry& m) {
     if (!ok) return;
     std::vector<ModuleVar> vars;
@@ -313,6 +341,58 @@ bool Session::restore(CheckpointReader& r, std::string* why) {
     allocs_[d] = content.size();
     if (ctx_->copy_htod(d, content.data(), content.size(), nullptr) != cudaSuccess)
       return bad("writing device memory failed");
+  }
+
+  const uint64_t nmips = r.count(4096, 16);
+  for (uint64_t i = 0; i < nmips && r.ok(); i++) {
+    const uint64_t h = r.u64();
+    auto m = std::make_unique<MipmapEntry>();
+    const uint64_t nl = r.count(18, 8);
+    for (uint64_t l = 0; l < nl && r.ok(); l++) m->levels.push_back(r.u64());
+    if (!r.ok() || !mipmaps_.add_at(h, std::move(m))) return bad("a mipmapped array of the checkpoint is invalid");
+  }
+  const uint64_t narrays = r.count(1 << 16, 80);
+  for (uint64_t i = 0; i < narrays && r.ok(); i++) {
+    const uint64_t h = r.u64();
+    int32_t fmt[5];
+    for (int32_t& f : fmt) f = r.i32();
+    const uint32_t flags = r.u32();
+    const uint64_t aw = r.u64(), ah = r.u64(), ad = r.u64(), mip = r.u64(), at = r.u64();
+    auto content = r.bytes(kCheckpointMaxBytes);
+    if (!r.ok()) break;
+    // Its level list must name it (a level is made with its mipmapped array).
+    const MipmapEntry* me = mip ? mipmaps_.get(mip) : nullptr;
+    if (mip && (!me || std::find(me->levels.begin(), me->levels.end(), h) == me->levels.end()))
+      return bad("an array of the checkpoint names a mipmapped array that does not list it");
+    uint64_t made = 0;
+    if (!at || array_make(fmt, flags, aw, ah, ad, mip, &made, at) != cudaSuccess)
+      return bad("a CUDA array of the checkpoint cannot be made again at its address");
+    ArrayEntry* a = arrays_.get(made);
+    if (!arrays_.rename(made, h) || content.size() != a->spec.bytes ||
+        ctx_->copy_htod(at, content.data(), content.size(), nullptr) != cudaSuccess)
+      return bad("a CUDA array of the checkpoint is invalid");
+  }
+  if (r.ok())
+    mipmaps_.for_each([&](uint64_t, MipmapEntry& m) {
+      for (uint64_t l : m.levels)
+        if (!arrays_.get(l)) r.fail();  // a level the checkpoint did not hold
+    });
+  const uint64_t ntex = r.count(1 << 20, 17);
+  for (uint64_t i = 0; i < ntex && r.ok(); i++) {
+    const uint64_t v = r.u64();
+    const bool surface = r.u8();
+    auto b = r.bytes(sizeof(TexSpec));
+    if (!r.ok() || b.size() != sizeof(TexSpec)) break;
+    TexObj o{surface, {}};
+    std::memcpy(&o.spec, b.data(), sizeof o.spec);
+    // It reads the session's own memory: an allocation or an array's.
+    auto am = array_mem_.find(o.spec.dptr);
+    const bool mem_ok = device_range(o.spec.dptr, o.spec.bytes) ||
+                        (am != array_mem_.end() && o.spec.bytes <= am->second);
+    if (!mem_ok || o.spec.dims < 1 || o.spec.dims > 3 || texobjs_.count(v) ||
+        ctx_->texture_create_at(o.spec, surface, v) != cudaSuccess)
+      return bad("a texture or surface object of the checkpoint is invalid");
+    texobjs_[v] = o;
   }
 
   const uint64_t nmods = r.count(4096, 24);

@@ -48,7 +48,7 @@ bool channel_format(const int32_t f[5], uint8_t* nch, uint8_t* cbytes, uint8_t* 
 }  // namespace
 
 Err Session::array_make(const int32_t fmt[5], uint32_t flags, uint64_t w, uint64_t h, uint64_t d, uint64_t mipmap,
-                        uint64_t* out) {
+                        uint64_t* out, uint64_t at) {
   TexSpec t;
   if (!channel_format(fmt, &t.nch, &t.cbytes, &t.ckind)) return cudaErrorInvalidChannelDescriptor;
   if (flags & (cudaArrayCubemap | cudaArraySparse | cudaArrayDeferredMapping | cudaArrayColorAttachment))
@@ -72,7 +72,8 @@ Err Session::array_make(const int32_t fmt[5], uint32_t flags, uint64_t w, uint64
   t.pitch = (row + kPitchAlign - 1) / kPitchAlign * kPitchAlign;
   if (!mul_ok(t.pitch, t.h, &t.slice) || !mul_ok(t.slice, t.d, &t.bytes)) return cudaErrorInvalidValue;
   if (array_mem_.size() >= (1u << 20)) return cudaErrorMemoryAllocation;
-  if (Err e = ctx_->mem_alloc(t.bytes, &t.dptr); e != cudaSuccess) return e;
+  if (Err e = at ? ctx_->mem_alloc_at(at, t.bytes) : ctx_->mem_alloc(t.bytes, &t.dptr); e != cudaSuccess) return e;
+  if (at) t.dptr = at;
   if (Err e = ctx_->memset8(t.dptr, 0, t.bytes, nullptr); e != cudaSuccess) {
     ctx_->mem_free(t.dptr);
     return e;
@@ -100,7 +101,7 @@ void Session::array_release(ArrayEntry& a) {
 
 void Session::textures_reset() {
   ctx_->synchronize();
-  for (auto& [h, surf] : texobjs_) ctx_->texture_destroy(h, surf);
+  for (auto& [h, o] : texobjs_) ctx_->texture_destroy(h, o.surface);
   texobjs_.clear();
   arrays_.for_each([&](uint64_t, ArrayEntry& a) { array_release(a); });
   arrays_.clear();
@@ -249,7 +250,7 @@ int32_t Session::on_TexObjectCreate(const TexObjectCreateReq& rq, std::span<cons
   for (int k = 0; k < 4; ++k) t.border[k] = std::isfinite(rq.border[k]) ? rq.border[k] : 0.0f;
   uint64_t obj = 0;
   if (Err e = ctx_->texture_create(t, false, &obj); e != cudaSuccess) return e;
-  texobjs_[obj] = false;
+  texobjs_[obj] = {false, t};
   rs.obj = obj;
   return cudaSuccess;
 }
@@ -258,7 +259,7 @@ int32_t Session::on_TexObjectDestroy(const TexObjectDestroyReq& rq, std::span<co
                                      std::vector<uint8_t>&) {
   if (rq.obj == 0) return cudaSuccess;
   auto it = texobjs_.find(rq.obj);
-  if (it == texobjs_.end() || it->second) return cudaErrorInvalidValue;
+  if (it == texobjs_.end() || it->second.surface) return cudaErrorInvalidValue;
   ctx_->synchronize();
   texobjs_.erase(it);
   return ctx_->texture_destroy(rq.obj, false);
@@ -272,7 +273,7 @@ int32_t Session::on_SurfObjectCreate(const SurfObjectCreateReq& rq, std::span<co
   if (!(a->flags & cudaArraySurfaceLoadStore)) return cudaErrorInvalidValue;
   uint64_t obj = 0;
   if (Err e = ctx_->texture_create(a->spec, true, &obj); e != cudaSuccess) return e;
-  texobjs_[obj] = true;
+  texobjs_[obj] = {true, a->spec};
   rs.obj = obj;
   return cudaSuccess;
 }
@@ -281,7 +282,7 @@ int32_t Session::on_SurfObjectDestroy(const SurfObjectDestroyReq& rq, std::span<
                                       std::vector<uint8_t>&) {
   if (rq.obj == 0) return cudaSuccess;
   auto it = texobjs_.find(rq.obj);
-  if (it == texobjs_.end() || !it->second) return cudaErrorInvalidValue;
+  if (it == texobjs_.end() || !it->second.surface) return cudaErrorInvalidValue;
   ctx_->synchronize();
   texobjs_.erase(it);
   return ctx_->texture_destroy(rq.obj, true);

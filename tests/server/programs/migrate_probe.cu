@@ -2,13 +2,15 @@
 // (tests/server/migrate.sh). It builds state of every kind a checkpoint
 // carries: device memory, module variables (initialised, written by a
 // kernel, and __managed__), streams with flags and priorities, recorded
-// events, an executable graph, a memory pool with an allocation from it,
-// cuBLAS, cuFFT and cuRAND handles, pinned and managed memory and kernel
-// printf text not fetched yet; prints READY, waits until
+// events, an executable graph, a memory pool with an allocation from it, a
+// CUDA array read through a texture object and written through a surface
+// object, cuBLAS, cuFFT and cuRAND handles, pinned and managed memory and
+// kernel printf text not fetched yet; prints READY, waits until
 // the file argv[1] exists, then checks that all of it is still there and
 // still works, against values computed on the host.
-// --hold KIND: also holds state no checkpoint carries yet (array, heap:
-// a kernel's malloc), so a migration must be refused naming it.
+// --hold KIND: also holds state no checkpoint carries yet (heap: a
+// kernel's malloc; pinned: pinned memory grown past the data area), so a
+// migration must be refused naming it.
 #include <cublas_v2.h>
 #include <cufft.h>
 #include <curand.h>
@@ -36,13 +38,21 @@ __global__ void fill(float* x, int n, float base) {
 
 __global__ void say(int v) { printf("probe kernel says %d\n", v); }
 __global__ void grab(int** out) { *out = (int*)malloc(64); }
+// out[i] = the texture's texel (i % 16, i / 16) plus what the surface holds there, doubled back into it.
+__global__ void texsurf(cudaTextureObject_t tex, cudaSurfaceObject_t surf, float* out) {
+  const int x = threadIdx.x, y = threadIdx.y;
+  const float t = tex2D<float>(tex, x + 0.5f, y + 0.5f);
+  const float v = surf2Dread<float>(surf, x * sizeof(float), y);
+  surf2Dwrite(v * 2.f, surf, x * sizeof(float), y);
+  out[y * 16 + x] = t + v;
+}
 __global__ void mark(float* x, int n, float v) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] = v + float(i);
 }
 
 int main(int argc, char** argv) {
-  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--hold array|heap]");
+  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--hold heap|pinned]");
   const char* hold = argc >= 4 && !std::strcmp(argv[2], "--hold") ? argv[3] : "";
   const int n = 1 << 18;
   float *a = nullptr, *b = nullptr, *c = nullptr;
@@ -108,17 +118,33 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 1024; i++) hp[i] = 3 * i + 1;
   CHECK(cudaMemcpyAsync(pooled, hp.data(), 1024 * sizeof(int), cudaMemcpyHostToDevice, s1));
   CHECK(cudaStreamSynchronize(s1));
+  // A 16x16 float array behind a texture object (point sampling) and a surface object.
+  cudaChannelFormatDesc fmt = cudaCreateChannelDesc<float>();
   cudaArray_t array = nullptr;
+  CHECK(cudaMallocArray(&array, &fmt, 16, 16, cudaArraySurfaceLoadStore));
+  std::vector<float> texels(256);
+  for (int i = 0; i < 256; i++) texels[i] = float(i) * 0.5f;
+  CHECK(cudaMemcpy2DToArray(array, 0, 0, texels.data(), 16 * sizeof(float), 16 * sizeof(float), 16,
+                            cudaMemcpyHostToDevice));
+  cudaResourceDesc res{};
+  res.resType = cudaResourceTypeArray;
+  res.res.array.array = array;
+  cudaTextureDesc td{};
+  td.addressMode[0] = td.addressMode[1] = cudaAddressModeClamp;
+  td.filterMode = cudaFilterModePoint;
+  td.readMode = cudaReadModeElementType;
+  cudaTextureObject_t tex = 0;
+  cudaSurfaceObject_t surf = 0;
+  CHECK(cudaCreateTextureObject(&tex, &res, &td, nullptr));
+  CHECK(cudaCreateSurfaceObject(&surf, &res));
   int** heap_ptr = nullptr;
+  void* grown = nullptr;
   if (!std::strcmp(hold, "heap")) {
     CHECK(cudaMalloc(&heap_ptr, sizeof(int*)));
     grab<<<1, 1>>>(heap_ptr);
     CHECK(cudaDeviceSynchronize());
   }
-  if (!std::strcmp(hold, "array")) {
-    cudaChannelFormatDesc fmt = cudaCreateChannelDesc<float>();
-    CHECK(cudaMallocArray(&array, &fmt, 16, 16));
-  }
+  if (!std::strcmp(hold, "pinned")) CHECK(cudaMallocHost(&grown, 300u << 20));  // past a 256 MiB data area
   std::printf("READY\n");
   std::fflush(stdout);
   while (access(argv[1], F_OK) != 0) usleep(20000);
@@ -224,7 +250,24 @@ int main(int argc, char** argv) {
   CHECK(cudaStreamSynchronize(s1));
   CHECK(cudaMemPoolDestroy(pool));
   if (heap_ptr) CHECK(cudaFree(heap_ptr));
-  if (array) CHECK(cudaFreeArray(array));
+  // The array, its texture and its surface, by the values the program holds.
+  float* tsout = nullptr;
+  CHECK(cudaMalloc(&tsout, 256 * sizeof(float)));
+  texsurf<<<1, dim3(16, 16)>>>(tex, surf, tsout);
+  CHECK(cudaGetLastError());
+  std::vector<float> ts(256), after_surf(256);
+  CHECK(cudaMemcpy(ts.data(), tsout, 256 * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy2DFromArray(after_surf.data(), 16 * sizeof(float), array, 0, 0, 16 * sizeof(float), 16,
+                              cudaMemcpyDeviceToHost));
+  for (int i = 0; i < 256; i++) {
+    EXPECT(ts[i] == 2 * texels[i], "texture + surface read %d: %f, wanted %f", i, ts[i], 2 * texels[i]);
+    EXPECT(after_surf[i] == 2 * texels[i], "surface write %d: %f", i, after_surf[i]);
+  }
+  CHECK(cudaDestroyTextureObject(tex));
+  CHECK(cudaDestroySurfaceObject(surf));
+  CHECK(cudaFreeArray(array));
+  CHECK(cudaFree(tsout));
+  if (grown) CHECK(cudaFreeHost(grown));
   CHECK(cudaGraphExecDestroy(exec));
   CHECK(cudaFree(gbuf));
   cublasDestroy(blas);

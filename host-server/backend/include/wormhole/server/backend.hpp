@@ -211,6 +211,8 @@ class Context {
   // context returned (the session checks).
   virtual Err texture_create(const TexSpec&, bool surface, uint64_t* obj) { return cudaErrorNotSupported; }
   virtual Err texture_destroy(uint64_t obj, bool surface) { return cudaErrorInvalidValue; }
+  // The same with the value a saved session's kernels hold (a restore).
+  virtual Err texture_create_at(const TexSpec&, bool surface, uint64_t obj) { return cudaErrorNotSupported; }
 
   // ---- checkpoint and restore (docs/migration.md). A restored session
   // has every allocation, module variable and mapping at the address it

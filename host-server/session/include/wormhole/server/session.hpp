@@ -263,8 +263,9 @@ class Session {
   struct MipmapEntry {
     std::vector<uint64_t> levels;  // array handles
   };
+  // `at`: the device address of its memory (a restore; 0: anywhere).
   Err array_make(const int32_t fmt[5], uint32_t flags, uint64_t w, uint64_t h, uint64_t d, uint64_t mipmap,
-                 uint64_t* out);
+                 uint64_t* out, uint64_t at = 0);
   void array_release(ArrayEntry& a);
   void textures_reset();
 
@@ -345,7 +346,11 @@ class Session {
   HandleTable<ArrayEntry> arrays_{0x41, 1 << 16};
   HandleTable<MipmapEntry> mipmaps_{0x6d, 4096};
   std::map<uint64_t, uint64_t> array_mem_;  // arrays' device memory: dptr -> bytes
-  std::map<uint64_t, bool> texobjs_;         // live texture (false) and surface (true) objects
+  struct TexObj {
+    bool surface = false;
+    TexSpec spec;  // what it reads (a checkpoint makes it again)
+  };
+  std::map<uint64_t, TexObj> texobjs_;  // live texture and surface objects, by the value kernels receive
   Err deferred_ = cudaSuccess;  // first error of posted work, not yet reported
   bool copy_error_published_ = false;  // this call's error went to a waiting guest
   Err sticky_ = cudaSuccess;    // a kernel fault: the context is unusable
