@@ -485,7 +485,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     if (want && want % 4096 == 0 && want >= (1u << 16) && bytes <= (1ull << 47) && want <= (1ull << 47) - bytes &&
         !host_map_overlaps(want, bytes)) {
       at = want;
-    } else if (want && want % (1 << 20) == 0 && want >= host_lo && bytes <= host_hi - want &&
+    } else if (want && want % (1 << 20) == 0 && want >= host_lo && want < host_hi && bytes <= host_hi - want &&
                !host_map_overlaps(want, bytes)) {
       // Where this window placed it before (a restored session): the next
       // placements go below it.
