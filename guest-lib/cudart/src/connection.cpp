@@ -218,13 +218,34 @@ static std::string socket_path() {
   return "/tmp/wormhole-" + std::to_string(getuid()) + ".sock";
 }
 
-bool Connection::connect_socket(std::string* err) {
-  std::string path = socket_path();
-  sock_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// A socket connected to the server at `path`, or -1 (errno says why).
+static int connect_server(const std::string& path) {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-  if (connect(sock_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  if (s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return s;
+  const int e = errno;
+  if (s >= 0) close(s);
+  errno = e;
+  return -1;
+}
+
+// This process's hello (`flags`: proto::kHelloResume bits).
+static proto::Hello client_hello(uint32_t flags) {
+  proto::Hello h{};
+  h.magic = proto::kHelloMagic;
+  h.min_version = proto::kMinVersion;
+  h.max_version = proto::kVersion;
+  h.pid = uint32_t(getpid());
+  h.reserved = flags;
+  return h;
+}
+
+bool Connection::connect_socket(std::string* err) {
+  std::string path = socket_path();
+  sock_ = connect_server(path);
+  if (sock_ < 0) {
     *err = "cannot reach wormhole-server at " + path + ": " + strerror(errno);
     return false;
   }
@@ -233,11 +254,7 @@ bool Connection::connect_socket(std::string* err) {
   timeval limit{5, 0};
   setsockopt(sock_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   setsockopt(sock_, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
-  proto::Hello h{};
-  h.magic = proto::kHelloMagic;
-  h.min_version = proto::kMinVersion;
-  h.max_version = proto::kVersion;
-  h.pid = uint32_t(getpid());
+  proto::Hello h = client_hello(0);
   // MSG_NOSIGNAL: a library must not raise SIGPIPE in the program. A server
   // that refuses at connect (too many clients) answers and closes before it
   // reads the hello: its answer is still read below.
@@ -294,12 +311,7 @@ bool Connection::resume_session() {
   struct {
     proto::Hello h;
     proto::ResumeHello r;
-  } msg{};
-  msg.h.magic = proto::kHelloMagic;
-  msg.h.min_version = proto::kMinVersion;
-  msg.h.max_version = proto::kVersion;
-  msg.h.pid = uint32_t(getpid());
-  msg.h.reserved = proto::kHelloResume;
+  } msg{client_hello(proto::kHelloResume), {}};
   std::memcpy(msg.r.token, st->resume_token, sizeof msg.r.token);
   const char* t = std::getenv("WORMHOLE_RESUME_TIMEOUT_S");
   const int secs = t && *t ? atoi(t) : 300;
@@ -309,14 +321,8 @@ bool Connection::resume_session() {
       secs, path.c_str());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(secs);
   for (; std::chrono::steady_clock::now() < deadline; usleep(200000)) {
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-    if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      if (s >= 0) close(s);
-      continue;  // no server there yet
-    }
+    const int s = connect_server(path);
+    if (s < 0) continue;  // no server there yet
     timeval limit{120, 0};  // restoring a large session takes a while
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
     proto::HelloReply rep{};

@@ -323,19 +323,20 @@ End serve_gate_channel(ring::ServerChannel& ch, Session& s, GateVm& gate, uint32
   }
 }
 
-// The hello, and a descriptor that came with it (a resuming client's region).
-bool read_hello(int fd, proto::Hello* h, int* passed) {
-  auto* p = reinterpret_cast<uint8_t*>(h);
-  size_t n = sizeof *h;
-  *passed = -1;
+// Exactly n bytes within timeout_ms per wait. *passed (when given): the
+// first descriptor that came with them (a resuming client's region), -1 if
+// none; any other is closed.
+bool read_full(int fd, void* buf, size_t n, int timeout_ms, int* passed = nullptr) {
+  auto* p = static_cast<uint8_t*>(buf);
+  if (passed) *passed = -1;
   while (n) {
     pollfd pfd{fd, POLLIN, 0};
-    if (poll(&pfd, 1, 2000) <= 0) return false;
+    if (poll(&pfd, 1, timeout_ms) <= 0) return false;
     int got = -1;
     ssize_t r = ring::recv_with_fd(fd, p, n, &got);
     if (got >= 0) {
-      if (*passed >= 0) close(got);
-      else *passed = got;
+      if (passed && *passed < 0) *passed = got;
+      else close(got);
     }
     if (r <= 0) return false;
     p += r;
@@ -343,20 +344,6 @@ bool read_hello(int fd, proto::Hello* h, int* passed) {
   }
   return true;
 }
-
-bool read_full(int fd, void* buf, size_t n, int timeout_ms) {
-  auto* p = static_cast<uint8_t*>(buf);
-  while (n) {
-    pollfd pfd{fd, POLLIN, 0};
-    if (poll(&pfd, 1, timeout_ms) <= 0) return false;
-    ssize_t r = read(fd, p, n);
-    if (r <= 0) return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
-}
-
 
 }  // namespace
 
@@ -374,7 +361,7 @@ void Server::serve_socket_client(int fd) {
   };
   // A resuming client sends its region with the hello.
   int passed = -1;
-  if (!read_hello(fd, &hello, &passed) || hello.magic != proto::kHelloMagic) {
+  if (!read_full(fd, &hello, sizeof hello, 2000, &passed) || hello.magic != proto::kHelloMagic) {
     if (passed >= 0) close(passed);
     return refuse(cudaErrorInvalidValue, "bad hello");
   }
