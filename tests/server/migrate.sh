@@ -21,6 +21,8 @@
 #     are refused, and another process presenting the session's token too.
 #  5. a held session refuses a move and goes on where it is after
 #     `wormholectl resume`.
+#  6. a session of the cuda backend (stacked over Wormhole's own driver onto
+#     server B) is refused by name and the program (stop_resume) passes there.
 # Usage: migrate.sh <build-dir> <wh-train> <wh-cnn> <migrate_probe>
 set -u
 build="$1"; train="$2"; cnn="$3"; probe="$4"
@@ -181,4 +183,25 @@ touch "$dir/go"
 wait $prog || fail "the resumed program: $(cat "$dir/held.out")"
 grep -q "PASS migrate_probe" "$dir/held.out" || fail "held: $(cat "$dir/held.out")"
 echo "held, refused a move while held, resumed: the program passed"
+
+echo "=== 6. the cuda backend (stacked over Wormhole's driver onto a sim server): refused, the program goes on"
+WORMHOLE_SPIN=0 WORMHOLE_SOCKET="$dir/b.sock" LD_LIBRARY_PATH="$build/guest-lib" "$build/bin/wormhole-server" \
+  --backend cuda --allow-dropin-driver --socket "$dir/gpu.sock" --log-level info >"$dir/gpu.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do [ -S "$dir/gpu-admin.sock" ] && break; sleep 0.05; done
+rm -f "$dir/go"
+# (stop_resume: device memory and a kernel; the probe's managed memory is
+# the sim device's only)
+run_guest gpu "$dir/gpu.out" "$(dirname "$probe")/stop_resume" "$dir/go" &
+prog=$!
+for _ in $(seq 1 600); do grep -q READY "$dir/gpu.out" 2>/dev/null && break; sleep 0.05; done
+sid=$(session_after gpu 0) || fail "no session on the cuda backend"
+if "$ctl" --socket "$dir/gpu.sock" migrate "$sid" --to "$dir/a.sock" >"$dir/m.txt" 2>&1; then
+  fail "a cuda-backend session moved"
+fi
+grep -q "cannot place it at the same addresses" "$dir/m.txt" || fail "cuda backend: $(cat "$dir/m.txt")"
+echo "refused: $(cat "$dir/m.txt")"
+touch "$dir/go"
+wait $prog || fail "the cuda-backend program: $(cat "$dir/gpu.out")"
+grep -q "PASS stop_resume" "$dir/gpu.out" || fail "cuda backend: $(cat "$dir/gpu.out")"
 echo "PASS"

@@ -221,7 +221,9 @@ class Context {
   // (ContextLimits::va_base asks for it again); 0 where it cannot choose.
   virtual uint64_t va_base() const { return 0; }
   // What this context holds that no checkpoint carries (empty: nothing).
-  virtual std::string unmovable() const { return "this backend cannot place memory at saved addresses"; }
+  virtual std::string unmovable() const {
+    return "device memory of a backend that cannot place it at the same addresses again";
+  }
   // An allocation of `bytes` at exactly `dptr`, charged like mem_alloc.
   virtual Err mem_alloc_at(uint64_t dptr, uint64_t bytes) { return cudaErrorNotSupported; }
   // module_load with variable i placed at place[i] (0: anywhere).
