@@ -374,6 +374,7 @@ struct Job {
   uint64_t timeout_ms = 0;  // of the host launch, for the message
   std::atomic<uint64_t> next{0};
   std::atomic<bool> abort{false};   // stop every worker (error, cancel or timeout recorded in err)
+  uint64_t serial = 0;              // distinct per grid run (Block::fresh_for)
   GridRt* rt = nullptr;             // device runtime (dynamic parallelism) of this grid
   DevTree* tree = nullptr;          // the host launch it belongs to; tree->cancel: Engine::cancel()
   alignas(16) uint8_t gridws[kGridWorkspaceBytes] = {};
@@ -397,6 +398,7 @@ struct Block {
   BarState bars[16];
   uint32_t ctaid[3] = {0, 0, 0};
   uint32_t done = 0;
+  uint64_t fresh_for = 0;  // the grid (Job::serial) whose first block found the memory zeroed
 };
 
 struct Worker {
@@ -661,7 +663,7 @@ struct EngineImpl {
     W.icount = 0;
     Ctx& c = W.ctx;
     c.rc = {};
-    c.rc2 = {};
+    for (auto& r : c.rc2) r = {};
     setup_ctx(c, J);
     W.resident.clear();
     W.free_blocks.clear();
@@ -758,15 +760,21 @@ struct EngineImpl {
     B.ctaid[2] = uint32_t(bid / (uint64_t(cfg.grid.x) * cfg.grid.y));
     B.done = 0;
     for (auto& b : B.bars) b = BarState{};
-    // memory for the block (zeroed: no data from earlier launches is visible)
+    // Memory for the block, zeroed when a grid first uses it: no data from earlier
+    // launches is visible. Later blocks of the same grid find what the block before
+    // them left (registers, local and shared memory are undefined at a block's start
+    // on a GPU too); zeroing them for every block cost more than running small blocks.
     size_t nreg = size_t(nwarps) * kd.reg_stack * 32;
-    if (B.regs.size() < nreg) B.regs.resize(nreg);
-    std::memset(B.regs.data(), 0, nreg * sizeof(uint64_t));
     size_t nloc = size_t(nwarps) * 32 * kd.local_stack;
-    if (B.local.size() < nloc) B.local.resize(nloc);
-    std::memset(B.local.data(), 0, nloc);
-    if (B.shared.size() < c.shared_size + 16) B.shared.resize(c.shared_size + 16);
-    std::memset(B.shared.data(), 0, c.shared_size);
+    if (B.fresh_for != J.serial) {
+      if (B.regs.size() < nreg) B.regs.resize(nreg);
+      std::memset(B.regs.data(), 0, nreg * sizeof(uint64_t));
+      if (B.local.size() < nloc) B.local.resize(nloc);
+      std::memset(B.local.data(), 0, nloc);
+      if (B.shared.size() < c.shared_size + 16) B.shared.resize(c.shared_size + 16);
+      std::memset(B.shared.data(), 0, c.shared_size);
+      B.fresh_for = J.serial;
+    }
     if (B.warps.size() < nwarps) B.warps.resize(nwarps);
     for (uint32_t w = 0; w < nwarps; ++w) {
       Warp& wp = B.warps[w];
@@ -1448,7 +1456,9 @@ LaunchError check_launch(const ModuleImpl& M, const KernelData& kd, const Launch
 // Runs one grid on the worker pool (the launching thread works too).
 LaunchError EngineImpl::run_grid(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg,
                                  std::vector<uint8_t> params, DeviceMemory& mem, GridRt& rt, DevTree& tree) {
+  static std::atomic<uint64_t> serials{0};
   Job job;
+  job.serial = ++serials;
   job.mod = &M;
   job.kd = &kd;
   job.cfg = cfg;

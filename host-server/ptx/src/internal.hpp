@@ -138,6 +138,14 @@ struct Function {
   uint32_t unsupported_line = 0;
 };
 
+// Special registers (mov d, %tid.x ...): Inst::a0 of h_sreg.
+enum Sreg : uint32_t {
+  SR_TID = 0, SR_NTID = 3, SR_CTAID = 6, SR_NCTAID = 9, SR_LANEID = 12, SR_WARPID, SR_NWARPID, SR_SMID, SR_NSMID,
+  SR_GRIDID, SR_LM_EQ, SR_LM_LE, SR_LM_LT, SR_LM_GE, SR_LM_GT, SR_CLOCK, SR_CLOCK64, SR_GTIMER, SR_DYNSMEM,
+  SR_TOTSMEM, SR_ZERO, SR_GTIMER_LO, SR_GTIMER_HI, SR_ENVREG1, SR_ENVREG2,
+  SR_RSV_BEGIN, SR_RSV_END, SR_RSV_CAP, SR_RSV_0, SR_RSV_1
+};
+
 struct SharedVar {
   std::string name;
   uint64_t size;
@@ -220,7 +228,7 @@ struct Ctx {
   uint32_t kparam_size = 0;
   DeviceMemory* mem = nullptr;
   DeviceMemory::Region rc{};
-  DeviceMemory::Region rc2{};  // compiled code: the region before rc, taken back on a miss
+  DeviceMemory::Region rc2[3]{};  // compiled code: the regions before rc, newest first, taken back on a miss
   const uint32_t* shared_off = nullptr;
   const uint64_t* gaddr = nullptr;
   uint8_t* gridws = nullptr;  // cooperative launch workspace (host memory), else null

@@ -109,20 +109,27 @@ const uint64_t kOffRegs = offsetof(Ctx, regs), kOffShared = offsetof(Ctx, shared
                kOffRc = offsetof(Ctx, rc), kRegionBase = offsetof(DeviceMemory::Region, base),
                kRegionSize = offsetof(DeviceMemory::Region, size), kRegionHost = offsetof(DeviceMemory::Region, host),
                kRegionWritable = offsetof(DeviceMemory::Region, writable),
-               kOffSharedOffPtr = offsetof(Ctx, shared_off), kOffGaddrPtr = offsetof(Ctx, gaddr);
+               kOffSharedOffPtr = offsetof(Ctx, shared_off), kOffGaddrPtr = offsetof(Ctx, gaddr),
+               kOffTid = offsetof(Ctx, tid), kOffNtid = offsetof(Ctx, ntid), kOffNctaid = offsetof(Ctx, nctaid),
+               kOffCtaid = offsetof(Ctx, ctaid), kOffWarpId = offsetof(Ctx, warp_id), kOffNwarps = offsetof(Ctx, nwarps),
+               kOffDynShared = offsetof(Ctx, dyn_shared), kOffGridwsAddr = offsetof(Ctx, gridws_addr),
+               kOffKparam = offsetof(Ctx, kparam), kOffKparamSize = offsetof(Ctx, kparam_size);
 #pragma GCC diagnostic pop
 
 // A global access outside Ctx::rc: the region of its first lane becomes rc
-// (kernels read two or three arrays in turn: the previous rc is kept as rc2,
-// and taken back without a lookup).
+// (kernels read several arrays in turn: the three regions before rc are kept
+// in rc2, and taken back without a lookup).
 void jit_refresh(Ctx* c, uint64_t addr) {
-  if (addr - c->rc2.base < c->rc2.size) {
-    std::swap(c->rc, c->rc2);
-    return;
-  }
+  for (auto& r : c->rc2)
+    if (addr - r.base < r.size) {
+      std::swap(c->rc, r);
+      return;
+    }
   DeviceMemory::Region r;
   if (c->mem->region(addr, r) && r.host) {
-    c->rc2 = c->rc;
+    c->rc2[2] = c->rc2[1];
+    c->rc2[1] = c->rc2[0];
+    c->rc2[0] = c->rc;
     c->rc = r;
   }
 }
@@ -314,6 +321,7 @@ struct Gen {
   // generic, const); otherwise the handler does the access (and any fault).
   bool mem(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
     const bool store = d.kind == JK::St;
+    if (d.space == Sp::KParam) return param_load(I, d, mvec, m, pc);
     if (I.avk == AV_Local) return false;
     llvm::Value* base = addr_base(I);
     if (!base) return false;
@@ -389,9 +397,96 @@ struct Gen {
     B.CreateCondBr(all, fast, slow);
     B.SetInsertPoint(fast);
     llvm::Type* et = B.getIntNTy(d.size * 8);
-    llvm::Value* p0 = B.CreateGEP(i8, host, a);
     llvm::Value* loaded[4] = {};
-    for (int i = 0; i < d.vec; ++i) {
+    if (d.vec == 1) {
+      // Consecutive lanes at consecutive elements (a[i] with i = base + lane), the
+      // common case: one masked vector access instead of a gather or scatter.
+      llvm::Value* first = B.CreateExtractElement(a, uint64_t(0));
+      std::vector<llvm::Constant*> step;
+      for (uint64_t l = 0; l < 32; ++l) step.push_back(B.getInt64(l * d.size));
+      llvm::Value* contig = B.CreateAndReduce(
+          B.CreateICmpEQ(B.CreateSub(a, B.CreateVectorSplat(32, first)), llvm::ConstantVector::get(step)));
+      llvm::BasicBlock* dense = llvm::BasicBlock::Create(C, "dense", fn);
+      llvm::BasicBlock* sparse = llvm::BasicBlock::Create(C, "sparse", fn);
+      llvm::BasicBlock* done = llvm::BasicBlock::Create(C, "done", fn);
+      B.CreateCondBr(contig, dense, sparse);
+      B.SetInsertPoint(dense);
+      llvm::Value* pv = B.CreateGEP(i8, host, first);
+      llvm::Value* dv = nullptr;
+      if (store) B.CreateMaskedStore(B.CreateTrunc(sval[0], vec(et)), pv, llvm::Align(d.size), mvec);
+      else if (I.d[0] != NOREG) dv = B.CreateMaskedLoad(vec(et), pv, llvm::Align(d.size), mvec);
+      llvm::BasicBlock* dense_end = B.GetInsertBlock();
+      B.CreateBr(done);
+      B.SetInsertPoint(sparse);
+      llvm::Value* hv = nullptr;
+      llvm::BasicBlock* halves_end = nullptr;
+      if (!store && I.d[0] != NOREG) {
+        // A whole warp over a 16-wide tile (x[ty][k], y[k][tx] with 16x16 threads): each
+        // half-warp at consecutive elements or at one address: two 16-lane loads.
+        auto half_ok = [&](int h, llvm::Value*& first_h, llvm::Value*& contig_h) {
+          std::vector<int> idx;
+          for (int l = 0; l < 16; ++l) idx.push_back(16 * h + l);
+          llvm::Value* ah = B.CreateShuffleVector(a, idx);
+          first_h = B.CreateExtractElement(a, uint64_t(16 * h));
+          std::vector<llvm::Constant*> st;
+          for (uint64_t l = 0; l < 16; ++l) st.push_back(B.getInt64(l * d.size));
+          llvm::Value* off = B.CreateSub(ah, B.CreateVectorSplat(16, first_h));
+          contig_h = B.CreateAndReduce(B.CreateICmpEQ(off, llvm::ConstantVector::get(st)));
+          llvm::Value* unif = B.CreateAndReduce(B.CreateICmpEQ(off, llvm::Constant::getNullValue(off->getType())));
+          return B.CreateOr(contig_h, unif);
+        };
+        llvm::Value *f0, *c0, *f1, *c1;
+        llvm::Value* ok = B.CreateAnd(B.CreateAnd(half_ok(0, f0, c0), half_ok(1, f1, c1)),
+                                      B.CreateICmpEQ(m, B.getInt32(0xffffffffu)));
+        llvm::BasicBlock* halves = llvm::BasicBlock::Create(C, "halves", fn);
+        llvm::BasicBlock* gather = llvm::BasicBlock::Create(C, "gather", fn);
+        B.CreateCondBr(ok, halves, gather);
+        B.SetInsertPoint(halves);
+        llvm::VectorType* ht = llvm::FixedVectorType::get(et, 16);
+        auto one_half = [&](llvm::Value* first_h, llvm::Value* contig_h) -> llvm::Value* {
+          llvm::Value* p = B.CreateGEP(i8, host, first_h);
+          llvm::BasicBlock* cb = llvm::BasicBlock::Create(C, "hcontig", fn);
+          llvm::BasicBlock* ub = llvm::BasicBlock::Create(C, "hunif", fn);
+          llvm::BasicBlock* jb = llvm::BasicBlock::Create(C, "hjoin", fn);
+          B.CreateCondBr(contig_h, cb, ub);
+          B.SetInsertPoint(cb);
+          llvm::Value* v16 = B.CreateAlignedLoad(ht, p, llvm::Align(d.size));
+          B.CreateBr(jb);
+          B.SetInsertPoint(ub);
+          llvm::Value* s = B.CreateVectorSplat(16, B.CreateAlignedLoad(et, p, llvm::Align(d.size)));
+          B.CreateBr(jb);
+          B.SetInsertPoint(jb);
+          llvm::PHINode* ph = B.CreatePHI(ht, 2);
+          ph->addIncoming(v16, cb);
+          ph->addIncoming(s, ub);
+          return ph;
+        };
+        llvm::Value* lo = one_half(f0, c0);
+        llvm::Value* hi = one_half(f1, c1);
+        std::vector<int> cat;
+        for (int l = 0; l < 32; ++l) cat.push_back(l);
+        hv = B.CreateShuffleVector(lo, hi, cat);
+        halves_end = B.GetInsertBlock();
+        B.CreateBr(done);
+        B.SetInsertPoint(gather);
+      }
+      llvm::Value* sv = nullptr;
+      llvm::Value* ps = B.CreateGEP(i8, host, a);
+      if (store) B.CreateMaskedScatter(B.CreateTrunc(sval[0], vec(et)), ps, llvm::Align(d.size), mvec);
+      else if (I.d[0] != NOREG) sv = B.CreateMaskedGather(vec(et), ps, llvm::Align(d.size), mvec);
+      llvm::BasicBlock* sparse_end = B.GetInsertBlock();
+      B.CreateBr(done);
+      B.SetInsertPoint(done);
+      if (!store && I.d[0] != NOREG) {
+        llvm::PHINode* ph = B.CreatePHI(vec(et), 3);
+        ph->addIncoming(dv, dense_end);
+        ph->addIncoming(hv, halves_end);
+        ph->addIncoming(sv, sparse_end);
+        loaded[0] = B.CreateSelect(mvec, ext64(ph, d.sgn), old[0]);
+      }
+    }
+    llvm::Value* p0 = B.CreateGEP(i8, host, a);
+    for (int i = 0; i < d.vec && d.vec > 1; ++i) {
       llvm::Value* p = i ? B.CreateGEP(i8, p0, B.getInt64(uint64_t(i) * d.size)) : p0;
       if (store) {
         llvm::Value* v = B.CreateTrunc(sval[i], vec(et));
@@ -423,6 +518,224 @@ struct Gen {
         ph->addIncoming(reread[i], slow_end);
         cache[I.d[i]] = {ph, true};
       }
+    return true;
+  }
+
+  // ld.param [name+off] of a kernel parameter: one load, the same value in every lane.
+  // Outside the parameter buffer, the handler faults as it would interpreted.
+  bool param_load(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
+    if (I.areg != NOREG || (I.avk != AV_Imm && I.avk != AV_None)) return false;
+    const uint64_t off = (I.avk == AV_Imm ? uint64_t(I.avar) : 0) + uint64_t(I.aoff);
+    const uint64_t szv = uint64_t(d.size) * d.vec;
+    if (off % szv || off > UINT32_MAX) return false;  // misaligned: the handler's fault
+    llvm::Value* old[4] = {};
+    for (int i = 0; i < d.vec; ++i)
+      if (I.d[i] != NOREG) old[i] = reg(I.d[i]);
+    flush();
+    llvm::BasicBlock* fast = llvm::BasicBlock::Create(C, "pfast", fn);
+    llvm::BasicBlock* slow = llvm::BasicBlock::Create(C, "pslow", fn);
+    llvm::BasicBlock* join = llvm::BasicBlock::Create(C, "pjoin", fn);
+    llvm::Value* size = B.CreateZExt(field(kOffKparamSize, i32), i64);
+    B.CreateCondBr(B.CreateICmpULE(B.getInt64(off + szv), size), fast, slow);
+    B.SetInsertPoint(fast);
+    llvm::Value* base = B.CreateConstGEP1_64(i8, field(kOffKparam, ptr), off);
+    llvm::Type* et = B.getIntNTy(d.size * 8);
+    llvm::Value* loaded[4] = {};
+    for (int i = 0; i < d.vec; ++i) {
+      if (I.d[i] == NOREG) continue;
+      llvm::Value* v = B.CreateAlignedLoad(et, B.CreateConstGEP1_64(i8, base, uint64_t(i) * d.size), llvm::Align(d.size));
+      v = d.size == 8 ? v : d.sgn ? B.CreateSExt(v, i64) : B.CreateZExt(v, i64);
+      loaded[i] = B.CreateSelect(mvec, B.CreateVectorSplat(32, v), old[i]);
+    }
+    llvm::BasicBlock* fast_end = B.GetInsertBlock();
+    B.CreateBr(join);
+    B.SetInsertPoint(slow);
+    llvm::Value* reread[4] = {};
+    {
+      auto saved = cache;
+      call_handler(I, m, pc);
+      cache = std::move(saved);
+      for (int i = 0; i < d.vec; ++i)
+        if (I.d[i] != NOREG) reread[i] = B.CreateAlignedLoad(vec(i64), slot_ptr(I.d[i]), llvm::Align(8));
+    }
+    llvm::BasicBlock* slow_end = B.GetInsertBlock();
+    B.CreateBr(join);
+    B.SetInsertPoint(join);
+    for (int i = 0; i < d.vec; ++i)
+      if (I.d[i] != NOREG) {
+        llvm::PHINode* ph = B.CreatePHI(vec(i64), 2);
+        ph->addIncoming(loaded[i], fast_end);
+        ph->addIncoming(reread[i], slow_end);
+        cache[I.d[i]] = {ph, true};
+      }
+    return true;
+  }
+
+  // <0, 1, ..., 31> as i32 lanes
+  llvm::Value* lane_ids() {
+    std::vector<llvm::Constant*> v;
+    for (uint32_t l = 0; l < 32; ++l) v.push_back(B.getInt32(l));
+    return llvm::ConstantVector::get(v);
+  }
+  llvm::Value* lanes64(uint64_t (*f)(uint32_t)) {
+    std::vector<llvm::Constant*> v;
+    for (uint32_t l = 0; l < 32; ++l) v.push_back(B.getInt64(f(l)));
+    return llvm::ConstantVector::get(v);
+  }
+  llvm::Value* bcast32(uint64_t off) { return B.CreateVectorSplat(32, B.CreateZExt(field(off, i32), i64)); }
+
+  // mov d, %special: what h_sreg computes, without the clocks (the handler reads those)
+  bool sreg(const Inst& I, llvm::Value* mvec) {
+    llvm::Value* r = nullptr;
+    const uint32_t w = I.a0;
+    if (w <= SR_TID + 2) {
+      llvm::Value* p = B.CreateLoad(ptr, B.CreateConstGEP1_64(i8, ctx, kOffTid + 8 * (w - SR_TID)));
+      r = B.CreateZExt(B.CreateAlignedLoad(vec(i32), p, llvm::Align(4)), vec(i64));
+    } else if (w <= SR_NTID + 2) r = bcast32(kOffNtid + 4 * (w - SR_NTID));
+    else if (w <= SR_CTAID + 2) r = bcast32(kOffCtaid + 4 * (w - SR_CTAID));
+    else if (w <= SR_NCTAID + 2) r = bcast32(kOffNctaid + 4 * (w - SR_NCTAID));
+    else switch (w) {
+      case SR_LANEID: r = lanes64([](uint32_t l) { return uint64_t(l); }); break;
+      case SR_WARPID: r = bcast32(kOffWarpId); break;
+      case SR_NWARPID: r = bcast32(kOffNwarps); break;
+      case SR_SMID: case SR_GRIDID: case SR_ZERO: case SR_RSV_BEGIN: case SR_RSV_0: r = splat64(0); break;
+      case SR_NSMID: r = splat64(1); break;
+      case SR_LM_EQ: r = lanes64([](uint32_t l) { return uint64_t(1u << l); }); break;
+      case SR_LM_LE: r = lanes64([](uint32_t l) { return uint64_t(uint32_t((2ull << l) - 1)); }); break;
+      case SR_LM_LT: r = lanes64([](uint32_t l) { return uint64_t((1u << l) - 1); }); break;
+      case SR_LM_GE: r = lanes64([](uint32_t l) { return uint64_t(~((1u << l) - 1)); }); break;
+      case SR_LM_GT: r = lanes64([](uint32_t l) { return uint64_t(uint32_t(~((2ull << l) - 1))); }); break;
+      case SR_DYNSMEM: r = bcast32(kOffDynShared); break;
+      case SR_TOTSMEM: r = bcast32(kOffSharedSize); break;
+      case SR_RSV_END: case SR_RSV_CAP: r = splat64(kReservedShared); break;
+      case SR_RSV_1: r = splat64(kReservedShared / 2); break;
+      case SR_ENVREG1: r = B.CreateVectorSplat(32, B.CreateLShr(field(kOffGridwsAddr, i64), 32)); break;
+      case SR_ENVREG2: r = B.CreateVectorSplat(32, B.CreateAnd(field(kOffGridwsAddr, i64), B.getInt64(0xffffffffu))); break;
+      default: return false;  // clocks and timers: the handler
+    }
+    set(I.d[0], r, mvec);
+    return true;
+  }
+
+  // shfl.sync as h_shfl: each lane's source lane and validity from b and c; a source
+  // lane outside the group gives 0. The value is read from a copy of the register.
+  llvm::Value* shfl_buf = nullptr;  // [32 x i64] in the function's frame
+  bool shfl(const Inst& I, llvm::Value* mvec, llvm::Value* m) {
+    if (I.a0 > 3) return false;
+    llvm::Value* lane = lane_ids();
+    auto v32 = [&](uint32_t x) { return B.CreateVectorSplat(32, B.getInt32(x)); };
+    llvm::Value* b = B.CreateAnd(B.CreateTrunc(reg(I.s[1]), vec(i32)), v32(31));
+    llvm::Value* cv = B.CreateTrunc(reg(I.s[2]), vec(i32));
+    llvm::Value* seg = B.CreateAnd(B.CreateLShr(cv, v32(8)), v32(31));
+    llvm::Value* clamp = B.CreateAnd(cv, v32(31));
+    llvm::Value* minl = B.CreateAnd(lane, seg);
+    llvm::Value* maxl = B.CreateOr(minl, B.CreateAnd(clamp, B.CreateNot(seg)));
+    llvm::Value *j, *pv;
+    switch (I.a0) {
+      case 0: j = B.CreateSub(lane, b); pv = B.CreateICmpSGE(j, maxl); break;
+      case 1: j = B.CreateAdd(lane, b); pv = B.CreateICmpSLE(j, maxl); break;
+      case 2: j = B.CreateXor(lane, b); pv = B.CreateICmpSLE(j, maxl); break;
+      default: j = B.CreateOr(minl, B.CreateAnd(b, B.CreateNot(seg))); pv = B.CreateICmpSLE(j, maxl); break;
+    }
+    llvm::Value* in = B.CreateAnd(pv, B.CreateAnd(B.CreateICmpSGE(j, v32(0)), B.CreateICmpSLE(j, v32(31))));
+    j = B.CreateSelect(in, j, lane);
+    B.CreateAlignedStore(reg(I.s[0]), shfl_buf, llvm::Align(8));
+    llvm::Value* src = B.CreateMaskedGather(vec(i64), B.CreateGEP(i64, shfl_buf, j), llvm::Align(8), mvec);
+    llvm::Value* member = B.CreateTrunc(B.CreateLShr(B.CreateVectorSplat(32, m), j), vec(i1));
+    llvm::Value* val = B.CreateSelect(member, B.CreateAnd(src, splat64(0xffffffffu)), splat64(0));
+    set(I.d[0], val, mvec);
+    if (I.d[1] != NOREG) set(I.d[1], B.CreateZExt(pv, vec(i64)), mvec);
+    return true;
+  }
+
+  // vote as h_vote: the ballot of the executing lanes, each lane's group its membermask
+  bool vote(const Inst& I, llvm::Value* mvec, llvm::Value* m) {
+    llvm::Value* p = B.CreateICmpNE(reg(I.s[0]), splat64(0));
+    if (I.flags & 1) p = B.CreateNot(p);
+    llvm::Value* ballot = B.CreateAnd(B.CreateBitCast(p, i32), m);
+    llvm::Value* mv = B.CreateVectorSplat(32, m);
+    llvm::Value* g = I.s[1] == NOREG ? mv : B.CreateAnd(B.CreateTrunc(reg(I.s[1]), vec(i32)), mv);
+    llvm::Value* bv = B.CreateAnd(B.CreateVectorSplat(32, ballot), g);
+    llvm::Value* zero = llvm::Constant::getNullValue(vec(i32));
+    llvm::Value* r;
+    switch (I.a0) {
+      case 0: r = B.CreateZExt(B.CreateICmpEQ(bv, g), vec(i64)); break;
+      case 1: r = B.CreateZExt(B.CreateICmpNE(bv, zero), vec(i64)); break;
+      case 2: r = B.CreateZExt(B.CreateOr(B.CreateICmpEQ(bv, zero), B.CreateICmpEQ(bv, g)), vec(i64)); break;
+      default: r = B.CreateZExt(bv, vec(i64)); break;
+    }
+    set(I.d[0], r, mvec);
+    return true;
+  }
+
+  // cvt forms the fast handlers do not take (h_cvt_lanes computes them with cvt_lane):
+  // narrowing integer conversions, float -> integer (any rounding), integer -> float
+  // (round to nearest), float -> float rounding to an integral value. Others: the handler.
+  bool cvt_lanes(const Inst& I, llvm::Value* mvec) {
+    const Ty dt = Ty(I.a0), st = Ty(I.a1 & 0xff);
+    const int mode = int((I.a1 >> 8) & 0xff);
+    const bool sat = (I.a1 >> 16) & 1, ftz_ = (I.a1 >> 17) & 1;
+    auto intty = [](Ty t) { return !ty_float(t) && t != T_Pred && ty_bytes(t) >= 1 && ty_bytes(t) <= 8; };
+    auto fty = [](Ty t) { return t == T_F32 || t == T_F64; };
+    llvm::Value* a = reg(I.s[0]);
+    llvm::Value* r = nullptr;
+    const int db = ty_bytes(dt), sb = ty_bytes(st);
+    if (intty(dt) && intty(st)) {
+      if (sat) return false;
+      llvm::Value* iv = ext64(as_int(a, sb * 8), ty_signed(st));
+      r = ext64(as_int(iv, db * 8), ty_signed(dt));
+    } else if (intty(dt) && fty(st)) {
+      // saturating (NaN -> 0) after rounding; rz/rm/rp truncate, as cvt_lane does
+      llvm::Value* x = st == T_F32 ? as_f32(a) : as_f64(a);
+      if (st == T_F32 && ftz_) x = ftz(x);
+      if (st == T_F32) x = B.CreateFPExt(x, vec(f64));
+      if (mode == 0 || mode == 4) x = intrinsic(llvm::Intrinsic::roundeven, {x});
+      else if (mode == 6) x = intrinsic(llvm::Intrinsic::floor, {x});
+      else if (mode == 7) x = intrinsic(llvm::Intrinsic::ceil, {x});
+      llvm::Type* it = vec(B.getIntNTy(db * 8));
+      llvm::Value* iv = B.CreateIntrinsic(ty_signed(dt) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat, {it, x->getType()}, {x});
+      r = ext64(iv, ty_signed(dt));
+    } else if (fty(dt) && intty(st)) {
+      if (sat || mode != 0) return false;
+      const bool ss = ty_signed(st);
+      llvm::Value* iv = ext64(as_int(a, sb * 8), ss);
+      llvm::Type* ft = vec(dt == T_F32 ? f32 : f64);
+      llvm::Value* f = ss ? B.CreateSIToFP(iv, ft) : B.CreateUIToFP(iv, ft);
+      r = dt == T_F32 ? from_f32(f) : from_f64(f);
+    } else if (fty(dt) && fty(st)) {
+      // NaNs come out quiet, as the interpreter's conversions through double make them
+      // (LLVM may fold an extension and truncation away); .sat makes -0 and NaN +0.
+      if (mode != 0 && mode < 4) return false;
+      llvm::Value* x = st == T_F32 ? as_f32(a) : as_f64(a);
+      if (st == T_F32 && ftz_) x = ftz(x);
+      if (st == T_F32) x = B.CreateFPExt(x, vec(f64));
+      if (mode == 4) x = intrinsic(llvm::Intrinsic::roundeven, {x});
+      else if (mode == 5) x = intrinsic(llvm::Intrinsic::trunc, {x});
+      else if (mode == 6) x = intrinsic(llvm::Intrinsic::floor, {x});
+      else if (mode == 7) x = intrinsic(llvm::Intrinsic::ceil, {x});
+      auto finish = [&](llvm::Value* f, uint64_t quiet_bit) {
+        llvm::Value* nan = B.CreateFCmpUNO(f, f);
+        if (sat) {
+          llvm::Value* zero = llvm::ConstantFP::get(f->getType(), 0.0);
+          llvm::Value* one = llvm::ConstantFP::get(f->getType(), 1.0);
+          llvm::Value* t = B.CreateSelect(B.CreateFCmpOGT(f, zero), f, zero);
+          f = B.CreateSelect(nan, zero, B.CreateSelect(B.CreateFCmpOLE(t, one), t, one));
+        }
+        llvm::Value* bits = dt == T_F32 ? from_f32(f) : from_f64(f);
+        if (sat || (st == T_F64 && dt == T_F64 && mode == 0)) return bits;  // the latter: no conversion ran
+        return B.CreateSelect(nan, B.CreateOr(bits, splat64(quiet_bit)), bits);
+      };
+      if (dt == T_F32) {
+        llvm::Value* f = B.CreateFPTrunc(x, vec(f32));
+        if (ftz_) f = ftz(f);
+        r = finish(f, 0x400000u);
+      } else {
+        r = finish(x, uint64_t(1) << 51);
+      }
+    } else {
+      return false;
+    }
+    set(I.d[0], r, mvec);
     return true;
   }
 
@@ -595,8 +908,12 @@ struct Gen {
         return true;
       case JK::Ld:
       case JK::St:
-        if (d.space == Sp::Local || d.space == Sp::KParam) return false;
+        if (d.space == Sp::Local) return false;
         return mem(I, d, mvec, m, pc);
+      case JK::Sreg: return sreg(I, mvec);
+      case JK::Shfl: return shfl(I, mvec, m);
+      case JK::Vote: return vote(I, mvec, m);
+      case JK::CvtLanes: return cvt_lanes(I, mvec);
     }
     return false;
   }
@@ -659,6 +976,7 @@ struct Gen {
     B.SetInsertPoint(entry);
     cnt_var = B.CreateAlloca(i64);
     B.CreateStore(B.getInt64(0), cnt_var);
+    shfl_buf = B.CreateAlloca(vec(i64));
     regs = field(kOffRegs, ptr);
     llvm::Value* active_vec = B.CreateBitCast(active, vec(i1));
     std::map<uint32_t, llvm::BasicBlock*> label;

@@ -21,7 +21,11 @@ namespace wh::ptx::detail {
 // that instantiate it, see jit_catalog.hpp).
 enum class JK : uint8_t {
   Mov, IBin, IUn, MadLo, MulWide, MadWide, Shift, Setp, Selp, Cvt, Cvta, PBin, PNot,
-  FBin, FUn, FFma, DBin, DUn, DFma, Ld, St
+  FBin, FUn, FFma, DBin, DUn, DFma, Ld, St,
+  Sreg,      // mov d, %special (Inst::a0: the Sreg)
+  Shfl,      // shfl.sync (Inst::a0: the mode)
+  Vote,      // vote{.sync} (Inst::a0: the mode)
+  CvtLanes   // cvt of any other form (Inst::a0/a1: types, rounding, .sat, .ftz)
 };
 enum JOp : uint8_t { JAdd, JSub, JMul, JMulHi, JAnd, JOr, JXor, JMin, JMax, JDiv, JNeg, JNot, JAbs, JSqrt, JRcp, JRsqrt };
 struct JitDesc {

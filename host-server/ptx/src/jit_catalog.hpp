@@ -115,7 +115,14 @@ void jit_cvt() {
 
 // Templates, so that a unit instantiates only the handlers of the part it registers.
 template <class = void>
-void jit_catalog_core() {  // decode.cpp: mov, setp, selp, cvta
+void jit_catalog_sreg() {  // parser.cpp: special registers as operands
+  jit_note(h_sreg, {JK::Sreg});
+}
+template <class = void>
+void jit_catalog_core() {  // decode.cpp: mov, setp, selp, cvta, special registers, shfl, vote
+  jit_note(h_sreg, {JK::Sreg});
+  jit_note(h_shfl, {JK::Shfl});
+  jit_note(h_vote, {JK::Vote});
   jit_note(h_mov, {JK::Mov});
   jit_note(h_selp, {JK::Selp});
   jit_note(h_cvta<true>, {JK::Cvta, 0, T_None, T_None, true});
@@ -178,9 +185,21 @@ void jit_catalog_cvt() {  // decode_cvt.cpp
   jit_cvt<double, int32_t>();
   jit_cvt<double, uint32_t>();
   jit_cvt<float, double>();
+  jit_note(h_cvt_lanes, {JK::CvtLanes});
 }
 template <class = void>
 void jit_catalog_memory() {  // decode_mem.cpp
+  // ld.param of a kernel's parameters (no stores: they are read-only)
+  jit_note(h_ld<Sp::KParam, 1, false, 1>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 1, 1, false});
+  jit_note(h_ld<Sp::KParam, 2, false, 1>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 2, 1, false});
+  jit_note(h_ld<Sp::KParam, 4, false, 1>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 4, 1, false});
+  jit_note(h_ld<Sp::KParam, 8, false, 1>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 8, 1, false});
+  jit_note(h_ld<Sp::KParam, 4, false, 2>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 4, 2, false});
+  jit_note(h_ld<Sp::KParam, 8, false, 2>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 8, 2, false});
+  jit_note(h_ld<Sp::KParam, 4, false, 4>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 4, 4, false});
+  jit_note(h_ld<Sp::KParam, 1, true, 1>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 1, 1, true});
+  jit_note(h_ld<Sp::KParam, 2, true, 1>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 2, 1, true});
+  jit_note(h_ld<Sp::KParam, 4, true, 1>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 4, 1, true});
   jit_catalog_space<Sp::Global>();
   jit_catalog_space<Sp::Generic>();
   jit_catalog_space<Sp::Shared>();

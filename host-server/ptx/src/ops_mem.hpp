@@ -51,13 +51,16 @@ template <Sp S>
     return c.gptr(I, a, sz, w, Sp::Generic);
   }
 }
-// The common case inline: an aligned global access inside the memory region of the last
-// translation (Ctx::rc). Everything else (other spaces, faults, region changes) out of line.
+// The common cases inline: an aligned global access inside the memory region of the last
+// translation (Ctx::rc), an aligned shared access inside the block's shared memory.
+// Everything else (other spaces, faults, region changes) out of line.
 template <Sp S>
 [[gnu::always_inline]] inline uint8_t* lane_ptr(Ctx& c, const Inst& I, int l, uint64_t a, uint32_t sz, bool w) {
   if constexpr (S == Sp::Global) {
     const uint64_t off = a - c.rc.base;
     if (!(a & (sz - 1)) && off < c.rc.size && sz <= c.rc.size - off && (!w || c.rc.writable)) return c.rc.host + off;
+  } else if constexpr (S == Sp::Shared) {
+    if (!(a & (sz - 1)) && a < c.shared_size && sz <= c.shared_size - a) return c.shared + a;
   }
   return lane_ptr_slow<S>(c, I, l, a, sz, w);
 }
@@ -388,12 +391,6 @@ void h_activemask(Ctx& c, const Inst& I, uint32_t m) {
   for_lanes(m, [&](int l) { D[l] = m; });
 }
 
-enum Sreg : uint32_t {
-  SR_TID = 0, SR_NTID = 3, SR_CTAID = 6, SR_NCTAID = 9, SR_LANEID = 12, SR_WARPID, SR_NWARPID, SR_SMID, SR_NSMID,
-  SR_GRIDID, SR_LM_EQ, SR_LM_LE, SR_LM_LT, SR_LM_GE, SR_LM_GT, SR_CLOCK, SR_CLOCK64, SR_GTIMER, SR_DYNSMEM,
-  SR_TOTSMEM, SR_ZERO, SR_GTIMER_LO, SR_GTIMER_HI, SR_ENVREG1, SR_ENVREG2,
-  SR_RSV_BEGIN, SR_RSV_END, SR_RSV_CAP, SR_RSV_0, SR_RSV_1
-};
 void h_sreg(Ctx& c, const Inst& I, uint32_t m) {
   uint64_t* D = c.dst(I.d[0]);
   uint32_t w = I.a0;

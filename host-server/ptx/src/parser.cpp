@@ -1,6 +1,7 @@
 // PTX parser: module structure, directives, declarations, functions and
 // statements (text -> ModuleImpl); instructions are decoded by decode*.cpp.
 #include "parser.hpp"
+#include "jit_catalog.hpp"
 
 namespace wh::ptx::detail {
 
@@ -913,3 +914,5 @@ bool parse_module(std::string_view text, ModuleImpl& m, std::string* err) {
 }
 
 }  // namespace wh::ptx::detail
+
+WH_JIT_CATALOG(sreg);
