@@ -237,4 +237,66 @@ TEST(PtxCompiled, ZeroedRegistersBecomeALibraryCall) {
     for (int k = 0; k < kRegs; ++k) ASSERT_EQ(out[t * kRegs + k], 45.0f * float(k + 1)) << "lane " << t << " register " << k;
 }
 
+// Directed rounding (fma/add/sub/mul .rm/.rp/.rz.f32), which compiled code
+// emulates in double-double, and libm's functions (ex2, lg2, sin, cos,
+// tanh), which it calls as the interpreter does: over random operands mixed
+// with zeros, denormals, infinities, NaNs and values whose products and sums
+// land exactly on, or within an ulp of, a float; compare mode checks every
+// result bit against the interpreter.
+TEST(PtxCompiled, DirectedRoundingAndLibmAgreeWithTheInterpreter) {
+  const char* ops[] = {"fma.rm.f32 %f3, %f0, %f1, %f2", "fma.rp.f32 %f3, %f0, %f1, %f2", "fma.rz.f32 %f3, %f0, %f1, %f2",
+                       "fma.rm.ftz.f32 %f3, %f0, %f1, %f2", "add.rm.f32 %f3, %f0, %f1", "add.rp.f32 %f3, %f0, %f1",
+                       "add.rz.f32 %f3, %f0, %f1", "sub.rm.f32 %f3, %f0, %f2", "sub.rp.ftz.f32 %f3, %f0, %f2",
+                       "mul.rm.f32 %f3, %f0, %f1", "mul.rp.f32 %f3, %f0, %f1", "mul.rz.ftz.f32 %f3, %f0, %f1",
+                       "ex2.approx.ftz.f32 %f3, %f0", "ex2.approx.f32 %f3, %f1", "lg2.approx.f32 %f3, %f0",
+                       "lg2.approx.ftz.f32 %f3, %f2", "sin.approx.f32 %f3, %f0", "cos.approx.ftz.f32 %f3, %f1",
+                       "tanh.approx.f32 %f3, %f2"};
+  const int nops = int(sizeof ops / sizeof *ops);
+  std::string ptx = ".version 8.0\n.target sm_80\n.address_size 64\n"
+                    ".visible .entry dir(.param .u64 pin, .param .u64 pout, .param .u32 n)\n{\n"
+                    "  .reg .pred %p<2>;\n  .reg .u32 %r<8>;\n  .reg .u64 %rd<8>;\n  .reg .f32 %f<8>;\n"
+                    "  ld.param.u64 %rd0, [pin];\n  ld.param.u64 %rd1, [pout];\n  ld.param.u32 %r0, [n];\n"
+                    "  mov.u32 %r1, %tid.x;\n  mov.u32 %r2, %ctaid.x;\n  mov.u32 %r3, %ntid.x;\n"
+                    "  mad.lo.u32 %r4, %r2, %r3, %r1;\n  setp.ge.u32 %p1, %r4, %r0;\n  @%p1 bra DONE;\n"
+                    "  mul.wide.u32 %rd2, %r4, 12;\n  add.u64 %rd3, %rd0, %rd2;\n"
+                    "  ld.global.f32 %f0, [%rd3];\n  ld.global.f32 %f1, [%rd3+4];\n  ld.global.f32 %f2, [%rd3+8];\n"
+                    "  mul.wide.u32 %rd4, %r4, " + std::to_string(4 * nops) + ";\n  add.u64 %rd5, %rd1, %rd4;\n";
+  for (int k = 0; k < nops; ++k) ptx += std::string("  ") + ops[k] + ";\n  st.global.f32 [%rd5+" + std::to_string(4 * k) + "], %f3;\n";
+  ptx += "DONE:\n  ret;\n}\n";
+  std::string err;
+  auto m = Module::from_ptx(ptx, &err);
+  ASSERT_TRUE(m) << err;
+  const uint32_t n = 1 << 15;
+  std::vector<float> in(size_t(n) * 3);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto rnd = [&] { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x; };
+  const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f, 1.17549435e-38f, 3.4e38f, 1.0f, -1.0f};
+  for (uint32_t i = 0; i < n; ++i) {
+    float* v = &in[size_t(i) * 3];
+    for (int k = 0; k < 3; ++k) {
+      const uint64_t r = rnd();
+      switch (r % 8) {
+        case 0: v[k] = special[(r >> 8) % (sizeof special / sizeof *special)]; break;
+        case 1: { uint32_t b = uint32_t(r >> 16); std::memcpy(&v[k], &b, 4); break; }  // any bits
+        default: v[k] = float(int64_t(r >> 20) % 2000001 - 1000000) * std::ldexp(1.0f, int(r >> 8) % 40 - 30);
+      }
+    }
+    // c = -a*b rounded, and exactly representable sums: results within an ulp of
+    // a float and exact zeros
+    if (i % 5 == 0) v[2] = -(v[0] * v[1]);
+    if (i % 7 == 0) v[1] = std::nextafter(v[0], 0.0f);
+  }
+  HostMem mem;
+  Engine eng(1);
+  const uint64_t din = mem.upload(in), dout = mem.alloc(size_t(n) * 4 * nops);
+  Args args(m->kernel("dir"));
+  args(din);
+  args(dout);
+  args(n);
+  const auto before = wh::ptx::compile_stats();
+  LaunchError e = eng.launch(*m, "dir", cfg({n / 256}, {256}), args.data(), args.size(), mem);
+  ASSERT_FALSE(e) << e.message;
+  EXPECT_EQ(wh::ptx::compile_stats().kernels, before.kernels + 1) << "the kernel was not compiled";
+}
+
 }  // namespace

@@ -664,6 +664,7 @@ struct EngineImpl {
     Ctx& c = W.ctx;
     c.rc = {};
     for (auto& r : c.rc2) r = {};
+    for (auto& r : c.jrc) r = {};
     setup_ctx(c, J);
     W.resident.clear();
     W.free_blocks.clear();

@@ -229,6 +229,11 @@ struct Ctx {
   DeviceMemory* mem = nullptr;
   DeviceMemory::Region rc{};
   DeviceMemory::Region rc2[3]{};  // compiled code: the regions before rc, newest first, taken back on a miss
+  // Compiled code: the region each global access instruction reached last (by the
+  // instruction's number modulo the count), so that kernels reading several arrays
+  // in turn find each one without a lookup.
+  static constexpr uint32_t kJitRegionSlots = 32;
+  DeviceMemory::Region jrc[kJitRegionSlots]{};
   const uint32_t* shared_off = nullptr;
   const uint64_t* gaddr = nullptr;
   uint8_t* gridws = nullptr;  // cooperative launch workspace (host memory), else null

@@ -113,16 +113,22 @@ const uint64_t kOffRegs = offsetof(Ctx, regs), kOffShared = offsetof(Ctx, shared
                kOffTid = offsetof(Ctx, tid), kOffNtid = offsetof(Ctx, ntid), kOffNctaid = offsetof(Ctx, nctaid),
                kOffCtaid = offsetof(Ctx, ctaid), kOffWarpId = offsetof(Ctx, warp_id), kOffNwarps = offsetof(Ctx, nwarps),
                kOffDynShared = offsetof(Ctx, dyn_shared), kOffGridwsAddr = offsetof(Ctx, gridws_addr),
-               kOffKparam = offsetof(Ctx, kparam), kOffKparamSize = offsetof(Ctx, kparam_size);
+               kOffKparam = offsetof(Ctx, kparam), kOffKparamSize = offsetof(Ctx, kparam_size),
+               kOffJrc = offsetof(Ctx, jrc);
 #pragma GCC diagnostic pop
 
-// A global access outside Ctx::rc: the region of its first lane becomes rc
-// (kernels read several arrays in turn: the three regions before rc are kept
-// in rc2, and taken back without a lookup).
-void jit_refresh(Ctx* c, uint64_t addr) {
+// A global access outside the region its instruction reached last (*slot, one of
+// Ctx::jrc): the region of its first lane becomes *slot, from the worker's last
+// four regions (rc, rc2) or a lookup.
+void jit_refresh(Ctx* c, uint64_t addr, DeviceMemory::Region* slot) {
+  if (addr - c->rc.base < c->rc.size) {
+    *slot = c->rc;
+    return;
+  }
   for (auto& r : c->rc2)
     if (addr - r.base < r.size) {
       std::swap(c->rc, r);
+      *slot = c->rc;
       return;
     }
   DeviceMemory::Region r;
@@ -131,6 +137,19 @@ void jit_refresh(Ctx* c, uint64_t addr) {
     c->rc2[1] = c->rc2[0];
     c->rc2[0] = c->rc;
     c->rc = r;
+    *slot = r;
+  }
+}
+
+// ex2, lg2, sin, cos, tanh of 32 lanes in place, with the same libm calls as the
+// interpreter's handlers (the results must be the same bits).
+void jit_libm32(float* v, uint32_t op) {
+  switch (op) {
+    case JEx2: for (int l = 0; l < 32; ++l) v[l] = std::exp2(v[l]); break;
+    case JLg2: for (int l = 0; l < 32; ++l) v[l] = std::log2(v[l]); break;
+    case JSin: for (int l = 0; l < 32; ++l) v[l] = std::sin(v[l]); break;
+    case JCos: for (int l = 0; l < 32; ++l) v[l] = std::cos(v[l]); break;
+    default: for (int l = 0; l < 32; ++l) v[l] = std::tanh(v[l]); break;
   }
 }
 
@@ -150,6 +169,7 @@ struct Gen {
     bool dirty;
   };
   std::map<uint32_t, Cached> cache;  // slot -> <32 x i64> value
+  uint32_t memops = 0;                // global accesses so far (their Ctx::jrc slots)
 
   Gen(llvm::LLVMContext& c, llvm::Module& mod, const ModuleImpl& m) : C(c), Mod(mod), M(m), B(c) {
     i1 = B.getInt1Ty();
@@ -241,8 +261,89 @@ struct Gen {
       case JSqrt: return intrinsic(llvm::Intrinsic::sqrt, {a});
       case JRcp: return B.CreateFDiv(one, a);
       case JRsqrt: return B.CreateFDiv(one, intrinsic(llvm::Intrinsic::sqrt, {a}));
+      case JEx2: case JLg2: case JSin: case JCos: case JTanh: {
+        if (a->getType() != vec(f32)) return nullptr;
+        B.CreateAlignedStore(a, shfl_buf, llvm::Align(8));
+        llvm::FunctionType* t = llvm::FunctionType::get(B.getVoidTy(), {ptr, i32}, false);
+        B.CreateCall(t, B.CreateIntToPtr(B.getInt64(reinterpret_cast<uint64_t>(&jit_libm32)), ptr), {shfl_buf, B.getInt32(op)});
+        return B.CreateAlignedLoad(vec(f32), shfl_buf, llvm::Align(8));
+      }
     }
     return nullptr;
+  }
+
+  // add/sub/mul/fma.{rz,rm,rp}.f32 (h_f32_dir without .sat): the exact result as a
+  // double-double (the product of two floats is exact in double, TwoSum gives the
+  // sum's error), rounded to nearest in float and stepped one ulp toward the
+  // direction asked when that went the wrong way. Lanes the shortcut does not
+  // cover (NaN, infinity or denormal operands, a zero, denormal or overflowing
+  // result) send the whole instruction to the handler.
+  bool fdir(const Inst& I, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
+    const uint32_t op = I.a0, mode = I.a1 & 3;
+    if (op > 3 || mode == 0 || (I.flags & 2)) return false;
+    auto v32 = [&](uint32_t x) { return B.CreateVectorSplat(32, B.getInt32(x)); };
+    auto plain = [&](llvm::Value* bits) {  // zero, or finite and normal
+      llvm::Value* e = B.CreateAnd(bits, v32(0x7f800000u));
+      llvm::Value* zero = B.CreateICmpEQ(B.CreateAnd(bits, v32(0x7fffffffu)), v32(0));
+      return B.CreateOr(zero, B.CreateAnd(B.CreateICmpNE(e, v32(0)), B.CreateICmpNE(e, v32(0x7f800000u))));
+    };
+    const int nsrc = op == 3 ? 3 : 2;
+    llvm::Value* ok = mvec;
+    llvm::Value* x[3];
+    for (int i = 0; i < nsrc; ++i) {
+      llvm::Value* bits = B.CreateTrunc(reg(I.s[i]), vec(i32));
+      ok = B.CreateAnd(ok, plain(bits));
+      x[i] = B.CreateFPExt(B.CreateBitCast(bits, vec(f32)), vec(f64));
+    }
+    llvm::Value* p = op >= 2 ? B.CreateFMul(x[0], x[1]) : x[0];
+    llvm::Value* q = op == 0 ? x[1] : op == 1 ? B.CreateFNeg(x[1]) : op == 3 ? x[2] : llvm::ConstantFP::get(vec(f64), 0.0);
+    llvm::Value* sum = B.CreateFAdd(p, q);
+    llvm::Value* bb = B.CreateFSub(sum, p);
+    llvm::Value* err = B.CreateFAdd(B.CreateFSub(p, B.CreateFSub(sum, bb)), B.CreateFSub(q, bb));
+    llvm::Value* f = B.CreateFPTrunc(sum, vec(f32));
+    llvm::Value* fd = B.CreateFPExt(f, vec(f64));
+    llvm::Value* zero = llvm::ConstantFP::get(vec(f64), 0.0);
+    llvm::Value* below = B.CreateOr(B.CreateFCmpOLT(fd, sum), B.CreateAnd(B.CreateFCmpOEQ(fd, sum), B.CreateFCmpOGT(err, zero)));
+    llvm::Value* above = B.CreateOr(B.CreateFCmpOGT(fd, sum), B.CreateAnd(B.CreateFCmpOEQ(fd, sum), B.CreateFCmpOLT(err, zero)));
+    llvm::Value* neg = B.CreateFCmpOLT(sum, zero);
+    // rm: the float below when f is above the exact value; rp: the one above when below;
+    // rz: toward zero, i.e. rm for positive results and rp for negative ones
+    llvm::Value* down = mode == 2 ? above : mode == 3 ? B.CreateAnd(below, llvm::ConstantInt::getFalse(vec(i1))) : B.CreateAnd(above, B.CreateNot(neg));
+    llvm::Value* up = mode == 3 ? below : mode == 2 ? B.CreateAnd(below, llvm::ConstantInt::getFalse(vec(i1))) : B.CreateAnd(below, neg);
+    // one ulp toward -inf / +inf on the bits of a non-zero float
+    llvm::Value* fb = B.CreateBitCast(f, vec(i32));
+    llvm::Value* fneg = B.CreateICmpSLT(fb, v32(0));
+    llvm::Value* dec = B.CreateSub(fb, v32(1)), *inc = B.CreateAdd(fb, v32(1));
+    llvm::Value* r = B.CreateSelect(down, B.CreateSelect(fneg, inc, dec), B.CreateSelect(up, B.CreateSelect(fneg, dec, inc), fb));
+    llvm::Value* re = B.CreateAnd(r, v32(0x7f800000u));
+    ok = B.CreateAnd(ok, B.CreateFCmpONE(sum, zero));
+    ok = B.CreateAnd(ok, B.CreateAnd(B.CreateICmpNE(re, v32(0)), B.CreateICmpNE(re, v32(0x7f800000u))));
+    llvm::Value* all = B.CreateAndReduce(B.CreateOr(B.CreateNot(mvec), ok));
+    llvm::Value* old = reg(I.d[0]);
+    flush();
+    llvm::BasicBlock* fast = llvm::BasicBlock::Create(C, "dfast", fn);
+    llvm::BasicBlock* slow = llvm::BasicBlock::Create(C, "dslow", fn);
+    llvm::BasicBlock* join = llvm::BasicBlock::Create(C, "djoin", fn);
+    B.CreateCondBr(all, fast, slow);
+    B.SetInsertPoint(fast);
+    llvm::Value* res = B.CreateSelect(mvec, B.CreateZExt(r, vec(i64)), old);
+    B.CreateBr(join);
+    B.SetInsertPoint(slow);
+    llvm::Value* reread;
+    {
+      auto saved = cache;
+      call_handler(I, m, pc);
+      cache = std::move(saved);
+      reread = B.CreateAlignedLoad(vec(i64), slot_ptr(I.d[0]), llvm::Align(8));
+    }
+    llvm::BasicBlock* slow_end = B.GetInsertBlock();
+    B.CreateBr(join);
+    B.SetInsertPoint(join);
+    llvm::PHINode* ph = B.CreatePHI(vec(i64), 2);
+    ph->addIncoming(res, fast);
+    ph->addIncoming(reread, slow_end);
+    cache[I.d[0]] = {ph, true};
+    return true;
   }
   static llvm::CmpInst::Predicate fpred(uint32_t c) {
     using P = llvm::CmpInst::Predicate;
@@ -317,8 +418,8 @@ struct Gen {
   }
 
   // ld/st with the fast path inline: every lane of the group aligned and inside
-  // the block's shared memory (shared) or the last translated region (global,
-  // generic, const); otherwise the handler does the access (and any fault).
+  // the block's shared memory (shared) or the region the instruction reached last
+  // (global, generic, const); otherwise the handler does the access (and any fault).
   bool mem(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
     const bool store = d.kind == JK::St;
     if (d.space == Sp::KParam) return param_load(I, d, mvec, m, pc);
@@ -337,8 +438,8 @@ struct Gen {
       ok = B.CreateAnd(aligned, B.CreateAnd(B.CreateICmpULE(a, lim), B.CreateVectorSplat(32, fits)));
       host = field(kOffShared, ptr);
     } else {
-      // the last region translated (Ctx::rc); else jit_refresh makes the first
-      // lane's region rc (the one before, rc2, or a lookup) and it is checked again
+      // the region this instruction reached last (its Ctx::jrc slot); else jit_refresh
+      // puts the first lane's region there and it is checked again
       auto check = [&](uint64_t r, llvm::Value*& host_out, llvm::Value*& off_out) {
         llvm::Value* rb = field(r + kRegionBase, i64);
         llvm::Value* rs = field(r + kRegionSize, i64);
@@ -351,8 +452,9 @@ struct Gen {
         off_out = off;
         return B.CreateAndReduce(B.CreateOr(B.CreateNot(mvec), k));
       };
+      const uint64_t slot = kOffJrc + sizeof(DeviceMemory::Region) * (memops++ % Ctx::kJitRegionSlots);
       llvm::Value *h1, *o1, *h3, *o3;
-      llvm::Value* all12 = check(kOffRc, h1, o1);
+      llvm::Value* all12 = check(slot, h1, o1);
       llvm::Value* host12 = h1;
       llvm::Value* off12 = o1;
       llvm::BasicBlock* cur = B.GetInsertBlock();
@@ -361,9 +463,10 @@ struct Gen {
       B.CreateCondBr(all12, pick, refresh);
       B.SetInsertPoint(refresh);
       llvm::Value* first = B.CreateExtractElement(a, B.CreateZExt(B.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, m, B.getTrue()), i64));
-      llvm::FunctionType* rty = llvm::FunctionType::get(B.getVoidTy(), {ptr, i64}, false);
-      B.CreateCall(rty, B.CreateIntToPtr(B.getInt64(reinterpret_cast<uint64_t>(&jit_refresh)), ptr), {ctx, first});
-      llvm::Value* all3 = check(kOffRc, h3, o3);
+      llvm::FunctionType* rty = llvm::FunctionType::get(B.getVoidTy(), {ptr, i64, ptr}, false);
+      B.CreateCall(rty, B.CreateIntToPtr(B.getInt64(reinterpret_cast<uint64_t>(&jit_refresh)), ptr),
+                   {ctx, first, B.CreateConstGEP1_64(i8, ctx, slot)});
+      llvm::Value* all3 = check(slot, h3, o3);
       llvm::BasicBlock* ref_end = B.GetInsertBlock();
       B.CreateBr(pick);
       B.SetInsertPoint(pick);
@@ -914,6 +1017,7 @@ struct Gen {
       case JK::Shfl: return shfl(I, mvec, m);
       case JK::Vote: return vote(I, mvec, m);
       case JK::CvtLanes: return cvt_lanes(I, mvec);
+      case JK::FDir: return fdir(I, mvec, m, pc);
     }
     return false;
   }

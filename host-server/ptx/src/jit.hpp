@@ -25,9 +25,13 @@ enum class JK : uint8_t {
   Sreg,      // mov d, %special (Inst::a0: the Sreg)
   Shfl,      // shfl.sync (Inst::a0: the mode)
   Vote,      // vote{.sync} (Inst::a0: the mode)
-  CvtLanes   // cvt of any other form (Inst::a0/a1: types, rounding, .sat, .ftz)
+  CvtLanes,  // cvt of any other form (Inst::a0/a1: types, rounding, .sat, .ftz)
+  FDir       // f32 arithmetic with directed rounding (h_f32_dir: Inst::a0 op, a1 mode, flags)
 };
-enum JOp : uint8_t { JAdd, JSub, JMul, JMulHi, JAnd, JOr, JXor, JMin, JMax, JDiv, JNeg, JNot, JAbs, JSqrt, JRcp, JRsqrt };
+enum JOp : uint8_t {
+  JAdd, JSub, JMul, JMulHi, JAnd, JOr, JXor, JMin, JMax, JDiv, JNeg, JNot, JAbs, JSqrt, JRcp, JRsqrt,
+  JEx2, JLg2, JSin, JCos, JTanh  // FUn: libm's functions, as the interpreter calls them
+};
 struct JitDesc {
   JK kind;
   uint8_t op = 0;       // JOp; Setp: the Cmp

@@ -82,6 +82,11 @@ void jit_catalog_f32() {
   jit_note(h_fun<URcp, FTZ, false>, {JK::FUn, JRcp, T_F32, T_None, FTZ});
   jit_note(h_fun<URsqrt, FTZ, false>, {JK::FUn, JRsqrt, T_F32, T_None, FTZ});
   jit_note(h_ffma<FTZ, false>, {JK::FFma, 0, T_F32, T_None, FTZ});
+  jit_note(h_fun<UEx2, FTZ, false>, {JK::FUn, JEx2, T_F32, T_None, FTZ});
+  jit_note(h_fun<ULg2, FTZ, false>, {JK::FUn, JLg2, T_F32, T_None, FTZ});
+  jit_note(h_fun<USin, FTZ, false>, {JK::FUn, JSin, T_F32, T_None, FTZ});
+  jit_note(h_fun<UCos, FTZ, false>, {JK::FUn, JCos, T_F32, T_None, FTZ});
+  jit_note(h_fun<UTanh, FTZ, false>, {JK::FUn, JTanh, T_F32, T_None, FTZ});
 }
 
 template <Sp S, int SZ>
@@ -152,6 +157,7 @@ void jit_catalog_arith() {  // decode_arith.cpp
   jit_catalog_int<uint64_t>();
   jit_catalog_f32<false>();
   jit_catalog_f32<true>();
+  jit_note(h_f32_dir, {JK::FDir});
 #if defined(__x86_64__)
   jit_note(h_ffma_hw, {JK::FFma, 0, T_F32, T_None, false});
   jit_note(h_ffma_ftz_hw, {JK::FFma, 0, T_F32, T_None, true});
