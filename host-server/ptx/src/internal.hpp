@@ -138,6 +138,9 @@ struct Function {
   uint32_t unsupported_line = 0;
 };
 
+// Atomic operations (h_atom).
+enum AOp { A_ADD, A_MIN, A_MAX, A_EXCH, A_CAS, A_INC, A_DEC, A_AND, A_OR, A_XOR };
+
 // Special registers (mov d, %tid.x ...): Inst::a0 of h_sreg.
 enum Sreg : uint32_t {
   SR_TID = 0, SR_NTID = 3, SR_CTAID = 6, SR_NCTAID = 9, SR_LANEID = 12, SR_WARPID, SR_NWARPID, SR_SMID, SR_NSMID,

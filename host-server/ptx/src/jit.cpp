@@ -417,21 +417,20 @@ struct Gen {
     }
   }
 
-  // ld/st with the fast path inline: every lane of the group aligned and inside
-  // the block's shared memory (shared) or the region the instruction reached last
-  // (global, generic, const); otherwise the handler does the access (and any fault).
-  bool mem(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
-    const bool store = d.kind == JK::St;
-    if (d.space == Sp::KParam) return param_load(I, d, mvec, m, pc);
-    if (I.avk == AV_Local) return false;
+  // The lanes' addresses of I's memory operand (shared or global/generic/const) checked
+  // for an access of szv bytes each: `all` is true when every lane of the group is
+  // aligned and inside the block's shared memory or the region the instruction reached
+  // last (its Ctx::jrc slot; else jit_refresh puts the first lane's region there and
+  // they are checked again); host + off is each lane's byte. false: not inlined.
+  bool locate(const Inst& I, Sp space, uint64_t szv, bool write, llvm::Value* mvec, llvm::Value* m, llvm::Value*& all,
+              llvm::Value*& host_out, llvm::Value*& off_out) {
     llvm::Value* base = addr_base(I);
-    if (!base) return false;
+    if (!base || I.avk == AV_Local) return false;
     llvm::Value* a = B.CreateVectorSplat(32, base);
     if (I.areg != NOREG) a = B.CreateAdd(a, reg(I.areg));
-    const uint64_t szv = uint64_t(d.size) * d.vec;
     llvm::Value* aligned = B.CreateICmpEQ(B.CreateAnd(a, splat64(szv - 1)), splat64(0));
     llvm::Value *ok = nullptr, *host, *all_override = nullptr;
-    if (d.space == Sp::Shared) {
+    if (space == Sp::Shared) {
       llvm::Value* ss = B.CreateZExt(field(kOffSharedSize, i32), i64);
       llvm::Value* fits = B.CreateICmpUGE(ss, B.getInt64(szv));
       llvm::Value* lim = B.CreateVectorSplat(32, B.CreateSub(ss, B.getInt64(szv)));
@@ -447,7 +446,7 @@ struct Gen {
         llvm::Value* fits = B.CreateICmpUGE(rs, B.getInt64(szv));
         llvm::Value* lim = B.CreateVectorSplat(32, B.CreateSub(rs, B.getInt64(szv)));
         llvm::Value* k = B.CreateAnd(aligned, B.CreateAnd(B.CreateICmpULE(off, lim), B.CreateVectorSplat(32, fits)));
-        if (store) k = B.CreateAnd(k, B.CreateVectorSplat(32, B.CreateICmpNE(field(r + kRegionWritable, i8), B.getInt8(0))));
+        if (write) k = B.CreateAnd(k, B.CreateVectorSplat(32, B.CreateICmpNE(field(r + kRegionWritable, i8), B.getInt8(0))));
         host_out = field(r + kRegionHost, ptr);
         off_out = off;
         return B.CreateAndReduce(B.CreateOr(B.CreateNot(mvec), k));
@@ -485,7 +484,21 @@ struct Gen {
       all_override = pa;
     }
     // every lane of the group passes (no lanes: nothing to do, also "passes")
-    llvm::Value* all = all_override ? all_override : B.CreateAndReduce(B.CreateOr(B.CreateNot(mvec), ok));
+    all = all_override ? all_override : B.CreateAndReduce(B.CreateOr(B.CreateNot(mvec), ok));
+    host_out = host;
+    off_out = a;
+    return true;
+  }
+
+  // ld/st with the fast path inline: every lane of the group aligned and inside
+  // the block's shared memory (shared) or the region the instruction reached last
+  // (global, generic, const); otherwise the handler does the access (and any fault).
+  bool mem(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
+    const bool store = d.kind == JK::St;
+    if (d.space == Sp::KParam) return param_load(I, d, mvec, m, pc);
+    const uint64_t szv = uint64_t(d.size) * d.vec;
+    llvm::Value *all, *host, *a;
+    if (!locate(I, d.space, szv, store, mvec, m, all, host, a)) return false;
     llvm::Value* sval[4] = {};
     llvm::Value* old[4] = {};
     // before the branch, so that both paths see the same cache
@@ -842,6 +855,111 @@ struct Gen {
     return true;
   }
 
+  // atom/red on shared or global memory, lane after lane in lane order as h_atom
+  // does: shared memory is the block's own (its warps run one at a time on this
+  // worker), so a plain read-modify-write; global memory with atomic instructions.
+  llvm::Value* atom_buf = nullptr;  // [4 x <32 x i64>]: offsets, b, c, results
+  bool atom(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
+    const bool shared = d.space == Sp::Shared;
+    const auto op = AOp(d.op);
+    if (!shared && d.space != Sp::Global) return false;
+    if (op == A_INC || op == A_DEC || op > A_XOR) return false;
+    const int bytes = ty_bytes(d.ty);
+    const bool fl = ty_float(d.ty), sgn = ty_signed(d.ty) && !fl;
+    llvm::Value *all, *host, *off;
+    if (!locate(I, d.space, uint64_t(bytes), true, mvec, m, all, host, off)) return false;
+    llvm::Value* bv = reg(I.s[0]);
+    llvm::Value* cv = I.s[1] != NOREG ? reg(I.s[1]) : bv;
+    llvm::Value* old = I.d[0] != NOREG ? reg(I.d[0]) : nullptr;
+    flush();
+    llvm::BasicBlock* fast = llvm::BasicBlock::Create(C, "afast", fn);
+    llvm::BasicBlock* slow = llvm::BasicBlock::Create(C, "aslow", fn);
+    llvm::BasicBlock* join = llvm::BasicBlock::Create(C, "ajoin", fn);
+    B.CreateCondBr(all, fast, slow);
+    B.SetInsertPoint(fast);
+    auto buf = [&](int k) { return B.CreateConstGEP1_64(i8, atom_buf, uint64_t(k) * 256); };
+    B.CreateAlignedStore(off, buf(0), llvm::Align(8));
+    B.CreateAlignedStore(bv, buf(1), llvm::Align(8));
+    B.CreateAlignedStore(cv, buf(2), llvm::Align(8));
+    llvm::BasicBlock* pre = B.GetInsertBlock();
+    llvm::BasicBlock* head = llvm::BasicBlock::Create(C, "alane", fn);
+    llvm::BasicBlock* body = llvm::BasicBlock::Create(C, "abody", fn);
+    llvm::BasicBlock* latch = llvm::BasicBlock::Create(C, "alatch", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(C, "adone", fn);
+    B.CreateBr(head);
+    B.SetInsertPoint(head);
+    llvm::PHINode* l = B.CreatePHI(i32, 2);
+    l->addIncoming(B.getInt32(0), pre);
+    B.CreateCondBr(B.CreateTrunc(B.CreateLShr(m, l), i1), body, latch);
+    B.SetInsertPoint(body);
+    llvm::Value* l64 = B.CreateZExt(l, i64);
+    auto lane = [&](int k) { return B.CreateAlignedLoad(i64, B.CreateGEP(i64, buf(k), l64), llvm::Align(8)); };
+    llvm::Value* p = B.CreateGEP(i8, host, lane(0));
+    llvm::Type* it = B.getIntNTy(bytes * 8);
+    llvm::Type* ft = bytes == 4 ? f32 : f64;
+    llvm::Value* b = B.CreateTrunc(lane(1), it);  // the bits of the operand
+    llvm::Value* c = B.CreateTrunc(lane(2), it);
+    llvm::Value* oldbits;  // the value before, as bits
+    if (shared) {
+      llvm::Value* o = B.CreateAlignedLoad(it, p, llvm::Align(bytes));
+      llvm::Value* nv = nullptr;
+      switch (op) {
+        case A_ADD: nv = fl ? B.CreateBitCast(B.CreateFAdd(B.CreateBitCast(o, ft), B.CreateBitCast(b, ft)), it) : B.CreateAdd(o, b); break;
+        case A_MIN: nv = B.CreateSelect(sgn ? B.CreateICmpSLT(b, o) : B.CreateICmpULT(b, o), b, o); break;
+        case A_MAX: nv = B.CreateSelect(sgn ? B.CreateICmpSGT(b, o) : B.CreateICmpUGT(b, o), b, o); break;
+        case A_EXCH: nv = b; break;
+        case A_CAS: nv = B.CreateSelect(fl ? B.CreateFCmpOEQ(B.CreateBitCast(o, ft), B.CreateBitCast(b, ft)) : B.CreateICmpEQ(o, b), c, o); break;
+        case A_AND: nv = B.CreateAnd(o, b); break;
+        case A_OR: nv = B.CreateOr(o, b); break;
+        default: nv = B.CreateXor(o, b); break;
+      }
+      B.CreateAlignedStore(nv, p, llvm::Align(bytes));
+      oldbits = o;
+    } else {
+      using R = llvm::AtomicRMWInst;
+      const auto ord = llvm::AtomicOrdering::SequentiallyConsistent;
+      auto rmw = [&](R::BinOp k, llvm::Value* v) { return B.CreateAtomicRMW(k, p, v, llvm::MaybeAlign(bytes), ord); };
+      switch (op) {
+        case A_ADD: oldbits = fl ? B.CreateBitCast(rmw(R::FAdd, B.CreateBitCast(b, ft)), it) : rmw(R::Add, b); break;
+        case A_MIN: oldbits = rmw(sgn ? R::Min : R::UMin, b); break;
+        case A_MAX: oldbits = rmw(sgn ? R::Max : R::UMax, b); break;
+        case A_EXCH: oldbits = rmw(R::Xchg, b); break;
+        case A_CAS: oldbits = B.CreateExtractValue(B.CreateAtomicCmpXchg(p, b, c, llvm::MaybeAlign(bytes), ord, ord), 0); break;
+        case A_AND: oldbits = rmw(R::And, b); break;
+        case A_OR: oldbits = rmw(R::Or, b); break;
+        default: oldbits = rmw(R::Xor, b); break;
+      }
+    }
+    B.CreateAlignedStore(bytes == 8 ? oldbits : sgn ? B.CreateSExt(oldbits, i64) : B.CreateZExt(oldbits, i64),
+                         B.CreateGEP(i64, buf(3), l64), llvm::Align(8));
+    B.CreateBr(latch);
+    B.SetInsertPoint(latch);
+    llvm::Value* next = B.CreateAdd(l, B.getInt32(1));
+    l->addIncoming(next, latch);
+    B.CreateCondBr(B.CreateICmpULT(next, B.getInt32(32)), head, done);
+    B.SetInsertPoint(done);
+    llvm::Value* res = old ? B.CreateSelect(mvec, B.CreateAlignedLoad(vec(i64), buf(3), llvm::Align(8)), old) : nullptr;
+    B.CreateBr(join);
+    B.SetInsertPoint(slow);
+    llvm::Value* reread = nullptr;
+    {
+      auto saved = cache;
+      call_handler(I, m, pc);
+      cache = std::move(saved);
+      if (old) reread = B.CreateAlignedLoad(vec(i64), slot_ptr(I.d[0]), llvm::Align(8));
+    }
+    llvm::BasicBlock* slow_end = B.GetInsertBlock();
+    B.CreateBr(join);
+    B.SetInsertPoint(join);
+    if (old) {
+      llvm::PHINode* ph = B.CreatePHI(vec(i64), 2);
+      ph->addIncoming(res, done);
+      ph->addIncoming(reread, slow_end);
+      cache[I.d[0]] = {ph, true};
+    }
+    return true;
+  }
+
   // One instruction inline; false: not inlined (the caller calls its handler).
   bool inst(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
     switch (d.kind) {
@@ -1018,6 +1136,7 @@ struct Gen {
       case JK::Vote: return vote(I, mvec, m);
       case JK::CvtLanes: return cvt_lanes(I, mvec);
       case JK::FDir: return fdir(I, mvec, m, pc);
+      case JK::Atom: return atom(I, d, mvec, m, pc);
     }
     return false;
   }
@@ -1081,6 +1200,7 @@ struct Gen {
     cnt_var = B.CreateAlloca(i64);
     B.CreateStore(B.getInt64(0), cnt_var);
     shfl_buf = B.CreateAlloca(vec(i64));
+    atom_buf = B.CreateAlloca(vec(i64), B.getInt32(4));
     regs = field(kOffRegs, ptr);
     llvm::Value* active_vec = B.CreateBitCast(active, vec(i1));
     std::map<uint32_t, llvm::BasicBlock*> label;

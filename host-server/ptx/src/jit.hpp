@@ -26,7 +26,8 @@ enum class JK : uint8_t {
   Shfl,      // shfl.sync (Inst::a0: the mode)
   Vote,      // vote{.sync} (Inst::a0: the mode)
   CvtLanes,  // cvt of any other form (Inst::a0/a1: types, rounding, .sat, .ftz)
-  FDir       // f32 arithmetic with directed rounding (h_f32_dir: Inst::a0 op, a1 mode, flags)
+  FDir,      // f32 arithmetic with directed rounding (h_f32_dir: Inst::a0 op, a1 mode, flags)
+  Atom       // atom/red on shared or global memory (op: the AOp, ty: the value type)
 };
 enum JOp : uint8_t {
   JAdd, JSub, JMul, JMulHi, JAnd, JOr, JXor, JMin, JMax, JDiv, JNeg, JNot, JAbs, JSqrt, JRcp, JRsqrt,

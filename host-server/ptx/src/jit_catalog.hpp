@@ -193,8 +193,33 @@ void jit_catalog_cvt() {  // decode_cvt.cpp
   jit_cvt<float, double>();
   jit_note(h_cvt_lanes, {JK::CvtLanes});
 }
+template <Sp S, class V>
+void jit_catalog_atom() {
+  constexpr Ty t = ty_of<V>();
+  jit_note(h_atom<S, V, A_ADD>, {JK::Atom, A_ADD, t, T_None, false, S});
+  jit_note(h_atom<S, V, A_EXCH>, {JK::Atom, A_EXCH, t, T_None, false, S});
+  jit_note(h_atom<S, V, A_CAS>, {JK::Atom, A_CAS, t, T_None, false, S});
+  if constexpr (std::is_integral_v<V>) {
+    jit_note(h_atom<S, V, A_MIN>, {JK::Atom, A_MIN, t, T_None, false, S});
+    jit_note(h_atom<S, V, A_MAX>, {JK::Atom, A_MAX, t, T_None, false, S});
+    jit_note(h_atom<S, V, A_AND>, {JK::Atom, A_AND, t, T_None, false, S});
+    jit_note(h_atom<S, V, A_OR>, {JK::Atom, A_OR, t, T_None, false, S});
+    jit_note(h_atom<S, V, A_XOR>, {JK::Atom, A_XOR, t, T_None, false, S});
+  }
+}
+template <Sp S>
+void jit_catalog_atoms() {
+  jit_catalog_atom<S, uint32_t>();
+  jit_catalog_atom<S, int32_t>();
+  jit_catalog_atom<S, uint64_t>();
+  jit_catalog_atom<S, int64_t>();
+  jit_catalog_atom<S, float>();
+  jit_catalog_atom<S, double>();
+}
 template <class = void>
 void jit_catalog_memory() {  // decode_mem.cpp
+  jit_catalog_atoms<Sp::Shared>();
+  jit_catalog_atoms<Sp::Global>();
   // ld.param of a kernel's parameters (no stores: they are read-only)
   jit_note(h_ld<Sp::KParam, 1, false, 1>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 1, 1, false});
   jit_note(h_ld<Sp::KParam, 2, false, 1>, {JK::Ld, 0, T_None, T_None, false, Sp::KParam, 2, 1, false});

@@ -125,7 +125,6 @@ void h_st(Ctx& c, const Inst& I, uint32_t m) {
   });
 }
 
-enum AOp { A_ADD, A_MIN, A_MAX, A_EXCH, A_CAS, A_INC, A_DEC, A_AND, A_OR, A_XOR };
 
 template <class V, int OP>
 inline V apply_atom(V old, V b, V cc) {
