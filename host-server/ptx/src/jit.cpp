@@ -164,11 +164,17 @@ struct Gen {
   // per block
   llvm::Function* fn = nullptr;
   llvm::Value *ctx = nullptr, *regs = nullptr, *count = nullptr, *active = nullptr;
+  // A register's value in this block: 64-bit lanes (v), or for a 32-bit value a whole
+  // warp wrote, the <32 x i32> lanes (narrow; v null) and how they widen to the
+  // file's 64 bits. 32-bit arithmetic on narrow values stays in 32-bit vectors (half
+  // the vector registers, no conversions) until the block writes the file back.
   struct Cached {
     llvm::Value* v;
     bool dirty;
+    llvm::Value* narrow = nullptr;
+    bool sext = false;
   };
-  std::map<uint32_t, Cached> cache;  // slot -> <32 x i64> value
+  std::map<uint32_t, Cached> cache;  // slot -> value
   uint32_t memops = 0;                // global accesses so far (their Ctx::jrc slots)
 
   Gen(llvm::LLVMContext& c, llvm::Module& mod, const ModuleImpl& m) : C(c), Mod(mod), M(m), B(c) {
@@ -191,22 +197,47 @@ struct Gen {
 
   // ---- the register file ----
   llvm::Value* slot_ptr(uint32_t s) { return B.CreateConstGEP1_64(i8, regs, uint64_t(s) * 256); }
+  static llvm::Value* widen(llvm::IRBuilder<>& B, const Cached& c, llvm::Type* to) {
+    return c.v ? c.v : c.sext ? B.CreateSExt(c.narrow, to) : B.CreateZExt(c.narrow, to);
+  }
   llvm::Value* reg(uint32_t s) {
     if (s & CBIT) return splat64(M.cpool[uint64_t(s & ~CBIT) * 32]);
     auto it = cache.find(s);
-    if (it != cache.end()) return it->second.v;
+    if (it != cache.end()) return widen(B, it->second, vec(i64));  // a widening is not cached: it may sit in a branch
     llvm::Value* v = B.CreateAlignedLoad(vec(i64), slot_ptr(s), llvm::Align(8));
     cache[s] = {v, false};
     return v;
+  }
+  // The low n bits of register s's lanes.
+  llvm::Value* ri(uint32_t s, int n) {
+    if (n == 32 && !(s & CBIT)) {
+      auto it = cache.find(s);
+      if (it != cache.end() && it->second.narrow) return it->second.narrow;
+    }
+    return as_int(reg(s), n);
+  }
+  llvm::Value* rf(uint32_t s) { return B.CreateBitCast(ri(s, 32), vec(f32)); }
+  static bool all_lanes(llvm::Value* mask) {
+    auto* k = llvm::dyn_cast<llvm::Constant>(mask);
+    return k && k->isAllOnesValue();
   }
   void set(uint32_t d, llvm::Value* v, llvm::Value* mask) {
     llvm::Value* old = reg(d);
     cache[d] = {B.CreateSelect(mask, v, old), true};
   }
+  // d = v (integer lanes of any width), extended to 64 bits as `sgn` says.
+  void set_n(uint32_t d, llvm::Value* v, bool sgn, llvm::Value* mask) {
+    if (v->getType()->getScalarSizeInBits() == 32 && all_lanes(mask)) {
+      cache[d] = {nullptr, true, v, sgn};
+      return;
+    }
+    set(d, ext64(v, sgn), mask);
+  }
+  void set_f32(uint32_t d, llvm::Value* f, llvm::Value* mask) { set_n(d, B.CreateBitCast(f, vec(i32)), false, mask); }
   void flush() {
     for (auto& [s, c] : cache)
       if (c.dirty) {
-        B.CreateAlignedStore(c.v, slot_ptr(s), llvm::Align(8));
+        B.CreateAlignedStore(widen(B, c, vec(i64)), slot_ptr(s), llvm::Align(8));
         c.dirty = false;
       }
   }
@@ -320,7 +351,6 @@ struct Gen {
     ok = B.CreateAnd(ok, B.CreateAnd(B.CreateICmpNE(re, v32(0)), B.CreateICmpNE(re, v32(0x7f800000u))));
     llvm::Value* all = B.CreateAndReduce(B.CreateOr(B.CreateNot(mvec), ok));
     llvm::Value* old = reg(I.d[0]);
-    flush();
     llvm::BasicBlock* fast = llvm::BasicBlock::Create(C, "dfast", fn);
     llvm::BasicBlock* slow = llvm::BasicBlock::Create(C, "dslow", fn);
     llvm::BasicBlock* join = llvm::BasicBlock::Create(C, "djoin", fn);
@@ -379,7 +409,10 @@ struct Gen {
   }
 
   // Calls the interpreter's handler for I (the lanes of `m`, none: no call) and
-  // leaves the block when it faulted.
+  // leaves the block when it faulted. The register file is written first. An
+  // instruction inlined with the handler as its slow path keeps the cache it had
+  // before the call (the handler writes only its destinations): the registers
+  // stay dirty, so the fast path need not write them back.
   void call_handler(const Inst& I, llvm::Value* m, uint32_t pc) {
     flush();
     llvm::BasicBlock* do_call = llvm::BasicBlock::Create(C, "call", fn);
@@ -506,7 +539,33 @@ struct Gen {
       if (store) sval[i] = reg(I.s[i]);
       else if (I.d[i] != NOREG) old[i] = reg(I.d[i]);
     }
-    flush();
+    // The lanes' address pattern: consecutive elements over the warp, or over each
+    // half-warp, or one address per half. Computed from the address register alone
+    // (the operand adds the same constant to every lane) and before the branch, so
+    // that the optimizer shares it among accesses through one register ([r+0],
+    // [r+64], ... of an unrolled loop).
+    llvm::Value *contig = nullptr, *halves_ok = nullptr, *hcontig[2] = {};
+    const bool halves = !store && I.d[0] != NOREG;
+    if (d.vec == 1) {
+      llvm::Value* pat = I.areg != NOREG ? reg(I.areg) : a;
+      auto pattern = [&](int from, int n, llvm::Value** unif) {  // consecutive; *unif: one address
+        std::vector<int> idx;
+        std::vector<llvm::Constant*> st;
+        for (int l = 0; l < n; ++l) idx.push_back(from + l), st.push_back(B.getInt64(uint64_t(l) * d.size));
+        llvm::Value* part = n == 32 ? pat : B.CreateShuffleVector(pat, idx);
+        llvm::Value* off = B.CreateSub(part, B.CreateVectorSplat(unsigned(n), B.CreateExtractElement(pat, uint64_t(from))));
+        if (unif) *unif = B.CreateAndReduce(B.CreateICmpEQ(off, llvm::Constant::getNullValue(off->getType())));
+        return B.CreateAndReduce(B.CreateICmpEQ(off, llvm::ConstantVector::get(st)));
+      };
+      contig = pattern(0, 32, nullptr);
+      if (halves) {
+        llvm::Value *u0, *u1;
+        hcontig[0] = pattern(0, 16, &u0);
+        hcontig[1] = pattern(16, 16, &u1);
+        halves_ok = B.CreateAnd(B.CreateAnd(B.CreateOr(hcontig[0], u0), B.CreateOr(hcontig[1], u1)),
+                                B.CreateICmpEQ(m, B.getInt32(0xffffffffu)));
+      }
+    }
     llvm::BasicBlock* fast = llvm::BasicBlock::Create(C, "fast", fn);
     llvm::BasicBlock* slow = llvm::BasicBlock::Create(C, "slow", fn);
     llvm::BasicBlock* join = llvm::BasicBlock::Create(C, "join", fn);
@@ -514,14 +573,11 @@ struct Gen {
     B.SetInsertPoint(fast);
     llvm::Type* et = B.getIntNTy(d.size * 8);
     llvm::Value* loaded[4] = {};
+    const bool narrow = !store && d.size == 4 && all_lanes(mvec);  // 32-bit loads of a whole warp stay 32-bit
     if (d.vec == 1) {
       // Consecutive lanes at consecutive elements (a[i] with i = base + lane), the
       // common case: one masked vector access instead of a gather or scatter.
       llvm::Value* first = B.CreateExtractElement(a, uint64_t(0));
-      std::vector<llvm::Constant*> step;
-      for (uint64_t l = 0; l < 32; ++l) step.push_back(B.getInt64(l * d.size));
-      llvm::Value* contig = B.CreateAndReduce(
-          B.CreateICmpEQ(B.CreateSub(a, B.CreateVectorSplat(32, first)), llvm::ConstantVector::get(step)));
       llvm::BasicBlock* dense = llvm::BasicBlock::Create(C, "dense", fn);
       llvm::BasicBlock* sparse = llvm::BasicBlock::Create(C, "sparse", fn);
       llvm::BasicBlock* done = llvm::BasicBlock::Create(C, "done", fn);
@@ -536,28 +592,14 @@ struct Gen {
       B.SetInsertPoint(sparse);
       llvm::Value* hv = nullptr;
       llvm::BasicBlock* halves_end = nullptr;
-      if (!store && I.d[0] != NOREG) {
+      if (halves) {
         // A whole warp over a 16-wide tile (x[ty][k], y[k][tx] with 16x16 threads): each
         // half-warp at consecutive elements or at one address: two 16-lane loads.
-        auto half_ok = [&](int h, llvm::Value*& first_h, llvm::Value*& contig_h) {
-          std::vector<int> idx;
-          for (int l = 0; l < 16; ++l) idx.push_back(16 * h + l);
-          llvm::Value* ah = B.CreateShuffleVector(a, idx);
-          first_h = B.CreateExtractElement(a, uint64_t(16 * h));
-          std::vector<llvm::Constant*> st;
-          for (uint64_t l = 0; l < 16; ++l) st.push_back(B.getInt64(l * d.size));
-          llvm::Value* off = B.CreateSub(ah, B.CreateVectorSplat(16, first_h));
-          contig_h = B.CreateAndReduce(B.CreateICmpEQ(off, llvm::ConstantVector::get(st)));
-          llvm::Value* unif = B.CreateAndReduce(B.CreateICmpEQ(off, llvm::Constant::getNullValue(off->getType())));
-          return B.CreateOr(contig_h, unif);
-        };
-        llvm::Value *f0, *c0, *f1, *c1;
-        llvm::Value* ok = B.CreateAnd(B.CreateAnd(half_ok(0, f0, c0), half_ok(1, f1, c1)),
-                                      B.CreateICmpEQ(m, B.getInt32(0xffffffffu)));
-        llvm::BasicBlock* halves = llvm::BasicBlock::Create(C, "halves", fn);
+        llvm::Value* ok = halves_ok;
+        llvm::BasicBlock* hblock = llvm::BasicBlock::Create(C, "halves", fn);
         llvm::BasicBlock* gather = llvm::BasicBlock::Create(C, "gather", fn);
-        B.CreateCondBr(ok, halves, gather);
-        B.SetInsertPoint(halves);
+        B.CreateCondBr(ok, hblock, gather);
+        B.SetInsertPoint(hblock);
         llvm::VectorType* ht = llvm::FixedVectorType::get(et, 16);
         auto one_half = [&](llvm::Value* first_h, llvm::Value* contig_h) -> llvm::Value* {
           llvm::Value* p = B.CreateGEP(i8, host, first_h);
@@ -577,8 +619,8 @@ struct Gen {
           ph->addIncoming(s, ub);
           return ph;
         };
-        llvm::Value* lo = one_half(f0, c0);
-        llvm::Value* hi = one_half(f1, c1);
+        llvm::Value* lo = one_half(B.CreateExtractElement(a, uint64_t(0)), hcontig[0]);
+        llvm::Value* hi = one_half(B.CreateExtractElement(a, uint64_t(16)), hcontig[1]);
         std::vector<int> cat;
         for (int l = 0; l < 32; ++l) cat.push_back(l);
         hv = B.CreateShuffleVector(lo, hi, cat);
@@ -598,7 +640,7 @@ struct Gen {
         ph->addIncoming(dv, dense_end);
         ph->addIncoming(hv, halves_end);
         ph->addIncoming(sv, sparse_end);
-        loaded[0] = B.CreateSelect(mvec, ext64(ph, d.sgn), old[0]);
+        loaded[0] = narrow ? ph : B.CreateSelect(mvec, ext64(ph, d.sgn), old[0]);
       }
     }
     llvm::Value* p0 = B.CreateGEP(i8, host, a);
@@ -609,7 +651,7 @@ struct Gen {
         B.CreateMaskedScatter(v, p, llvm::Align(d.size), mvec);
       } else if (I.d[i] != NOREG) {
         llvm::Value* v = B.CreateMaskedGather(vec(et), p, llvm::Align(d.size), mvec);
-        loaded[i] = B.CreateSelect(mvec, ext64(v, d.sgn), old[i]);
+        loaded[i] = narrow ? v : B.CreateSelect(mvec, ext64(v, d.sgn), old[i]);
       }
     }
     llvm::BasicBlock* fast_end = B.GetInsertBlock();
@@ -621,7 +663,10 @@ struct Gen {
       call_handler(I, m, pc);
       cache = std::move(saved);
       for (int i = 0; i < d.vec; ++i)
-        if (!store && I.d[i] != NOREG) reread[i] = B.CreateAlignedLoad(vec(i64), slot_ptr(I.d[i]), llvm::Align(8));
+        if (!store && I.d[i] != NOREG) {
+          reread[i] = B.CreateAlignedLoad(vec(i64), slot_ptr(I.d[i]), llvm::Align(8));
+          if (narrow) reread[i] = B.CreateTrunc(reread[i], vec(i32));
+        }
     }
     llvm::BasicBlock* slow_end = B.GetInsertBlock();
     B.CreateBr(join);
@@ -629,10 +674,10 @@ struct Gen {
     // a loaded value stays in SSA form (dirty: the fast path did not write it back)
     for (int i = 0; i < d.vec; ++i)
       if (!store && I.d[i] != NOREG) {
-        llvm::PHINode* ph = B.CreatePHI(vec(i64), 2);
+        llvm::PHINode* ph = B.CreatePHI(narrow ? vec(i32) : vec(i64), 2);
         ph->addIncoming(loaded[i], fast_end);
         ph->addIncoming(reread[i], slow_end);
-        cache[I.d[i]] = {ph, true};
+        cache[I.d[i]] = narrow ? Cached{nullptr, true, ph, d.sgn} : Cached{ph, true};
       }
     return true;
   }
@@ -647,7 +692,6 @@ struct Gen {
     llvm::Value* old[4] = {};
     for (int i = 0; i < d.vec; ++i)
       if (I.d[i] != NOREG) old[i] = reg(I.d[i]);
-    flush();
     llvm::BasicBlock* fast = llvm::BasicBlock::Create(C, "pfast", fn);
     llvm::BasicBlock* slow = llvm::BasicBlock::Create(C, "pslow", fn);
     llvm::BasicBlock* join = llvm::BasicBlock::Create(C, "pjoin", fn);
@@ -758,8 +802,8 @@ struct Gen {
     B.CreateAlignedStore(reg(I.s[0]), shfl_buf, llvm::Align(8));
     llvm::Value* src = B.CreateMaskedGather(vec(i64), B.CreateGEP(i64, shfl_buf, j), llvm::Align(8), mvec);
     llvm::Value* member = B.CreateTrunc(B.CreateLShr(B.CreateVectorSplat(32, m), j), vec(i1));
-    llvm::Value* val = B.CreateSelect(member, B.CreateAnd(src, splat64(0xffffffffu)), splat64(0));
-    set(I.d[0], val, mvec);
+    llvm::Value* val = B.CreateSelect(member, B.CreateTrunc(src, vec(i32)), llvm::Constant::getNullValue(vec(i32)));
+    set_n(I.d[0], val, false, mvec);
     if (I.d[1] != NOREG) set(I.d[1], B.CreateZExt(pv, vec(i64)), mvec);
     return true;
   }
@@ -871,7 +915,6 @@ struct Gen {
     llvm::Value* bv = reg(I.s[0]);
     llvm::Value* cv = I.s[1] != NOREG ? reg(I.s[1]) : bv;
     llvm::Value* old = I.d[0] != NOREG ? reg(I.d[0]) : nullptr;
-    flush();
     llvm::BasicBlock* fast = llvm::BasicBlock::Create(C, "afast", fn);
     llvm::BasicBlock* slow = llvm::BasicBlock::Create(C, "aslow", fn);
     llvm::BasicBlock* join = llvm::BasicBlock::Create(C, "ajoin", fn);
@@ -963,7 +1006,15 @@ struct Gen {
   // One instruction inline; false: not inlined (the caller calls its handler).
   bool inst(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
     switch (d.kind) {
-      case JK::Mov: set(I.d[0], reg(I.s[0]), mvec); return true;
+      case JK::Mov: {
+        auto it = (I.s[0] & CBIT) ? cache.end() : cache.find(I.s[0]);
+        if (it != cache.end() && it->second.narrow && all_lanes(mvec)) {
+          cache[I.d[0]] = {nullptr, true, it->second.narrow, it->second.sext};
+          return true;
+        }
+        set(I.d[0], reg(I.s[0]), mvec);
+        return true;
+      }
       case JK::Selp: {
         llvm::Value* p = B.CreateICmpNE(reg(I.s[2]), splat64(0));
         set(I.d[0], B.CreateSelect(p, reg(I.s[0]), reg(I.s[1])), mvec);
@@ -987,8 +1038,8 @@ struct Gen {
       case JK::IBin: {
         const int n = bits(d.ty);
         const bool sgn = ty_signed(d.ty);
-        llvm::Value* a = as_int(reg(I.s[0]), n);
-        llvm::Value* b = as_int(reg(I.s[1]), n);
+        llvm::Value* a = ri(I.s[0], n);
+        llvm::Value* b = ri(I.s[1], n);
         llvm::Value* r = nullptr;
         switch (d.op) {
           case JAdd: r = B.CreateAdd(a, b); break;
@@ -1007,25 +1058,25 @@ struct Gen {
           }
           default: return false;
         }
-        set(I.d[0], ext64(r, sgn), mvec);
+        set_n(I.d[0], r, sgn, mvec);
         return true;
       }
       case JK::IUn: {
         const int n = bits(d.ty);
         const bool sgn = ty_signed(d.ty);
-        llvm::Value* a = as_int(reg(I.s[0]), n);
+        llvm::Value* a = ri(I.s[0], n);
         llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
         llvm::Value* r = d.op == JNeg ? B.CreateSub(zero, a)
                        : d.op == JNot ? B.CreateNot(a)
                        : sgn          ? B.CreateSelect(B.CreateICmpSLT(a, zero), B.CreateSub(zero, a), a)
                                       : a;
-        set(I.d[0], ext64(r, sgn), mvec);
+        set_n(I.d[0], r, sgn, mvec);
         return true;
       }
       case JK::MadLo: {
         const int n = bits(d.ty);
-        llvm::Value* r = B.CreateAdd(B.CreateMul(as_int(reg(I.s[0]), n), as_int(reg(I.s[1]), n)), as_int(reg(I.s[2]), n));
-        set(I.d[0], ext64(r, false), mvec);
+        llvm::Value* r = B.CreateAdd(B.CreateMul(ri(I.s[0], n), ri(I.s[1], n)), ri(I.s[2], n));
+        set_n(I.d[0], r, false, mvec);
         return true;
       }
       case JK::MulWide:
@@ -1035,14 +1086,14 @@ struct Gen {
         llvm::Type* w = vec(B.getIntNTy(2 * n));
         auto wide = [&](llvm::Value* v) { return sgn ? B.CreateSExt(as_int(v, n), w) : B.CreateZExt(as_int(v, n), w); };
         llvm::Value* r = B.CreateMul(wide(reg(I.s[0])), wide(reg(I.s[1])));
-        if (d.kind == JK::MadWide) r = B.CreateAdd(r, as_int(reg(I.s[2]), 2 * n));
-        set(I.d[0], ext64(r, sgn), mvec);
+        if (d.kind == JK::MadWide) r = B.CreateAdd(r, ri(I.s[2], 2 * n));
+        set_n(I.d[0], r, sgn, mvec);
         return true;
       }
       case JK::Shift: {
         const int n = bits(d.ty);
         const bool sgn = ty_signed(d.ty);
-        llvm::Value* a = as_int(reg(I.s[0]), n);
+        llvm::Value* a = ri(I.s[0], n);
         llvm::Value* s = B.CreateTrunc(reg(I.s[1]), vec(i32));
         llvm::Value* big = B.CreateICmpUGE(s, B.CreateVectorSplat(32, B.getInt32(uint32_t(n))));
         llvm::Value* sa = B.CreateSelect(big, llvm::Constant::getNullValue(vec(i32)), s);
@@ -1051,20 +1102,20 @@ struct Gen {
         if (d.flag) r = B.CreateSelect(big, llvm::Constant::getNullValue(a->getType()), B.CreateShl(a, sa));
         else if (sgn) r = B.CreateSelect(big, B.CreateAShr(a, uint64_t(n - 1)), B.CreateAShr(a, sa));
         else r = B.CreateSelect(big, llvm::Constant::getNullValue(a->getType()), B.CreateLShr(a, sa));
-        set(I.d[0], ext64(r, sgn), mvec);
+        set_n(I.d[0], r, sgn, mvec);
         return true;
       }
       case JK::Setp: {
         // the plain form only: no combining predicate, no second result, no .ftz
         if (I.a1 != 0 || I.d[1] != NOREG || (d.ty == T_F32 && (I.flags & 4))) return false;
         llvm::Value* r;
-        if (d.ty == T_F32) r = B.CreateFCmp(fpred(d.op), as_f32(reg(I.s[0])), as_f32(reg(I.s[1])));
+        if (d.ty == T_F32) r = B.CreateFCmp(fpred(d.op), rf(I.s[0]), rf(I.s[1]));
         else if (d.ty == T_F64) r = B.CreateFCmp(fpred(d.op), as_f64(reg(I.s[0])), as_f64(reg(I.s[1])));
         else {
           auto p = ipred(d.op, ty_signed(d.ty));
           if (p == llvm::CmpInst::BAD_ICMP_PREDICATE) return false;
           const int n = bits(d.ty);
-          r = B.CreateICmp(p, as_int(reg(I.s[0]), n), as_int(reg(I.s[1]), n));
+          r = B.CreateICmp(p, ri(I.s[0], n), ri(I.s[1], n));
         }
         set(I.d[0], B.CreateZExt(r, vec(i64)), mvec);
         return true;
@@ -1084,32 +1135,32 @@ struct Gen {
         return true;
       }
       case JK::FBin: {
-        llvm::Value* a = as_f32(reg(I.s[0]));
-        llvm::Value* b = as_f32(reg(I.s[1]));
+        llvm::Value* a = rf(I.s[0]);
+        llvm::Value* b = rf(I.s[1]);
         if (d.flag) a = ftz(a), b = ftz(b);
         llvm::Value* r = fop(d.op, a, b);
         if (!r) return false;
         if (d.flag) r = ftz(r);
-        set(I.d[0], from_f32(r), mvec);
+        set_f32(I.d[0], r, mvec);
         return true;
       }
       case JK::FUn: {
-        llvm::Value* a = as_f32(reg(I.s[0]));
+        llvm::Value* a = rf(I.s[0]);
         if (d.flag) a = ftz(a);
         llvm::Value* r = fun(d.op, a);
         if (!r) return false;
         if (d.flag) r = ftz(r);
-        set(I.d[0], from_f32(r), mvec);
+        set_f32(I.d[0], r, mvec);
         return true;
       }
       case JK::FFma: {
-        llvm::Value* a = as_f32(reg(I.s[0]));
-        llvm::Value* b = as_f32(reg(I.s[1]));
-        llvm::Value* c = as_f32(reg(I.s[2]));
+        llvm::Value* a = rf(I.s[0]);
+        llvm::Value* b = rf(I.s[1]);
+        llvm::Value* c = rf(I.s[2]);
         if (d.flag) a = ftz(a), b = ftz(b), c = ftz(c);
         llvm::Value* r = intrinsic(llvm::Intrinsic::fma, {a, b, c});
         if (d.flag) r = ftz(r);
-        set(I.d[0], from_f32(r), mvec);
+        set_f32(I.d[0], r, mvec);
         return true;
       }
       case JK::DBin: {

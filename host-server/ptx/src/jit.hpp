@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "internal.hpp"
@@ -77,6 +78,10 @@ struct JitState {
   std::unique_ptr<std::atomic<uint64_t>[]> interp_ns;  // per kernel (kdata index): time interpreted so far
   std::unique_ptr<std::atomic<bool>[]> failed;         // per kernel: its compile failed, it stays interpreted
   void* tracker = nullptr;  // the code generator's handle of the module's code
+  // auto mode: the compile running in the background (one per module at a time;
+  // the destructor waits for it, as it reads the module's code)
+  std::thread background;
+  std::atomic<bool> compiling{false};
 };
 
 enum class JitMode { Off, Auto, Always, Compare };
@@ -86,6 +91,8 @@ JitMode jit_mode();
 // auto: a kernel is compiled once it has run in the interpreter for twice what
 // its compile is estimated to take (about 1 ms per PTX instruction of it and
 // what it calls), and at least 100 ms: one-shot and short launches never pay for it.
+// The compile runs in the background: launches go on interpreted meanwhile and
+// use the compiled code from the moment it is published (even a running one).
 constexpr uint64_t kJitAutoNs = 100'000'000, kJitNsPerInst = 1'000'000;
 // Compiles the kernel and every function it may reach, when the mode calls for
 // it. Called before a grid starts.

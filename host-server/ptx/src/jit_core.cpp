@@ -94,6 +94,7 @@ JitStats jit_stats() {
 }
 
 JitState::~JitState() {
+  if (background.joinable()) background.join();
   if (tracker)
     if (const JitBackend* b = backend(nullptr)) b->release(tracker);  // frees the module's code
 }
@@ -103,6 +104,10 @@ void jit_account(const ModuleImpl& M, const KernelData& kd, uint64_t ns) {
   M.jit->interp_ns[&kd - M.kdata.data()].fetch_add(ns, std::memory_order_relaxed);
 }
 
+namespace {
+void compile_kernel(const ModuleImpl& M, const KernelData& kd);
+}
+
 void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
   const JitMode mode = jit_mode();
   if ((mode == JitMode::Off && !force) || !M.jit) return;
@@ -110,7 +115,29 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
   const size_t k = &kd - M.kdata.data();
   if (S.table[kd.func].load(std::memory_order_acquire) || S.failed[k].load(std::memory_order_relaxed)) return;
   const uint64_t interp = S.interp_ns[k].load(std::memory_order_relaxed);
-  if (mode == JitMode::Auto && !force && interp < kJitAutoNs) return;
+  if (mode != JitMode::Auto || force) {
+    compile_kernel(M, kd);  // now (after a background compile of the module, which holds S.mu)
+    return;
+  }
+  if (interp < kJitAutoNs) return;
+  uint64_t ninst = 0;
+  for (uint32_t u : kd.funcs)
+    if (!S.table[u].load(std::memory_order_relaxed)) ninst += M.funcs[u].code.size();
+  if (interp < 2 * ninst * kJitNsPerInst) return;
+  if (S.compiling.exchange(true, std::memory_order_acq_rel)) return;  // another kernel of the module is compiling
+  if (S.background.joinable()) S.background.join();                // the one before, finished
+  S.background = std::thread([&M, &kd, &S] {
+    compile_kernel(M, kd);
+    S.compiling.store(false, std::memory_order_release);
+  });
+}
+
+namespace {
+
+// Compiles the kernel and what it may call, not compiled yet, and publishes the code.
+void compile_kernel(const ModuleImpl& M, const KernelData& kd) {
+  JitState& S = *M.jit;
+  const size_t k = &kd - M.kdata.data();
   std::lock_guard lk(S.mu);
   if (S.table[kd.func].load(std::memory_order_acquire)) return;
   // the kernel and everything it may call (directly or through a pointer), not compiled yet
@@ -119,7 +146,6 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
     if (!S.table[u].load(std::memory_order_relaxed)) funcs.push_back(u);
   uint64_t ninst = 0;
   for (uint32_t f : funcs) ninst += M.funcs[f].code.size();
-  if (mode == JitMode::Auto && !force && interp < 2 * ninst * kJitNsPerInst) return;
   std::string why;
   const JitBackend* b = backend(&why);
   if (!b) {
@@ -151,5 +177,7 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
   g_stats.functions += funcs.size();
   g_stats.insts += ninst;
 }
+
+}  // namespace
 
 }  // namespace wh::ptx::detail
