@@ -4,9 +4,10 @@
 #  1. wh-train (MLP, cuBLAS + own kernels) and wh-cnn (cuDNN, cuBLAS, own
 #     kernels) moved mid-epoch A -> B and back B -> A: their per-step losses
 #     are bit-identical to an unmoved run's, and their accuracy the same.
-#     Before the first move, two moves that must fail and leave the session
-#     running on A: to a server that does not exist, and to one whose quota
-#     is smaller than the session's memory.
+#     Before the first move, three moves that must fail and leave the session
+#     running on A: to a server that does not exist, to one whose quota is
+#     smaller than the session's memory, and to one killed half-way (after it
+#     took the session's descriptors, before it answered).
 #  2. migrate_probe: device memory, module variables, __managed__ and
 #     managed memory, streams, events, an executable graph, a memory pool
 #     and its memory, a CUDA array with texture and surface objects,
@@ -67,10 +68,12 @@ run_guest() {  # server out-file program args...
 start_server a
 start_server b
 start_server small --quota-mb 4
+start_server doomed
+doomed_pid=${pids[-1]}
 
 # A training run unmoved, then the same run moved A -> B -> A mid-epoch:
 # per-step losses bit-identical, the same accuracy. Before the first move
-# (when $check_refusals), two moves that must fail and change nothing.
+# (when $check_refusals), three moves that must fail and change nothing.
 moved_run() {  # name calls-before-first-move program args...
   local name="$1" calls="$2"; shift 2
   echo "=== 1. $name: unmoved, then moved A -> B -> A mid-epoch"
@@ -87,8 +90,18 @@ moved_run() {  # name calls-before-first-move program args...
       fail "a move to a server with a 4 MiB quota succeeded"
     fi
     grep -q "free to it here" "$dir/m1.txt" || fail "move to small: $(cat "$dir/m1.txt")"
+    # the destination dies half-way: stopped, it has taken the connection and
+    # the session's descriptors but not answered when it is killed
+    kill -STOP "$doomed_pid"
+    "$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/doomed.sock" >"$dir/m4.txt" 2>&1 &
+    local mig=$!
+    sleep 2
+    kill -9 "$doomed_pid"
+    if wait $mig; then fail "a move to a server killed during it succeeded"; fi
+    grep -q "did not answer" "$dir/m4.txt" || fail "move to a killed server: $(cat "$dir/m4.txt")"
     echo "refused as expected: $(cat "$dir/m0.txt")"
     echo "refused as expected: $(cat "$dir/m1.txt")"
+    echo "failed as expected: $(cat "$dir/m4.txt")"
   fi
   "$ctl" --socket "$dir/a.sock" migrate "$sid" --to "$dir/b.sock" | tee "$dir/m2.txt" || fail "$name: move A -> B"
   sid_b=$(sed -n 's/.*: session \([0-9]*\) there.*/\1/p' "$dir/m2.txt")

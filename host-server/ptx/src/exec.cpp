@@ -767,7 +767,8 @@ struct EngineImpl {
     // on a GPU too); zeroing them for every block cost more than running small blocks.
     size_t nreg = size_t(nwarps) * kd.reg_stack * 32;
     size_t nloc = size_t(nwarps) * 32 * kd.local_stack;
-    if (B.fresh_for != J.serial) {
+    const bool fresh = B.fresh_for != J.serial;  // else its warps' thread indices are this grid's already
+    if (fresh) {
       if (B.regs.size() < nreg) B.regs.resize(nreg);
       std::memset(B.regs.data(), 0, nreg * sizeof(uint64_t));
       if (B.local.size() < nloc) B.local.resize(nloc);
@@ -784,34 +785,36 @@ struct EngineImpl {
       wp.st = Warp::Ready;
       wp.polled = false;
       wp.red_dst = NOREG;
-      uint32_t alive = 0;
       // Thread indices by counting (x fastest) from the warp's first thread,
       // not three divisions per lane: those cost about 1 us per warp and
-      // dominated small launches (forwarding bench, issue 4). Same values,
-      // dead lanes included.
-      const uint32_t t0 = w * 32;
-      uint32_t tx = t0 % cfg.block.x, ty = (t0 / cfg.block.x) % cfg.block.y, tz = t0 / (cfg.block.x * cfg.block.y);
-      for (uint32_t l = 0; l < 32; ++l) {
-        if (t0 + l < nthr) alive |= 1u << l;
-        wp.tid[0][l] = tx;
-        wp.tid[1][l] = ty;
-        wp.tid[2][l] = tz;
-        if (++tx == cfg.block.x) {
-          tx = 0;
-          if (++ty == cfg.block.y) {
-            ty = 0;
-            ++tz;
+      // dominated small launches. Same values, dead lanes included. A block
+      // this grid used before has them already.
+      if (fresh) {
+        uint32_t alive = 0;
+        const uint32_t t0 = w * 32;
+        uint32_t tx = t0 % cfg.block.x, ty = (t0 / cfg.block.x) % cfg.block.y, tz = t0 / (cfg.block.x * cfg.block.y);
+        for (uint32_t l = 0; l < 32; ++l) {
+          if (t0 + l < nthr) alive |= 1u << l;
+          wp.tid[0][l] = tx;
+          wp.tid[1][l] = ty;
+          wp.tid[2][l] = tz;
+          if (++tx == cfg.block.x) {
+            tx = 0;
+            if (++ty == cfg.block.y) {
+              ty = 0;
+              ++tz;
+            }
           }
         }
+        wp.alive = alive;
       }
-      wp.alive = alive;
       wp.bar_lanes = 0;
       wp.frames.clear();
       wp.frames.reserve(8);
       Frame f{};
       f.func = kd.func;
       f.pc = 0;
-      f.active = alive;
+      f.active = wp.alive;
       f.waiting = 0;
       f.min_wait = UINT32_MAX;
       f.regbase = 0;

@@ -545,7 +545,7 @@ struct Gen {
     // that the optimizer shares it among accesses through one register ([r+0],
     // [r+64], ... of an unrolled loop).
     llvm::Value *contig = nullptr, *halves_ok = nullptr, *hcontig[2] = {};
-    const bool halves = !store && I.d[0] != NOREG;
+    const bool halves = !store && I.d[0] != NOREG && d.space == Sp::Shared;  // tiles live in shared memory
     if (d.vec == 1) {
       llvm::Value* pat = I.areg != NOREG ? reg(I.areg) : a;
       auto pattern = [&](int from, int n, llvm::Value** unif) {  // consecutive; *unif: one address
@@ -638,7 +638,7 @@ struct Gen {
       if (!store && I.d[0] != NOREG) {
         llvm::PHINode* ph = B.CreatePHI(vec(et), 3);
         ph->addIncoming(dv, dense_end);
-        ph->addIncoming(hv, halves_end);
+        if (halves_end) ph->addIncoming(hv, halves_end);
         ph->addIncoming(sv, sparse_end);
         loaded[0] = narrow ? ph : B.CreateSelect(mvec, ext64(ph, d.sgn), old[0]);
       }
