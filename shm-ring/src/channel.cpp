@@ -451,6 +451,10 @@ std::unique_ptr<ServerChannel> ServerChannel::attach(Region& region, uint32_t in
   return open(region, index, WH_CHAN_CLAIMED, err, policy);
 }
 
+bool ServerChannel::moved_on() const {
+  return load_acq(&ch_->req_head) != reader_.position() || load_acq(&ch_->resp_tail) != writer_.position();
+}
+
 std::unique_ptr<ServerChannel> ServerChannel::take_over(Region& region, uint32_t index, std::string* err) {
   return open(region, index, WH_CHAN_ACTIVE, err, WaitPolicy::from_env());
 }

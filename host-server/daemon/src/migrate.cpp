@@ -153,7 +153,8 @@ std::string Server::migrate_session(uint64_t id, Migration::Kind kind, const std
   return m->error;
 }
 
-bool Server::migrate_out(SocketSession& ss, Migration& m) {
+bool Server::migrate_out(SocketSession& ss, Migration& m, bool* lost) {
+  *lost = false;
   Session& s = *ss.session;
   const auto t0 = Clock::now();
   std::string why;
@@ -192,7 +193,7 @@ bool Server::migrate_out(SocketSession& ss, Migration& m) {
   close(dst);
   json r = json::parse(reply, nullptr, false);
   if (!answered || !r.is_object() || !r.contains("ok") || !r["ok"].is_boolean()) {
-    why = sent ? "the destination did not answer" : "the destination took no descriptors";
+    why = sent ? "it did not answer" : "it took no descriptors";
   } else if (!r["ok"].get<bool>()) {
     why = r.contains("error") && r["error"].is_string() ? r["error"].get<std::string>() : "refused";
   } else {
@@ -206,7 +207,15 @@ bool Server::migrate_out(SocketSession& ss, Migration& m) {
     m.finish("", id);
     return true;
   }
-  spdlog::warn("session {}: not migrated: {}; it goes on here", s.id(), why);
+  if (sent && !answered && ss.ch->moved_on()) {
+    // It took the channel over and ran requests, then ended: their results are
+    // not here, so serving again would run them twice or on stale state.
+    *lost = true;
+    spdlog::error("session {}: the destination took it over and ended without answering: the session is lost", s.id());
+    m.finish("the destination took the session over and ended without answering: the session is lost", 0);
+    return false;
+  }
+  spdlog::warn("session {}: not migrated: the destination: {}; the session goes on here", s.id(), why);
   m.finish("the destination: " + why, 0);
   return false;
 }

@@ -486,8 +486,13 @@ void Server::run_socket_session(std::unique_ptr<SocketSession> ss) {
       continue;
     }
     if (m->kind == Migration::Kind::Move) {
-      if (!migrate_out(*ss, *m)) continue;
-      why = End::Migrated;
+      bool lost = false;
+      if (migrate_out(*ss, *m, &lost)) {
+        why = End::Migrated;
+        break;
+      }
+      if (!lost) continue;
+      why = End::Killed;  // the client's next call fails at once, as when a server dies
       break;
     }
     if (!checkpoint_out(*ss, *m)) continue;

@@ -131,8 +131,10 @@ class Server {
   // Migration (migrate.cpp). The source's side, on the session's thread:
   // saves the session and hands it, with its region and client socket, to
   // the destination; true once the destination serves it (the session then
-  // ends here), false (m.error) with the session untouched.
-  bool migrate_out(SocketSession& ss, Migration& m);
+  // ends here), false (m.error) with the session untouched, or *lost when a
+  // destination that did not answer had taken the channel over (it read or
+  // answered requests): the session must end here without serving again.
+  bool migrate_out(SocketSession& ss, Migration& m, bool* lost);
   // Checkpoint: the session saved to m.to and marked held in its status
   // page (its client resumes from the file when this server goes); false
   // (m.error) with the session untouched.

@@ -1072,6 +1072,10 @@ class ServerChannel {
   std::span<uint8_t> data() const { return data_; }
   // The request stream position just past the last request read.
   uint64_t read_pos() const { return reader_.position(); }
+  // Whether another server read requests or wrote answers on this channel
+  // since this one stopped (a migration's destination that took it over):
+  // then this one must not serve it again.
+  bool moved_on() const;
   uint32_t client_pid() const;
   uint32_t max_msg() const { return region_->geometry().max_msg; }
   // Requests read from the tail block's copy rather than the ring (region.h).
