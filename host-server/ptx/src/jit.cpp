@@ -122,6 +122,30 @@ void Gen::call_handler(const Inst& I, llvm::Value* m, uint32_t pc) {
   cache.clear();  // the handler may have written any register
 }
 
+void Gen::handler_join(const Inst& I, llvm::Value* m, uint32_t pc, llvm::BasicBlock* join, llvm::BasicBlock* fast_end,
+                       const std::vector<Dest>& dests, bool narrow, bool sext) {
+  std::vector<llvm::Value*> reread;
+  {
+    auto saved = cache;  // the handler writes only the destinations: the rest stays valid
+    call_handler(I, m, pc);
+    cache = std::move(saved);
+    for (const Dest& d : dests) {
+      llvm::Value* v = B.CreateAlignedLoad(vec(i64), slot_ptr(d.slot), llvm::Align(8));
+      reread.push_back(narrow ? B.CreateTrunc(v, vec(i32)) : v);
+    }
+  }
+  llvm::BasicBlock* slow_end = B.GetInsertBlock();
+  B.CreateBr(join);
+  B.SetInsertPoint(join);
+  // the values stay in SSA form (dirty: the fast path did not write them back)
+  for (size_t k = 0; k < dests.size(); ++k) {
+    llvm::PHINode* ph = B.CreatePHI(narrow ? vec(i32) : vec(i64), 2);
+    ph->addIncoming(dests[k].fast, fast_end);
+    ph->addIncoming(reread[k], slow_end);
+    cache[dests[k].slot] = narrow ? Cached{nullptr, true, ph, sext} : Cached{ph, true};
+  }
+}
+
 bool Gen::inst(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
   switch (d.kind) {
     case JK::Mov: {

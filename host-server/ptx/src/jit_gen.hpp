@@ -204,6 +204,17 @@ struct Gen {
   // before the call (the handler writes only its destinations): the registers
   // stay dirty, so the fast path need not write them back.
   void call_handler(const Inst& I, llvm::Value* m, uint32_t pc);
+  // The slow path of an instruction inlined with its handler as fallback, emitted at
+  // the insert point: the handler (the cache kept, as above), then each destination
+  // re-read from the register file; both paths meet at `join`, where each destination
+  // becomes the phi of its fast-path value (from `fast_end`) and the re-read one.
+  // narrow: the fast values are 32-bit lanes widening as `sext` says.
+  struct Dest {
+    uint32_t slot;
+    llvm::Value* fast;
+  };
+  void handler_join(const Inst& I, llvm::Value* m, uint32_t pc, llvm::BasicBlock* join, llvm::BasicBlock* fast_end,
+                    const std::vector<Dest>& dests, bool narrow = false, bool sext = false);
 
   // The base of a memory operand's address ([var+off] or [reg+off]); null: not inlined.
   llvm::Value* addr_base(const Inst& I);

@@ -245,28 +245,10 @@ bool Gen::mem(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m
   llvm::BasicBlock* fast_end = B.GetInsertBlock();
   B.CreateBr(join);
   B.SetInsertPoint(slow);
-  llvm::Value* reread[4] = {};
-  {
-    auto saved = cache;  // the handler writes only the destinations: the rest stays valid
-    call_handler(I, m, pc);
-    cache = std::move(saved);
-    for (int i = 0; i < d.vec; ++i)
-      if (!store && I.d[i] != NOREG) {
-        reread[i] = B.CreateAlignedLoad(vec(i64), slot_ptr(I.d[i]), llvm::Align(8));
-        if (narrow) reread[i] = B.CreateTrunc(reread[i], vec(i32));
-      }
-  }
-  llvm::BasicBlock* slow_end = B.GetInsertBlock();
-  B.CreateBr(join);
-  B.SetInsertPoint(join);
-  // a loaded value stays in SSA form (dirty: the fast path did not write it back)
+  std::vector<Dest> dests;
   for (int i = 0; i < d.vec; ++i)
-    if (!store && I.d[i] != NOREG) {
-      llvm::PHINode* ph = B.CreatePHI(narrow ? vec(i32) : vec(i64), 2);
-      ph->addIncoming(loaded[i], fast_end);
-      ph->addIncoming(reread[i], slow_end);
-      cache[I.d[i]] = narrow ? Cached{nullptr, true, ph, d.sgn} : Cached{ph, true};
-    }
+    if (!store && I.d[i] != NOREG) dests.push_back({I.d[i], loaded[i]});
+  handler_join(I, m, pc, join, fast_end, dests, narrow, d.sgn);
   return true;
 }
 
@@ -296,24 +278,10 @@ bool Gen::param_load(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::V
   llvm::BasicBlock* fast_end = B.GetInsertBlock();
   B.CreateBr(join);
   B.SetInsertPoint(slow);
-  llvm::Value* reread[4] = {};
-  {
-    auto saved = cache;
-    call_handler(I, m, pc);
-    cache = std::move(saved);
-    for (int i = 0; i < d.vec; ++i)
-      if (I.d[i] != NOREG) reread[i] = B.CreateAlignedLoad(vec(i64), slot_ptr(I.d[i]), llvm::Align(8));
-  }
-  llvm::BasicBlock* slow_end = B.GetInsertBlock();
-  B.CreateBr(join);
-  B.SetInsertPoint(join);
+  std::vector<Dest> dests;
   for (int i = 0; i < d.vec; ++i)
-    if (I.d[i] != NOREG) {
-      llvm::PHINode* ph = B.CreatePHI(vec(i64), 2);
-      ph->addIncoming(loaded[i], fast_end);
-      ph->addIncoming(reread[i], slow_end);
-      cache[I.d[i]] = {ph, true};
-    }
+    if (I.d[i] != NOREG) dests.push_back({I.d[i], loaded[i]});
+  handler_join(I, m, pc, join, fast_end, dests);
   return true;
 }
 
@@ -398,22 +366,9 @@ bool Gen::atom(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* 
   llvm::Value* res = old ? B.CreateSelect(mvec, B.CreateAlignedLoad(vec(i64), buf(3), llvm::Align(8)), old) : nullptr;
   B.CreateBr(join);
   B.SetInsertPoint(slow);
-  llvm::Value* reread = nullptr;
-  {
-    auto saved = cache;
-    call_handler(I, m, pc);
-    cache = std::move(saved);
-    if (old) reread = B.CreateAlignedLoad(vec(i64), slot_ptr(I.d[0]), llvm::Align(8));
-  }
-  llvm::BasicBlock* slow_end = B.GetInsertBlock();
-  B.CreateBr(join);
-  B.SetInsertPoint(join);
-  if (old) {
-    llvm::PHINode* ph = B.CreatePHI(vec(i64), 2);
-    ph->addIncoming(res, done);
-    ph->addIncoming(reread, slow_end);
-    cache[I.d[0]] = {ph, true};
-  }
+  std::vector<Dest> dests;
+  if (old) dests.push_back({I.d[0], res});
+  handler_join(I, m, pc, join, done, dests);
   return true;
 }
 

@@ -86,8 +86,9 @@ bool Gen::fdir(const Inst& I, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
   llvm::Value* neg = B.CreateFCmpOLT(sum, zero);
   // rm: the float below when f is above the exact value; rp: the one above when below;
   // rz: toward zero, i.e. rm for positive results and rp for negative ones
-  llvm::Value* down = mode == 2 ? above : mode == 3 ? B.CreateAnd(below, llvm::ConstantInt::getFalse(vec(i1))) : B.CreateAnd(above, B.CreateNot(neg));
-  llvm::Value* up = mode == 3 ? below : mode == 2 ? B.CreateAnd(below, llvm::ConstantInt::getFalse(vec(i1))) : B.CreateAnd(below, neg);
+  llvm::Value* never = llvm::ConstantInt::getFalse(vec(i1));
+  llvm::Value* down = mode == 2 ? above : mode == 3 ? never : B.CreateAnd(above, B.CreateNot(neg));
+  llvm::Value* up = mode == 3 ? below : mode == 2 ? never : B.CreateAnd(below, neg);
   // one ulp toward -inf / +inf on the bits of a non-zero float
   llvm::Value* fb = B.CreateBitCast(f, vec(i32));
   llvm::Value* fneg = B.CreateICmpSLT(fb, v32(0));
@@ -106,20 +107,7 @@ bool Gen::fdir(const Inst& I, llvm::Value* mvec, llvm::Value* m, uint32_t pc) {
   llvm::Value* res = B.CreateSelect(mvec, B.CreateZExt(r, vec(i64)), old);
   B.CreateBr(join);
   B.SetInsertPoint(slow);
-  llvm::Value* reread;
-  {
-    auto saved = cache;
-    call_handler(I, m, pc);
-    cache = std::move(saved);
-    reread = B.CreateAlignedLoad(vec(i64), slot_ptr(I.d[0]), llvm::Align(8));
-  }
-  llvm::BasicBlock* slow_end = B.GetInsertBlock();
-  B.CreateBr(join);
-  B.SetInsertPoint(join);
-  llvm::PHINode* ph = B.CreatePHI(vec(i64), 2);
-  ph->addIncoming(res, fast);
-  ph->addIncoming(reread, slow_end);
-  cache[I.d[0]] = {ph, true};
+  handler_join(I, m, pc, join, fast, {{I.d[0], res}});
   return true;
 }
 
