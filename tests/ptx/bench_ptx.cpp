@@ -1,6 +1,7 @@
 // make bench-ptx: a fixed kernel mix on one core and on all cores.
 // Last line: ptx_thread_instr_per_s_1core=<n> ptx_thread_instr_per_s_all=<m>
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -166,6 +167,44 @@ int main(int argc, char** argv) {
     for (int i = 0; i < S * S; ++i) maxerr = std::max(maxerr, double(std::fabs(got[i] - c[i])));
     printf("sgemm_256_device_ms=%.2f sgemm_256_host_loop_ms=%.2f ratio=%.2f max_abs_diff=%.2g\n", dev * 1e3, host * 1e3, dev / host,
            maxerr);
+  }
+  // The same product with tensor cores (wmma, bf16 in, f32 accumulation) against the host
+  // loop nest over the same bf16 values; exact products added in k order, so equal bits.
+  {
+    const int S = 256;
+    auto bf16 = [](float f) { return uint16_t(std::bit_cast<uint32_t>(f) >> 16); };
+    auto fl = [](uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); };
+    std::vector<uint16_t> a(S * S), b(S * S);
+    for (int i = 0; i < S * S; ++i) a[i] = bf16(x[i]), b[i] = bf16(y[i]);
+    std::vector<float> c(S * S);
+    uint64_t sA = mem.upload(a), sB = mem.upload(b), sC = mem.alloc(S * S * 4);
+    Launch l = mk(*la, "matmul_wmma_bf16", {S * S / 256 / 4}, {128}, 0, sA, sB, sC, S, S, S);
+    Engine eng(1);
+    auto best = [](auto&& f) {
+      double t = 1e30;
+      for (int r = 0; r < 3; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        f();
+        t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return t;
+    };
+    LaunchError e;
+    double dev = best([&] { e = eng.launch(*l.m, l.kernel, l.cfg, l.params.data(), l.params.size(), mem); });
+    if (e) { fprintf(stderr, "matmul_wmma_bf16: %s\n", e.message.c_str()); return 1; }
+    double host = best([&] {
+      for (int i = 0; i < S; ++i)
+        for (int j = 0; j < S; ++j) {
+          float acc = 0.f;
+          for (int k = 0; k < S; ++k) acc += fl(a[size_t(i) * S + k]) * fl(b[size_t(k) * S + j]);
+          c[size_t(i) * S + j] = acc;
+        }
+      asm volatile("" : : "r"(c.data()) : "memory");
+    });
+    int differ = std::memcmp(mem.a[sC].data(), c.data(), c.size() * 4) != 0;
+    printf("wmma_bf16_256_device_ms=%.2f wmma_bf16_256_host_loop_ms=%.2f ratio=%.2f device_gflops=%.2f bits_differ=%d\n", dev * 1e3,
+           host * 1e3, dev / host, 2.0 * S * S * S / dev * 1e-9, differ);
+    if (differ) return 1;
   }
   printf("ptx_thread_instr_per_s_1core=%.3g ptx_thread_instr_per_s_all=%.3g\n", rate[0], rate[1]);
   return 0;

@@ -14,6 +14,7 @@ void Parser::decode_mma(std::string_view base, const std::vector<std::string_vie
     case MmaParse::Unsupported: mark_unsupported(I.line, "instruction " + msg); return;
     case MmaParse::Ok: break;
   }
+  mma_coords(op);
   std::string name(base);
   for (auto m : mods) name += "." + std::string(m);
   // A brace-enclosed register list of exactly n elements (a single register may go bare).

@@ -53,7 +53,20 @@ struct MmaOp {
   uint8_t num = 0;      // ldmatrix/stmatrix: matrices (1, 2, 4)
   FragGeom g[4];        // d, a, b, c (wmma.load/store: g[0])
   uint32_t r[4][8] = {};  // register slots of d, a, b, c (load/store/ldmatrix/stmatrix: r[0])
+  // rc[f][l * g[f].distinct + e]: (row << 8) | col of lane l's element e of fragment f
+  // (frag_coord once at decode rather than for every element of every execution).
+  uint16_t rc[4][512] = {};
 };
+
+inline void mma_coords(MmaOp& op) {
+  for (int f = 0; f < 4; ++f)
+    for (int l = 0; l < 32; ++l)
+      for (int e = 0; e < op.g[f].distinct; ++e) {
+        int row, col;
+        frag_coord(op.g[f], l, e, row, col);
+        op.rc[f][l * op.g[f].distinct + e] = uint16_t(row << 8 | col);
+      }
+}
 
 enum class MmaParse { Ok, Unsupported, Error };
 // Decodes the modifiers of a wmma/mma/ldmatrix/stmatrix opcode (base and the dot-separated

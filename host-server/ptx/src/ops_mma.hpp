@@ -42,11 +42,6 @@ inline uint8_t* mma_ptr(Ctx& c, const Inst& I, int l, uint64_t a, uint32_t sz, b
   }
 }
 
-// Raw bits of element e (packed low to high) of lane l; R = the fragment's register rows.
-inline uint64_t frag_get(const uint64_t* const* R, const FragGeom& g, int l, int e) {
-  if (g.bits == 64) return R[e][l];
-  return (R[e / g.per_reg][l] >> ((e % g.per_reg) * g.bits)) & ((1ull << g.bits) - 1);
-}
 // A register's value from its packed bits: s32 sign-extended as ld.s32 leaves it.
 inline uint64_t frag_word(MmaEt t, uint64_t w) { return t == ME_S32 ? uint64_t(int64_t(int32_t(uint32_t(w)))) : w; }
 
@@ -60,6 +55,42 @@ inline float mma_float(MmaEt t, uint64_t b) {
 }
 inline int64_t mma_int(MmaEt t, uint64_t b) {
   return t == ME_S8 ? int64_t(int8_t(uint8_t(b))) : t == ME_U8 ? int64_t(uint8_t(b)) : int64_t(int32_t(uint32_t(b)));
+}
+
+// n bytes at address a of space sp when they lie inside the block's shared memory or one
+// device-memory region; nullptr otherwise, without a fault (the caller then goes element
+// by element, which names a fault precisely).
+inline uint8_t* span_ptr(Ctx& c, Sp sp, uint64_t a, uint32_t n, bool w) {
+  if (sp == Sp::Generic) {
+    const uint64_t hi = a & 0xFFFFFFFF00000000ull;
+    if (hi == kSharedWindow) sp = Sp::Shared, a -= kSharedWindow;
+    else if (hi == kLocalWindow || hi == kParamWindow) return nullptr;
+  }
+  if (sp == Sp::Shared) return a < c.shared_size && n <= c.shared_size - a ? c.shared + a : nullptr;
+  if (a >= kLaunchBufs) return nullptr;  // device-runtime buffers, grid workspace
+  auto in = [&](const DeviceMemory::Region& r) { return a - r.base < r.size && n <= r.size - (a - r.base) && r.host && (!w || r.writable); };
+  if (in(c.rc)) return c.rc.host + (a - c.rc.base);
+  DeviceMemory::Region r;
+  if (!c.mem->region(a, r) || a < r.base || !in(r)) return nullptr;
+  c.rc = r;
+  return r.host + (a - r.base);
+}
+
+inline uint64_t load_bytes(const uint8_t* p, uint32_t n) {
+  switch (n) {
+    case 1: return *p;
+    case 2: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+    case 4: { uint32_t v; std::memcpy(&v, p, 4); return v; }
+    default: { uint64_t v; std::memcpy(&v, p, 8); return v; }
+  }
+}
+inline void store_bytes(uint8_t* p, uint64_t v, uint32_t n) {
+  switch (n) {
+    case 1: *p = uint8_t(v); break;
+    case 2: { const uint16_t x = uint16_t(v); std::memcpy(p, &x, 2); break; }
+    case 4: { const uint32_t x = uint32_t(v); std::memcpy(p, &x, 4); break; }
+    default: std::memcpy(p, &v, 8);
+  }
 }
 
 // wmma.load.{a,b,c} / wmma.store.d
@@ -76,41 +107,72 @@ void h_wmma_ldst(Ctx& c, const Inst& I, uint32_t m) {
   // Storage for WMMA"), capped at the 16 bytes the CUDA guide asks of ldm.
   const uint32_t align = std::min<uint32_t>(16, g.nregs * (g.bits == 64 ? 8u : 4u));
   const uint64_t def_stride = op.col ? g.rows : g.cols;
-  const int nel = g.nregs * g.per_reg;
   const uint64_t* V[8];
   if (STORE)
     for (int i = 0; i < g.nregs; ++i) V[i] = c.src(op.r[0][i]);
+  // Lane l's elements, each at line[row or column] + offset (line: a memory row of the
+  // matrix, or a column with .col).
+  auto lane = [&](int l, auto&& line) {
+    const uint16_t* rc = op.rc[0] + l * g.distinct;
+    const int sh = g.bits == 64 ? 0 : g.bits;
+    for (int i = 0, e = 0; i < g.nregs; ++i) {
+      uint64_t w = STORE ? V[i][l] : 0;
+      for (int s = 0; s < g.per_reg; ++s, ++e) {
+        const int x = e < g.distinct ? e : e % g.distinct;
+        uint8_t* p = op.col ? line(rc[x] & 0xff, rc[x] >> 8) : line(rc[x] >> 8, rc[x] & 0xff);
+        if (!p) return false;
+        if constexpr (STORE) store_bytes(p, w >> (s * sh), esz);  // little-endian host: the low bytes
+        else w |= load_bytes(p, esz) << (s * sh);
+      }
+      if constexpr (!STORE) c.dst(op.r[0][i])[l] = frag_word(op.et[0], w);
+    }
+    return true;
+  };
+  auto misaligned = [&](uint64_t base, uint64_t stride) {
+    char b[96];
+    snprintf(b, sizeof b, "address 0x%llx, stride %llu elements", (unsigned long long)base, (unsigned long long)stride);
+    c.set_fault(LaunchError::Misaligned, I,
+                std::string(STORE ? "wmma.store" : "wmma.load") + " with " + b + ": every row (column) must start at a multiple of " +
+                    std::to_string(align) + " bytes");
+  };
+  // The usual case: every lane names the same matrix; each of its lines is looked up once.
+  bool uniform = true;
+  for (int l = 1; l < 32 && uniform; ++l) uniform = (!AR || AR[l] == AR[0]) && (!S || uint32_t(S[l]) == uint32_t(S[0]));
+  if (uniform) {
+    const uint64_t base = (AR ? AR[0] : 0) + vb, stride = S ? uint32_t(S[0]) : def_stride;
+    if (base % align || (stride * esz) % align) return misaligned(base, stride);
+    const int lines = op.col ? g.cols : g.rows, len = op.col ? g.rows : g.cols;
+    uint8_t* L[64];
+    bool all = true;
+    for (int i = 0; i < lines && all; ++i) all = (L[i] = span_ptr(c, I.space, base + uint64_t(i) * stride * esz, uint32_t(len) * esz, STORE));
+    if (all) {
+      for (int l = 0; l < 32; ++l) lane(l, [&](int li, int o) { return L[li] + size_t(o) * esz; });
+      return;
+    }
+  }
   for_lanes_until(m, [&](int l) {
     const uint64_t base = (AR ? AR[l] : 0) + vb;
     const uint64_t stride = S ? uint32_t(S[l]) : def_stride;
-    if (base % align || (stride * esz) % align) {
-      char b[96];
-      snprintf(b, sizeof b, "address 0x%llx, stride %llu elements", (unsigned long long)base, (unsigned long long)stride);
-      c.set_fault(LaunchError::Misaligned, I,
-                  std::string(STORE ? "wmma.store" : "wmma.load") + " with " + b + ": every row (column) must start at a multiple of " +
-                      std::to_string(align) + " bytes");
-      return false;
-    }
-    uint64_t words[8] = {};
-    for (int e = 0; e < nel; ++e) {
-      int row, col;
-      frag_coord(g, l, e % g.distinct, row, col);
-      const uint64_t off = op.col ? uint64_t(col) * stride + uint64_t(row) : uint64_t(row) * stride + uint64_t(col);
-      uint8_t* p = mma_ptr(c, I, l, base + off * esz, esz, STORE);
-      if (!p) return false;
-      if constexpr (STORE) {
-        const uint64_t v = frag_get(V, g, l, e);
-        std::memcpy(p, &v, esz);  // little-endian host: the low bytes
-      } else {
-        uint64_t v = 0;
-        std::memcpy(&v, p, esz);
-        words[e / g.per_reg] |= g.bits == 64 ? v : v << ((e % g.per_reg) * g.bits);
-      }
-    }
-    if constexpr (!STORE)
-      for (int i = 0; i < g.nregs; ++i) c.dst(op.r[0][i])[l] = frag_word(op.et[0], words[i]);
-    return true;
+    if (base % align || (stride * esz) % align) return misaligned(base, stride), false;
+    return lane(l, [&](int li, int o) {
+      const uint64_t off = uint64_t(li) * stride + uint64_t(o);
+      return mma_ptr(c, I, l, base + off * esz, esz, STORE);
+    });
   });
+}
+
+// Lane l's distinct elements of fragment f in order: fn(e, raw bits).
+// Lane l's distinct elements of fragment f in order: fn(e, raw bits). The geometry is
+// copied into locals: the callers store through pointers the compiler cannot tell apart
+// from it.
+template <class F>
+inline void frag_lane(const uint64_t* const* R, const FragGeom& g, int l, F&& fn) {
+  const int bits = g.bits, per_reg = g.per_reg, distinct = g.distinct;
+  const uint64_t mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
+  for (int i = 0, e = 0; e < distinct; ++i) {
+    const uint64_t w = R[i][l];
+    for (int s = 0; s < per_reg && e < distinct; ++s, ++e) fn(e, (w >> (s * bits)) & mask);
+  }
 }
 
 // D = A*B + C over the whole warp (wmma.mma and mma.sync).
@@ -124,25 +186,44 @@ void h_mma(Ctx& c, const Inst& I, uint32_t m) {
   // Every operand is gathered before D is written: D often names C's registers.
   auto gather = [&](int f, auto* out, auto conv) {
     const FragGeom& g = op.g[f];
-    for (int l = 0; l < 32; ++l)
-      for (int e = 0; e < g.distinct; ++e) {
-        int row, col;
-        frag_coord(g, l, e, row, col);
-        out[row * g.cols + col] = conv(frag_get(R[f], g, l, e));
-      }
+    const uint16_t* rc = op.rc[f];
+    const int cols = g.cols, distinct = g.distinct;
+    for (int l = 0; l < 32; ++l, rc += distinct)
+      frag_lane(R[f], g, l, [&](int e, uint64_t b) { out[(rc[e] >> 8) * cols + (rc[e] & 0xff)] = conv(b); });
   };
   const FragGeom& gd = op.g[0];
   uint64_t out[32][8];  // D's registers per lane
   auto scatter = [&](auto value_bits) {
-    for (int l = 0; l < 32; ++l) {
-      uint64_t words[8] = {};
-      for (int e = 0; e < gd.distinct; ++e) {
-        int row, col;
-        frag_coord(gd, l, e, row, col);
-        const uint64_t b = value_bits(row * N + col);
-        words[e / gd.per_reg] |= gd.bits == 64 ? b : b << ((e % gd.per_reg) * gd.bits);
+    const uint16_t* rc = op.rc[0];
+    const int sh = gd.bits == 64 ? 0 : gd.bits;
+    for (int l = 0; l < 32; ++l, rc += gd.distinct)
+      for (int i = 0, e = 0; i < gd.nregs; ++i) {
+        uint64_t w = 0;
+        for (int s = 0; s < gd.per_reg && e < gd.distinct; ++s, ++e) w |= value_bits((rc[e] >> 8) * N + (rc[e] & 0xff)) << (s * sh);
+        out[l][i] = frag_word(op.et[0], w);
       }
-      for (int i = 0; i < gd.nregs; ++i) out[l][i] = frag_word(op.et[0], words[i]);
+  };
+  // D's rows are computed k by k across all columns at once, which adds in the same order
+  // per element as a k-inner loop; N fixed at compile time for the usual shapes so that
+  // the column loop is vectorised.
+  auto product = [&](auto* A, auto* B, auto* C, auto* D, auto madd) {
+    auto rows = [&](auto nn) {
+      const int n = nn.value ? int(nn.value) : N;
+      for (int i = 0; i < M; ++i) {
+        auto* d = D + i * n;
+        std::copy(C + i * n, C + i * n + n, d);
+        for (int k = 0; k < K; ++k) {
+          const auto a = A[i * K + k];
+          const auto* b = B + k * n;
+          for (int j = 0; j < n; ++j) d[j] = madd(a, b[j], d[j]);
+        }
+      }
+    };
+    switch (N) {
+      case 8: return rows(std::integral_constant<int, 8>{});
+      case 16: return rows(std::integral_constant<int, 16>{});
+      case 32: return rows(std::integral_constant<int, 32>{});
+      default: return rows(std::integral_constant<int, 0>{});
     }
   };
   const MmaEt at = op.et[1], bt = op.et[2], ct = op.et[3];
@@ -152,37 +233,32 @@ void h_mma(Ctx& c, const Inst& I, uint32_t m) {
     gather(1, A, f64);
     gather(2, B, f64);
     gather(3, C, f64);
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < N; ++j) {
-        double acc = C[i * N + j];
-        for (int k = 0; k < K; ++k) acc = std::fma(A[i * K + k], B[k * N + j], acc);
-        D[i * N + j] = acc;
-      }
+    product(A, B, C, D, [](double a, double b, double d) { return std::fma(a, b, d); });
     scatter([&](int x) { return std::bit_cast<uint64_t>(D[x]); });
   } else if (at == ME_S8 || at == ME_U8) {
     int64_t A[512], B[512], C[512], D[512];
     gather(1, A, [&](uint64_t b) { return mma_int(at, b); });
     gather(2, B, [&](uint64_t b) { return mma_int(bt, b); });
     gather(3, C, [&](uint64_t b) { return mma_int(ct, b); });
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < N; ++j) {
-        int64_t acc = C[i * N + j];
-        for (int k = 0; k < K; ++k) acc += A[i * K + k] * B[k * N + j];
-        if (op.satfinite) acc = std::clamp<int64_t>(acc, INT32_MIN, INT32_MAX);
-        D[i * N + j] = acc;
-      }
+    product(A, B, C, D, [](int64_t a, int64_t b, int64_t d) { return d + a * b; });
+    if (op.satfinite)
+      for (int x = 0; x < M * N; ++x) D[x] = std::clamp<int64_t>(D[x], INT32_MIN, INT32_MAX);
     scatter([&](int x) { return uint64_t(uint32_t(D[x])); });
   } else {
     float A[512], B[512], C[512], D[512];
-    gather(1, A, [&](uint64_t b) { return mma_float(at, b); });
-    gather(2, B, [&](uint64_t b) { return mma_float(bt, b); });
-    gather(3, C, [&](uint64_t b) { return mma_float(ct, b); });
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < N; ++j) {
-        float acc = C[i * N + j];
-        for (int k = 0; k < K; ++k) acc += A[i * K + k] * B[k * N + j];  // exact products
-        D[i * N + j] = acc;
+    // The element type chosen once per fragment, not per element.
+    auto gather_f = [&](int f, float* to, MmaEt t) {
+      switch (t) {
+        case ME_F16: return gather(f, to, [](uint64_t b) { return mma_float(ME_F16, b); });
+        case ME_BF16: return gather(f, to, [](uint64_t b) { return mma_float(ME_BF16, b); });
+        case ME_TF32: return gather(f, to, [](uint64_t b) { return mma_float(ME_TF32, b); });
+        default: return gather(f, to, [](uint64_t b) { return mma_float(ME_F32, b); });
       }
+    };
+    gather_f(1, A, at);
+    gather_f(2, B, bt);
+    gather_f(3, C, ct);
+    product(A, B, C, D, [](float a, float b, float d) { return d + a * b; });  // exact products
     if (op.et[0] == ME_F16) scatter([&](int x) { return uint64_t(to_half(double(D[x]))); });
     else scatter([&](int x) { return uint64_t(std::bit_cast<uint32_t>(D[x])); });
   }

@@ -1,4 +1,6 @@
-// Test kernels: shared memory, barriers, warp shuffles, atomics, scans.
+// Test kernels: shared memory, barriers, warp shuffles, atomics, scans, tensor cores.
+#include <cuda_bf16.h>
+#include <mma.h>
 #define TILE 16
 
 extern "C" __global__ void matmul_tiled(const float* A, const float* B, float* C, int M, int N, int K) {
@@ -106,4 +108,26 @@ extern "C" __global__ void scan_block(const int* in, int* out, int* totals, int 
 extern "C" __global__ void scan_add(int* out, const int* offsets, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n && blockIdx.x > 0) out[i] += offsets[blockIdx.x - 1];
+}
+
+// C (MxN, f32) = A (MxK) * B (KxN), bf16, both row-major: one warp per 16x16 tile of C,
+// fragments loaded straight from global memory (wmma.load/mma/store). bf16 fragments need
+// sm_80: the sm_75 build has an empty body.
+extern "C" __global__ void matmul_wmma_bf16(const __nv_bfloat16* A, const __nv_bfloat16* B, float* C, int M, int N, int K) {
+#if __CUDA_ARCH__ >= 800
+  using namespace nvcuda;
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, tiles_n = N / 16;
+  const int tm = warp / tiles_n * 16, tn = warp % tiles_n * 16;
+  if (tm >= M) return;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+  wmma::fill_fragment(c, 0.f);
+  for (int k = 0; k < K; k += 16) {
+    wmma::load_matrix_sync(a, A + tm * K + k, K);
+    wmma::load_matrix_sync(b, B + k * N + tn, N);
+    wmma::mma_sync(c, a, b, c);
+  }
+  wmma::store_matrix_sync(C + tm * N + tn, c, N, wmma::mem_row_major);
+#endif
 }
