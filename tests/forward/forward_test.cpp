@@ -177,6 +177,9 @@ TEST_F(Forward, ProgrammaticDependentLaunch) { expect_pass(run({prog("pdl")}), "
 // nvcuda::wmma GEMMs (f16, bf16, tf32, int8; row/col-major; alpha/beta on the accumulator
 // fragment) and an inline-PTX ldmatrix + mma.sync.m16n8k16 GEMM against host GEMMs.
 TEST_F(Forward, TensorCoreGemm) { expect_pass(run({prog("wmma_gemm")}), "wmma_gemm"); }
+// memcpy_async into shared memory on a cuda::barrier (cp.async.mbarrier.arrive), through a
+// two-stage cuda::pipeline, and cooperative_groups::memcpy_async: tiled products, reversals.
+TEST_F(Forward, AsyncCopiesIntoSharedMemory) { expect_pass(run({prog("async_copy")}), "async_copy"); }
 // Managed buffers attached to single streams (cudaStreamAttachMemAsync) and its refusals.
 TEST_F(Forward, ManagedMemoryAttachedToStreams) {
   WH_EXCLUDE_WHEN_STACKED(stacked_why::kHostMemory);

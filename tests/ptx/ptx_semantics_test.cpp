@@ -5,7 +5,9 @@
 // reached by some lanes of a warp while the others still run elsewhere;
 // dynamic shared memory allocated in 128-byte units, as a GPU does; .relu on half
 // precision fma / max; min/max .NaN; half-precision compares (setp and set); indirect
-// calls through function addresses (.callprototype); mbarrier objects.
+// calls through function addresses (.callprototype); mbarrier objects, also as the
+// target of cp.async.mbarrier.arrive.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -639,6 +641,77 @@ TEST(PtxSemantics, MbarrierPhases) {
   EXPECT_EQ(pending, 64u * 65 / 2) << "the tokens' pending counts";
 }
 
+
+// cp.async.mbarrier.arrive, 64 threads: each copies in[tid] into shared memory and
+// arrives through the copy (.noinc: the arrival itself), waits for phase 0 by parity
+// and reads the other warp's copy; then the form without .noinc (a net change of zero)
+// before a plain arrive, whose tokens' pending counts must be 64, 63, ..., 1.
+const char* kCpMbarPtx = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry cpmbar(.param .u64 pin, .param .u64 pout)
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<8>;
+  .shared .align 8 .b64 bar;
+  .shared .align 4 .u32 val[64];
+  ld.param.u64 %rd0, [pin];
+  ld.param.u64 %rd6, [pout];
+  mov.u32 %r0, %tid.x;
+  setp.ne.u32 %p0, %r0, 0;
+  @%p0 bra INIT_DONE;
+  mov.u32 %r1, 64;
+  mbarrier.init.shared.b64 [bar], %r1;
+INIT_DONE:
+  bar.sync 0;
+  mov.u32 %r3, val;
+  shl.b32 %r4, %r0, 2;
+  add.u32 %r5, %r3, %r4;
+  mul.wide.u32 %rd2, %r0, 4;
+  add.u64 %rd3, %rd0, %rd2;
+  cp.async.ca.shared.global [%r5], [%rd3], 4;
+  cp.async.mbarrier.arrive.noinc.shared.b64 [bar];
+W1:
+  mbarrier.try_wait.parity.shared.b64 %p1, [bar], 0;
+  @!%p1 bra W1;
+  add.u32 %r6, %r0, 32;
+  and.b32 %r6, %r6, 63;
+  shl.b32 %r6, %r6, 2;
+  add.u32 %r6, %r3, %r6;
+  ld.shared.u32 %r7, [%r6];
+  add.u64 %rd4, %rd6, %rd2;
+  st.global.u32 [%rd4], %r7;
+  cp.async.mbarrier.arrive.shared.b64 [bar];
+  mbarrier.arrive.shared.b64 %rd5, [bar];
+  mbarrier.pending_count.b64 %r8, %rd5;
+  st.global.u32 [%rd4+256], %r8;
+W2:
+  mbarrier.test_wait.shared.b64 %p2, [bar], %rd5;
+  @!%p2 bra W2;
+  ret;
+}
+)";
+
+TEST(PtxSemantics, CpAsyncMbarrierArrive) {
+  Loaded r(kCpMbarPtx);
+  ASSERT_TRUE(r.m) << r.err;
+  std::vector<uint32_t> in(64);
+  for (uint32_t t = 0; t < 64; t++) in[t] = 1000 + 7 * t;
+  uint64_t din = r.mem.upload(in), dout = r.mem.alloc(4 * 128);
+  auto c = cfg({1}, {64});
+  c.timeout_ms = 20000;  // a phase that never completes would spin
+  auto e = r.launch("cpmbar", c, din, dout);
+  ASSERT_EQ(e.kind, LaunchError::None) << e.message;
+  auto o = r.mem.download<uint32_t>(dout, 128);
+  std::vector<uint32_t> counts(o.begin() + 64, o.end());
+  std::sort(counts.begin(), counts.end());
+  for (uint32_t t = 0; t < 64; t++) {
+    EXPECT_EQ(o[t], in[(t + 32) % 64]) << "thread " << t << " read before the other warp's copy landed";
+    EXPECT_EQ(counts[t], t + 1) << "the tokens' pending counts";
+  }
+}
 }  // namespace
 
 namespace {

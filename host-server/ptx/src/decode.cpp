@@ -426,7 +426,23 @@ void Parser::decode(std::string_view opcode, std::vector<Opd>& ops, uint32_t gua
       emit(I);
       return;
     }
-    if (has("mbarrier")) { mark_unsupported(line, "cp.async.mbarrier.arrive"); return; }
+    if (has("mbarrier")) {
+      // cp.async.mbarrier.arrive{.noinc}{.shared{::cta}}.b64 [addr]: the arrive-on the
+      // thread's earlier copies trigger once complete. They completed when issued, so it
+      // happens now: with .noinc one arrival; without, the pending count is raised by one
+      // first, a net change of zero (the object's address is still checked).
+      if (!has("arrive")) fail(line, "cp.async.mbarrier needs .arrive");
+      need(ops, 1, line, "cp.async.mbarrier.arrive");
+      if (ops[0].k != Opd::Mem) fail(line, "cp.async.mbarrier.arrive needs an address operand");
+      Sp space = has("shared") || has("shared::cta") ? Sp::Shared : Sp::Generic;
+      apply_addr(I, ops[0], space);
+      if (space != Sp::Generic && space != Sp::Shared) fail(line, "mbarrier objects live in shared memory");
+      I.a0 = has("noinc") ? 2 : 7;
+      I.space = space;
+      I.fn = space == Sp::Shared ? h_mbarrier<Sp::Shared> : h_mbarrier<Sp::Generic>;
+      emit(I);
+      return;
+    }
     if (!has("shared") && !has("shared::cta")) fail(line, "cp.async copies into shared memory");
     if (std::find(mods.begin(), mods.end(), "L2::cache_hint") != mods.end()) {
       if (ops.size() < 4) fail(line, "cp.async with .L2::cache_hint needs a cache policy");

@@ -202,7 +202,8 @@ void h_atom(Ctx& c, const Inst& I, uint32_t m) {
 // (token) is the object as it was before an arrival. Lanes act in lane order;
 // a block's warps run one at a time, so no other thread sees a half update.
 // a0: 0 init, 1 inval, 2 arrive, 3 arrive_drop, 4 test_wait, 5 test_wait.parity
-// (4/5 also try_wait), 6 pending_count (no memory operand).
+// (4/5 also try_wait), 6 pending_count (no memory operand), 7 the object only checked
+// (cp.async.mbarrier.arrive without .noinc: a net change of zero).
 constexpr uint64_t kMbarCount = (1u << 21) - 1;
 template <Sp S>
 void h_mbarrier(Ctx& c, const Inst& I, uint32_t m) {
@@ -220,6 +221,7 @@ void h_mbarrier(Ctx& c, const Inst& I, uint32_t m) {
     uint64_t w;
     std::memcpy(&w, p, 8);
     const uint64_t pending = w & kMbarCount, expected = (w >> 21) & kMbarCount, phase = w >> 63;
+    if (I.a0 == 7) return true;
     switch (I.a0) {
       case 0: {
         const uint64_t n = B[l] & kMbarCount;
