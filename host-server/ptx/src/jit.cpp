@@ -130,7 +130,7 @@ void Gen::handler_join(const Inst& I, llvm::Value* m, uint32_t pc, llvm::BasicBl
     call_handler(I, m, pc);
     cache = std::move(saved);
     for (const Dest& d : dests) {
-      llvm::Value* v = B.CreateAlignedLoad(vec(i64), slot_ptr(d.slot), llvm::Align(8));
+      llvm::Value* v = tag(B.CreateAlignedLoad(vec(i64), slot_ptr(d.slot), llvm::Align(8)), tb_reg);
       reread.push_back(narrow ? B.CreateTrunc(v, vec(i32)) : v);
     }
   }
@@ -340,7 +340,7 @@ void Gen::add_count(llvm::Value* m) {
 }
 
 void Gen::exit_at(llvm::Value* pc) {
-  B.CreateStore(B.CreateAdd(B.CreateLoad(i64, count), B.CreateLoad(i64, cnt_var)), count);
+  tag(B.CreateStore(B.CreateAdd(tag(B.CreateLoad(i64, count), tb_misc), B.CreateLoad(i64, cnt_var)), count), tb_misc);
   B.CreateRet(pc);
 }
 
@@ -460,7 +460,7 @@ std::vector<uint32_t> Gen::function(const Function& F, const std::string& name, 
     llvm::Value* ok = enter_ok(t, true);
     // a loop: the warp's slice of backward branches, then it yields (in the interpreter)
     const bool back = X.sched & kSchedBack;
-    llvm::Value* sl = back ? B.CreateLoad(i32, slice) : nullptr;
+    llvm::Value* sl = back ? tag(B.CreateLoad(i32, slice), tb_misc) : nullptr;
     if (back) ok = B.CreateAnd(ok, B.CreateICmpUGT(sl, B.getInt32(1)));
     llvm::BasicBlock* yes = llvm::BasicBlock::Create(C, "jmp", fn);
     llvm::BasicBlock* no = llvm::BasicBlock::Create(C, "jmpno", fn);
@@ -468,7 +468,7 @@ std::vector<uint32_t> Gen::function(const Function& F, const std::string& name, 
     B.SetInsertPoint(no);
     exit_at(B.getInt32(e));
     B.SetInsertPoint(yes);
-    if (back) B.CreateStore(B.CreateSub(sl, B.getInt32(1)), slice);
+    if (back) tag(B.CreateStore(B.CreateSub(sl, B.getInt32(1)), slice), tb_misc);
     add_count(m);
     B.CreateBr(label[t]);
   }

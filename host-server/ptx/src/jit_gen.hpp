@@ -8,6 +8,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 
 #include <cstddef>
@@ -62,6 +63,17 @@ struct Gen {
     bool sext = false;
   };
   std::map<uint32_t, Cached> cache;  // slot -> value
+  // Type-based alias tags: the register file, device (global, shared, parameter)
+  // memory and the counters never overlap, so the optimizer may keep a register's
+  // value in a vector register across a store to memory and between blocks.
+  llvm::MDNode *tb_reg = nullptr, *tb_mem = nullptr, *tb_misc = nullptr;
+  template <class T>
+  T* tag(T* i, llvm::MDNode* t) {
+    i->setMetadata(llvm::LLVMContext::MD_tbaa, t);
+    return i;
+  }
+  template <class T>
+  T* mem(T* i) { return tag(i, tb_mem); }
   uint32_t memops = 0;                // global accesses so far (their Ctx::jrc slots)
 
   Gen(llvm::LLVMContext& c, llvm::Module& mod, const ModuleImpl& m) : C(c), Mod(mod), M(m), B(c) {
@@ -74,6 +86,15 @@ struct Gen {
     f64 = B.getDoubleTy();
     ptr = B.getPtrTy();
     handler_ty = llvm::FunctionType::get(B.getVoidTy(), {ptr, ptr, i32}, false);
+    llvm::MDBuilder mb(C);
+    llvm::MDNode* root = mb.createTBAARoot("wormhole ptx jit");
+    auto node = [&](const char* n) {
+      llvm::MDNode* t = mb.createTBAAScalarTypeNode(n, root);
+      return mb.createTBAAStructTagNode(t, t, 0);
+    };
+    tb_reg = node("register file");
+    tb_mem = node("device memory");
+    tb_misc = node("counters");
   }
 
   llvm::VectorType* vec(llvm::Type* t) { return llvm::FixedVectorType::get(t, 32); }
@@ -91,7 +112,7 @@ struct Gen {
     if (s & CBIT) return splat64(M.cpool[uint64_t(s & ~CBIT) * 32]);
     auto it = cache.find(s);
     if (it != cache.end()) return widen(B, it->second, vec(i64));  // a widening is not cached: it may sit in a branch
-    llvm::Value* v = B.CreateAlignedLoad(vec(i64), slot_ptr(s), llvm::Align(8));
+    llvm::Value* v = tag(B.CreateAlignedLoad(vec(i64), slot_ptr(s), llvm::Align(8)), tb_reg);
     cache[s] = {v, false};
     return v;
   }
@@ -124,7 +145,7 @@ struct Gen {
   void flush() {
     for (auto& [s, c] : cache)
       if (c.dirty) {
-        B.CreateAlignedStore(widen(B, c, vec(i64)), slot_ptr(s), llvm::Align(8));
+        tag(B.CreateAlignedStore(widen(B, c, vec(i64)), slot_ptr(s), llvm::Align(8)), tb_reg);
         c.dirty = false;
       }
   }

@@ -173,8 +173,8 @@ bool Gen::mem(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m
     B.SetInsertPoint(dense);
     llvm::Value* pv = B.CreateGEP(i8, host, first);
     llvm::Value* dv = nullptr;
-    if (store) B.CreateMaskedStore(B.CreateTrunc(sval[0], vec(et)), pv, llvm::Align(d.size), mvec);
-    else if (I.d[0] != NOREG) dv = B.CreateMaskedLoad(vec(et), pv, llvm::Align(d.size), mvec);
+    if (store) mem(B.CreateMaskedStore(B.CreateTrunc(sval[0], vec(et)), pv, llvm::Align(d.size), mvec));
+    else if (I.d[0] != NOREG) dv = mem(B.CreateMaskedLoad(vec(et), pv, llvm::Align(d.size), mvec));
     llvm::BasicBlock* dense_end = B.GetInsertBlock();
     B.CreateBr(done);
     B.SetInsertPoint(sparse);
@@ -196,10 +196,10 @@ bool Gen::mem(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m
         llvm::BasicBlock* jb = llvm::BasicBlock::Create(C, "hjoin", fn);
         B.CreateCondBr(contig_h, cb, ub);
         B.SetInsertPoint(cb);
-        llvm::Value* v16 = B.CreateAlignedLoad(ht, p, llvm::Align(d.size));
+        llvm::Value* v16 = mem(B.CreateAlignedLoad(ht, p, llvm::Align(d.size)));
         B.CreateBr(jb);
         B.SetInsertPoint(ub);
-        llvm::Value* s = B.CreateVectorSplat(16, B.CreateAlignedLoad(et, p, llvm::Align(d.size)));
+        llvm::Value* s = B.CreateVectorSplat(16, mem(B.CreateAlignedLoad(et, p, llvm::Align(d.size))));
         B.CreateBr(jb);
         B.SetInsertPoint(jb);
         llvm::PHINode* ph = B.CreatePHI(ht, 2);
@@ -218,8 +218,8 @@ bool Gen::mem(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m
     }
     llvm::Value* sv = nullptr;
     llvm::Value* ps = B.CreateGEP(i8, host, a);
-    if (store) B.CreateMaskedScatter(B.CreateTrunc(sval[0], vec(et)), ps, llvm::Align(d.size), mvec);
-    else if (I.d[0] != NOREG) sv = B.CreateMaskedGather(vec(et), ps, llvm::Align(d.size), mvec);
+    if (store) mem(B.CreateMaskedScatter(B.CreateTrunc(sval[0], vec(et)), ps, llvm::Align(d.size), mvec));
+    else if (I.d[0] != NOREG) sv = mem(B.CreateMaskedGather(vec(et), ps, llvm::Align(d.size), mvec));
     llvm::BasicBlock* sparse_end = B.GetInsertBlock();
     B.CreateBr(done);
     B.SetInsertPoint(done);
@@ -236,9 +236,9 @@ bool Gen::mem(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* m
     llvm::Value* p = i ? B.CreateGEP(i8, p0, B.getInt64(uint64_t(i) * d.size)) : p0;
     if (store) {
       llvm::Value* v = B.CreateTrunc(sval[i], vec(et));
-      B.CreateMaskedScatter(v, p, llvm::Align(d.size), mvec);
+      mem(B.CreateMaskedScatter(v, p, llvm::Align(d.size), mvec));
     } else if (I.d[i] != NOREG) {
-      llvm::Value* v = B.CreateMaskedGather(vec(et), p, llvm::Align(d.size), mvec);
+      llvm::Value* v = mem(B.CreateMaskedGather(vec(et), p, llvm::Align(d.size), mvec));
       loaded[i] = narrow ? v : B.CreateSelect(mvec, ext64(v, d.sgn), old[i]);
     }
   }
@@ -271,7 +271,7 @@ bool Gen::param_load(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::V
   llvm::Value* loaded[4] = {};
   for (int i = 0; i < d.vec; ++i) {
     if (I.d[i] == NOREG) continue;
-    llvm::Value* v = B.CreateAlignedLoad(et, B.CreateConstGEP1_64(i8, base, uint64_t(i) * d.size), llvm::Align(d.size));
+    llvm::Value* v = mem(B.CreateAlignedLoad(et, B.CreateConstGEP1_64(i8, base, uint64_t(i) * d.size), llvm::Align(d.size)));
     v = d.size == 8 ? v : d.sgn ? B.CreateSExt(v, i64) : B.CreateZExt(v, i64);
     loaded[i] = B.CreateSelect(mvec, B.CreateVectorSplat(32, v), old[i]);
   }
@@ -326,7 +326,7 @@ bool Gen::atom(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* 
   llvm::Value* c = B.CreateTrunc(lane(2), it);
   llvm::Value* oldbits;  // the value before, as bits
   if (shared) {
-    llvm::Value* o = B.CreateAlignedLoad(it, p, llvm::Align(bytes));
+    llvm::Value* o = mem(B.CreateAlignedLoad(it, p, llvm::Align(bytes)));
     llvm::Value* nv = nullptr;
     switch (op) {
       case A_ADD: nv = fl ? B.CreateBitCast(B.CreateFAdd(B.CreateBitCast(o, ft), B.CreateBitCast(b, ft)), it) : B.CreateAdd(o, b); break;
@@ -338,18 +338,18 @@ bool Gen::atom(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* 
       case A_OR: nv = B.CreateOr(o, b); break;
       default: nv = B.CreateXor(o, b); break;
     }
-    B.CreateAlignedStore(nv, p, llvm::Align(bytes));
+    mem(B.CreateAlignedStore(nv, p, llvm::Align(bytes)));
     oldbits = o;
   } else {
     using R = llvm::AtomicRMWInst;
     const auto ord = llvm::AtomicOrdering::SequentiallyConsistent;
-    auto rmw = [&](R::BinOp k, llvm::Value* v) { return B.CreateAtomicRMW(k, p, v, llvm::MaybeAlign(bytes), ord); };
+    auto rmw = [&](R::BinOp k, llvm::Value* v) { return mem(B.CreateAtomicRMW(k, p, v, llvm::MaybeAlign(bytes), ord)); };
     switch (op) {
       case A_ADD: oldbits = fl ? B.CreateBitCast(rmw(R::FAdd, B.CreateBitCast(b, ft)), it) : rmw(R::Add, b); break;
       case A_MIN: oldbits = rmw(sgn ? R::Min : R::UMin, b); break;
       case A_MAX: oldbits = rmw(sgn ? R::Max : R::UMax, b); break;
       case A_EXCH: oldbits = rmw(R::Xchg, b); break;
-      case A_CAS: oldbits = B.CreateExtractValue(B.CreateAtomicCmpXchg(p, b, c, llvm::MaybeAlign(bytes), ord, ord), 0); break;
+      case A_CAS: oldbits = B.CreateExtractValue(mem(B.CreateAtomicCmpXchg(p, b, c, llvm::MaybeAlign(bytes), ord, ord)), 0); break;
       case A_AND: oldbits = rmw(R::And, b); break;
       case A_OR: oldbits = rmw(R::Or, b); break;
       default: oldbits = rmw(R::Xor, b); break;
