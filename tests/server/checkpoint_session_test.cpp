@@ -273,6 +273,97 @@ TEST_F(Fixture, CorruptContentNeverCrashesARestore) {
   EXPECT_EQ(read_u32(counter), 6u);
 }
 
+// Kernels that take a block from the device-side heap (its address to out[0],
+// 77 + k into it) and that read a block's first word.
+constexpr char kHeapPtx[] = R"(.version 8.0
+.target sm_80
+.address_size 64
+.extern .func (.param .b64 func_retval0) malloc (.param .b64 p0);
+.visible .entry take(.param .u64 out, .param .u64 k) {
+  .reg .u64 %rd<4>;
+  .reg .u32 %r<3>;
+  ld.param.u64 %rd1, [out];
+  ld.param.u64 %rd3, [k];
+  cvt.u32.u64 %r1, %rd3;
+  {
+  .param .b64 param0;
+  st.param.b64 [param0+0], 48;
+  .param .b64 retval0;
+  call.uni (retval0), malloc, (param0);
+  ld.param.b64 %rd2, [retval0+0];
+  }
+  add.u32 %r2, %r1, 77;
+  st.global.u32 [%rd2], %r2;
+  st.global.u64 [%rd1], %rd2;
+  ret;
+}
+.visible .entry peek(.param .u64 p, .param .u64 out) {
+  .reg .u64 %rd<3>;
+  .reg .u32 %r<2>;
+  ld.param.u64 %rd1, [p];
+  ld.param.u64 %rd2, [out];
+  ld.global.u32 %r1, [%rd1];
+  st.global.u32 [%rd2], %r1;
+  ret;
+}
+)";
+
+// Blocks kernels took with malloc stay at their addresses with their contents,
+// and the heap's allocator knows them: a block taken after the restore is
+// another; a heap whose blocks were forged is refused.
+TEST_F(Fixture, TheDeviceHeapComesBackWithItsBlocks) {
+  build();
+  std::memcpy(data.data() + 32768, kHeapPtx, sizeof kHeapPtx);
+  ModuleLoadResp ml{};
+  ASSERT_EQ(run<Op::ModuleLoad>({32768, sizeof kHeapPtx}, &ml), 0);
+  uint64_t take = 0, peek = 0;
+  std::vector<uint8_t> f;
+  ASSERT_EQ(call(Op::ModuleGetKernel, bytes(ModuleGetKernelReq{ml.module}, "take"), &f), 0);
+  std::memcpy(&take, f.data(), 8);
+  ASSERT_EQ(call(Op::ModuleGetKernel, bytes(ModuleGetKernelReq{ml.module}, "peek"), &f), 0);
+  std::memcpy(&peek, f.data(), 8);
+  auto launch = [&](uint64_t k, uint64_t a, uint64_t b) {
+    LaunchReq rq{};
+    rq.kernel = k;
+    for (int i = 0; i < 3; i++) rq.grid[i] = rq.block[i] = 1;
+    std::string params(reinterpret_cast<const char*>(&a), 8);
+    params.append(reinterpret_cast<const char*>(&b), 8);
+    return call(Op::Launch, bytes(rq, params));
+  };
+  auto read_u64 = [&](uint64_t dptr) { return uint64_t(read_u32(dptr)) | uint64_t(read_u32(dptr + 4)) << 32; };
+  ASSERT_EQ(launch(take, buf + 64, 0), 0);
+  const uint64_t first = read_u64(buf + 64);
+  ASSERT_NE(first, 0u);
+  const uint64_t va = s->context().va_base();
+  const Bytes content = save();
+  std::string why;
+  ASSERT_TRUE(restore(content, va, &why)) << why;
+  ASSERT_EQ(launch(peek, first, buf + 128), 0);
+  EXPECT_EQ(read_u32(buf + 128), 77u) << "the block's contents";
+  ASSERT_EQ(launch(take, buf + 72, 1), 0);
+  const uint64_t second = read_u64(buf + 72);
+  EXPECT_NE(second, 0u);
+  EXPECT_TRUE(second >= first + 48 || second + 48 <= first) << "a new block overlaps one taken before the restore";
+  ASSERT_EQ(launch(peek, first, buf + 128), 0);
+  EXPECT_EQ(read_u32(buf + 128), 77u) << "the old block was handed out again";
+  // The same content with the held block moved off its alignment: refused, by name.
+  Bytes forged = content;
+  int patched = 0;
+  for (size_t i = 0; i + 16 <= forged.size(); i++) {
+    uint64_t a, n;
+    std::memcpy(&a, forged.data() + i, 8);
+    std::memcpy(&n, forged.data() + i + 8, 8);
+    if (a == first && n == 48) {
+      a += 4;
+      std::memcpy(forged.data() + i, &a, 8);
+      patched++;
+    }
+  }
+  ASSERT_EQ(patched, 1);
+  EXPECT_FALSE(restore(forged, va, &why));
+  EXPECT_NE(why.find("malloc heap"), std::string::npos) << why;
+}
+
 TEST_F(Fixture, StateNotCarriedIsNamed) {
   build();
   // A pool destroyed while memory from it is still out: that memory has

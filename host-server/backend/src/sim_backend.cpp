@@ -243,6 +243,27 @@ class DeviceHeap {
     free_.clear();
     live_.clear();
   }
+  std::vector<std::pair<uint64_t, uint64_t>> live() {
+    std::lock_guard lk(mu_);
+    return {live_.begin(), live_.end()};
+  }
+  // A heap at [base, base+bytes) holding exactly `live` (from a checkpoint:
+  // every block checked to be aligned, inside and apart from the others).
+  bool restore(uint64_t base, uint64_t bytes, const std::vector<std::pair<uint64_t, uint64_t>>& live) {
+    bytes = bytes & ~(kAlign - 1);
+    std::lock_guard lk(mu_);
+    free_.clear();
+    live_.clear();
+    uint64_t at = base;  // the end of the last block
+    for (const auto& [a, n] : live) {
+      if (a % kAlign || !n || n % kAlign || a < at || a - base >= bytes || n > bytes - (a - base)) return false;
+      if (a > at) free_.emplace(at, a - at);
+      live_.emplace(a, n);
+      at = a + n;
+    }
+    if (at < base + bytes) free_.emplace(at, base + bytes - at);
+    return true;
+  }
   bool release(uint64_t a) {
     std::lock_guard lk(mu_);
     auto l = live_.find(a);
@@ -410,10 +431,29 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   // ---- checkpoint and restore (the session's own state is saved by it)
   uint64_t va_base() const override { return base_; }
   std::string unmovable() const override {
-    if (heap_ready_ && heap_dptr_) return "the device-side malloc heap (kernels called malloc)";
     for (const auto& p : pools_)
       if (p->destroyed) return "allocations of a destroyed memory pool";
     return {};
+  }
+  Err heap_state(HeapState* out) override {
+    *out = {};
+    if (!heap_ready_ || !heap_dptr_) return cudaSuccess;
+    out->dptr = heap_dptr_;
+    out->bytes = allocs_.at(heap_dptr_).bytes;
+    out->live = dheap_.live();
+    return cudaSuccess;
+  }
+  Err heap_restore(const HeapState& st) override {
+    if (heap_ready_ || !st.dptr || st.bytes != limits_[cudaLimitMallocHeapSize]) return cudaErrorInvalidValue;
+    if (Err e = mem_alloc_at(st.dptr, st.bytes); e != cudaSuccess) return e;
+    if (!dheap_.restore(st.dptr, st.bytes, st.live)) {
+      dheap_.clear();
+      mem_free(st.dptr);
+      return cudaErrorInvalidValue;
+    }
+    heap_dptr_ = st.dptr;
+    heap_ready_ = true;
+    return cudaSuccess;
   }
   Err texture_destroy(uint64_t h, bool surf) override {
     auto it = texobjs_.find(h);

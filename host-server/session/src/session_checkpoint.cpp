@@ -163,6 +163,19 @@ bool Session::save(CheckpointWriter& w, std::string* why) {
       return false;
     }
   }
+  // The device-side malloc heap: where it is, the blocks kernels hold, its bytes.
+  Context::HeapState heap;
+  if (ctx_->heap_state(&heap) != cudaSuccess) return refuse("the device-side malloc heap");
+  w.u64(heap.dptr);
+  if (heap.dptr) {
+    w.u64(heap.live.size());
+    for (const auto& [a, n] : heap.live) {
+      w.u64(a);
+      w.u64(n);
+    }
+    if (ctx_->copy_dtoh(w.reserve(heap.bytes), heap.dptr, heap.bytes, nullptr) != cudaSuccess)
+      return *why = "reading the device-side malloc heap failed", false;
+  }
 
   // CUDA arrays (their memory at its address, with contents), the
   // mipmapped arrays their levels belong to, and texture and surface
@@ -341,6 +354,23 @@ bool Session::restore(CheckpointReader& r, std::string* why) {
     allocs_[d] = content.size();
     if (ctx_->copy_htod(d, content.data(), content.size(), nullptr) != cudaSuccess)
       return bad("writing device memory failed");
+  }
+  Context::HeapState heap;
+  heap.dptr = r.u64();
+  if (r.ok() && heap.dptr) {
+    const uint64_t nlive = r.count(kMaxAllocs, 16);
+    for (uint64_t i = 0; i < nlive && r.ok(); i++) {
+      const uint64_t a = r.u64(), n = r.u64();
+      heap.live.emplace_back(a, n);
+    }
+    auto content = r.bytes(kCheckpointMaxBytes);
+    heap.bytes = content.size();
+    if (!r.ok()) return bad("truncated device-side malloc heap");
+    if (ctx_->heap_restore(heap) != cudaSuccess)
+      return bad("the device-side malloc heap at 0x" + fmt::format("{:x}", heap.dptr) + " (" + std::to_string(heap.bytes) +
+                 " bytes, " + std::to_string(heap.live.size()) + " blocks held) cannot be made again there");
+    if (ctx_->copy_htod(heap.dptr, content.data(), content.size(), nullptr) != cudaSuccess)
+      return bad("writing the device-side malloc heap failed");
   }
 
   const uint64_t nmips = r.count(4096, 16);

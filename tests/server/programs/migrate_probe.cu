@@ -4,13 +4,13 @@
 // kernel, and __managed__), streams with flags and priorities, recorded
 // events, an executable graph, a memory pool with an allocation from it, a
 // CUDA array read through a texture object and written through a surface
-// object, cuBLAS, cuFFT and cuRAND handles, pinned and managed memory and
-// kernel printf text not fetched yet; prints READY, waits until
+// object, cuBLAS, cuFFT and cuRAND handles, pinned and managed memory,
+// blocks a kernel took with malloc (the device-side heap) and kernel printf
+// text not fetched yet; prints READY, waits until
 // the file argv[1] exists, then checks that all of it is still there and
 // still works, against values computed on the host.
-// --hold KIND: also holds state no checkpoint carries yet (heap: a
-// kernel's malloc; pinned: pinned memory grown past the data area), so a
-// migration must be refused naming it.
+// --hold pinned: also holds state no checkpoint carries yet (pinned memory
+// grown past the data area), so a migration must be refused naming it.
 #include <cublas_v2.h>
 #include <cufft.h>
 #include <curand.h>
@@ -37,7 +37,37 @@ __global__ void fill(float* x, int n, float base) {
 }
 
 __global__ void say(int v) { printf("probe kernel says %d\n", v); }
-__global__ void grab(int** out) { *out = (int*)malloc(64); }
+// Three blocks from the device heap, each filled with a pattern; the middle one freed, so
+// the heap holds a hole between two live blocks.
+__global__ void grab(int** out) {
+  for (int k = 0; k < 3; k++) {
+    int* p = (int*)malloc(64 * (k + 1));
+    if (p)
+      for (int i = 0; i < 16 * (k + 1); i++) p[i] = 1000 * k + 5 * i + 3;
+    out[k] = p;
+  }
+  free(out[1]);
+  out[1] = nullptr;
+}
+// After the move: the live blocks' contents into vals, freed; then new blocks from the
+// same heap, which must not overlap each other (the allocator's state came along).
+__global__ void heap_after(int** in, int* vals, int** fresh) {
+  for (int i = 0; i < 16; i++) vals[i] = in[0][i];
+  for (int i = 0; i < 48; i++) vals[16 + i] = in[2][i];
+  free(in[0]);
+  free(in[2]);
+  for (int k = 0; k < 4; k++) {
+    fresh[k] = (int*)malloc(96);
+    if (fresh[k])
+      for (int i = 0; i < 24; i++) fresh[k][i] = k;
+  }
+  for (int k = 0; k < 4; k++) {
+    int ok = fresh[k] != nullptr;
+    for (int i = 0; ok && i < 24; i++) ok = fresh[k][i] == k;
+    vals[64 + k] = ok;
+    free(fresh[k]);
+  }
+}
 // out[i] = the texture's texel (i % 16, i / 16) plus what the surface holds there, doubled back into it.
 __global__ void texsurf(cudaTextureObject_t tex, cudaSurfaceObject_t surf, float* out) {
   const int x = threadIdx.x, y = threadIdx.y;
@@ -52,7 +82,7 @@ __global__ void mark(float* x, int n, float v) {
 }
 
 int main(int argc, char** argv) {
-  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--hold heap|pinned]");
+  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--hold pinned]");
   const char* hold = argc >= 4 && !std::strcmp(argv[2], "--hold") ? argv[3] : "";
   const int n = 1 << 18;
   float *a = nullptr, *b = nullptr, *c = nullptr;
@@ -139,11 +169,12 @@ int main(int argc, char** argv) {
   CHECK(cudaCreateSurfaceObject(&surf, &res));
   int** heap_ptr = nullptr;
   void* grown = nullptr;
-  if (!std::strcmp(hold, "heap")) {
-    CHECK(cudaMalloc(&heap_ptr, sizeof(int*)));
-    grab<<<1, 1>>>(heap_ptr);
-    CHECK(cudaDeviceSynchronize());
-  }
+  CHECK(cudaMalloc(&heap_ptr, 3 * sizeof(int*)));
+  grab<<<1, 1>>>(heap_ptr);
+  CHECK(cudaDeviceSynchronize());
+  int* heap_blocks[3];
+  CHECK(cudaMemcpy(heap_blocks, heap_ptr, sizeof heap_blocks, cudaMemcpyDeviceToHost));
+  EXPECT(heap_blocks[0] && heap_blocks[2] && !heap_blocks[1], "device malloc failed");
   if (!std::strcmp(hold, "pinned")) CHECK(cudaMallocHost(&grown, 300u << 20));  // past a 256 MiB data area
   std::printf("READY\n");
   std::fflush(stdout);
@@ -249,7 +280,22 @@ int main(int argc, char** argv) {
   CHECK(cudaFreeAsync(again, s1));
   CHECK(cudaStreamSynchronize(s1));
   CHECK(cudaMemPoolDestroy(pool));
-  if (heap_ptr) CHECK(cudaFree(heap_ptr));
+  // The device heap: the blocks taken before the move, with their contents, and room
+  // for new ones.
+  int* heap_vals = nullptr;
+  int** fresh_blocks = nullptr;
+  CHECK(cudaMalloc(&heap_vals, 68 * sizeof(int)));
+  CHECK(cudaMalloc(&fresh_blocks, 4 * sizeof(int*)));
+  heap_after<<<1, 1>>>(heap_ptr, heap_vals, fresh_blocks);
+  CHECK(cudaGetLastError());
+  int hv[68];
+  CHECK(cudaMemcpy(hv, heap_vals, sizeof hv, cudaMemcpyDeviceToHost));
+  for (int i = 0; i < 16; i++) EXPECT(hv[i] == 5 * i + 3, "heap block 0 [%d] = %d", i, hv[i]);
+  for (int i = 0; i < 48; i++) EXPECT(hv[16 + i] == 2000 + 5 * i + 3, "heap block 2 [%d] = %d", i, hv[16 + i]);
+  for (int k = 0; k < 4; k++) EXPECT(hv[64 + k] == 1, "a new heap block %d after the move failed or overlaps", k);
+  CHECK(cudaFree(heap_vals));
+  CHECK(cudaFree(fresh_blocks));
+  CHECK(cudaFree(heap_ptr));
   // The array, its texture and its surface, by the values the program holds.
   float* tsout = nullptr;
   CHECK(cudaMalloc(&tsout, 256 * sizeof(float)));

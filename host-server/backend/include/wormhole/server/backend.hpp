@@ -237,6 +237,19 @@ class Context {
   virtual MemPool* pool_of(uint64_t dptr) { return nullptr; }
   // The module's variables, in the module's order.
   virtual Err module_vars(Module& m, std::vector<ModuleVar>* out) { return cudaErrorNotSupported; }
+  // The device-side malloc heap (kernels' malloc) as a checkpoint carries it:
+  // its allocation (dptr 0: not made) and the blocks kernels hold in it, in
+  // address order. heap_restore makes it again at the same place holding the
+  // same blocks (the device limit already set; the caller writes its bytes).
+  struct HeapState {
+    uint64_t dptr = 0, bytes = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> live;  // address, bytes
+  };
+  virtual Err heap_state(HeapState* out) {
+    *out = {};
+    return cudaSuccess;
+  }
+  virtual Err heap_restore(const HeapState& s) { return cudaErrorNotSupported; }
 
   // This context's BLAS (cuBLAS semantics), created on first use; nullptr
   // (and *err) when the backend has none (e.g. no libcublas on the host).

@@ -26,7 +26,7 @@ namespace wh::server {
 
 inline constexpr char kCheckpointMagic[8] = {'W', 'H', 'C', 'K', 'P', 'T', '\r', '\n'};
 // Bumped on any change of what the frame holds: a reader refuses others.
-inline constexpr uint32_t kCheckpointVersion = 1;
+inline constexpr uint32_t kCheckpointVersion = 2;
 // A checkpoint holds at most this many bytes uncompressed (device memory
 // included): a forged header cannot make a reader allocate more.
 inline constexpr uint64_t kCheckpointMaxBytes = uint64_t(64) << 30;
