@@ -77,6 +77,18 @@ Launch mk(const Module& m, const char* k, Dim3 g, Dim3 b, uint32_t dyn, A... arg
   (put(args), ...);
   return l;
 }
+
+// The shortest of three runs of f, in seconds.
+template <class F>
+double best_of_3(F&& f) {
+  double t = 1e30;
+  for (int r = 0; r < 3; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return t;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,17 +154,8 @@ int main(int argc, char** argv) {
     uint64_t sA = mem.upload(a), sB = mem.upload(b), sC = mem.alloc(S * S * 4);
     Launch l = mk(*la, "matmul_tiled", {S / 16, S / 16}, {16, 16}, 0, sA, sB, sC, S, S, S);
     Engine eng(1);
-    auto best = [](auto&& f) {
-      double t = 1e30;
-      for (int r = 0; r < 3; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        f();
-        t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return t;
-    };
-    double dev = best([&] { eng.launch(*l.m, l.kernel, l.cfg, l.params.data(), l.params.size(), mem); });
-    double host = best([&] {
+    double dev = best_of_3([&] { eng.launch(*l.m, l.kernel, l.cfg, l.params.data(), l.params.size(), mem); });
+    double host = best_of_3([&] {
       for (int i = 0; i < S; ++i)
         for (int j = 0; j < S; ++j) {
           float acc = 0.f;
@@ -180,19 +183,10 @@ int main(int argc, char** argv) {
     uint64_t sA = mem.upload(a), sB = mem.upload(b), sC = mem.alloc(S * S * 4);
     Launch l = mk(*la, "matmul_wmma_bf16", {S * S / 256 / 4}, {128}, 0, sA, sB, sC, S, S, S);
     Engine eng(1);
-    auto best = [](auto&& f) {
-      double t = 1e30;
-      for (int r = 0; r < 3; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        f();
-        t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return t;
-    };
     LaunchError e;
-    double dev = best([&] { e = eng.launch(*l.m, l.kernel, l.cfg, l.params.data(), l.params.size(), mem); });
+    double dev = best_of_3([&] { e = eng.launch(*l.m, l.kernel, l.cfg, l.params.data(), l.params.size(), mem); });
     if (e) { fprintf(stderr, "matmul_wmma_bf16: %s\n", e.message.c_str()); return 1; }
-    double host = best([&] {
+    double host = best_of_3([&] {
       for (int i = 0; i < S; ++i)
         for (int j = 0; j < S; ++j) {
           float acc = 0.f;
