@@ -2,9 +2,10 @@
 // migrate; docs/migration.md).
 //
 // The source pauses the session between two requests, saves it
-// (Session::save) and hands the destination three descriptors over the
-// destination's admin socket: the client's region, the client's socket and
-// the checkpoint (a sealed memfd). The destination restores the session at
+// (Session::save) and hands the destination the descriptors over the
+// destination's admin socket: the client's region, the client's socket, the
+// checkpoint (a sealed memfd) and the memfds of pinned memory grown past
+// the region. The destination restores the session at
 // the same handles and device addresses, takes over the channel where the
 // source stopped reading and serves it; the client sees a pause. Whatever
 // fails before the destination answers leaves the session running on the
@@ -159,7 +160,8 @@ bool Server::migrate_out(SocketSession& ss, Migration& m, bool* lost) {
   const auto t0 = Clock::now();
   std::string why;
   CheckpointWriter w;
-  if (!s.save(w, &why)) {
+  std::vector<int> segment_fds;
+  if (!s.save(w, &why, &segment_fds)) {
     spdlog::warn("session {}: not migrated: {}", s.id(), why);
     m.finish(why, 0);
     return false;
@@ -185,7 +187,8 @@ bool Server::migrate_out(SocketSession& ss, Migration& m, bool* lost) {
     return false;
   }
   const std::string line = json{{"cmd", "adopt"}, {"bytes", packed}, {"from_session", s.id()}}.dump() + "\n";
-  const int fds[3] = {ss.region->fd(), ss.fd, ck};
+  std::vector<int> fds = {ss.region->fd(), ss.fd, ck};
+  fds.insert(fds.end(), segment_fds.begin(), segment_fds.end());
   std::string reply;
   const bool sent = ring::send_with_fds(dst, line.data(), line.size(), fds);
   close(ck);
@@ -204,6 +207,7 @@ bool Server::migrate_out(SocketSession& ss, Migration& m, bool* lost) {
     spdlog::info("session {}: migrated to {} as session {}: {} bytes of state ({} compressed), read in {:.1f} ms, "
                  "packed into a memfd in {:.1f} ms, paused {:.1f} ms",
                  s.id(), m.to, id, raw, packed, ms_read, ms_save - ms_read, ms_all);
+    s.own_grown(false);  // the destination serves the segments' pages now
     m.finish("", id);
     return true;
   }
@@ -221,7 +225,7 @@ bool Server::migrate_out(SocketSession& ss, Migration& m, bool* lost) {
 }
 
 std::string Server::adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_t* sid) {
-  if (fds.size() != 3) return "adopt wants three descriptors: region, client socket, checkpoint";
+  if (fds.size() < 3) return "adopt wants the region, the client socket, the checkpoint and any pinned segments";
   std::string err;
   Bytes content;
   CheckpointHeader hdr{};
@@ -233,7 +237,10 @@ std::string Server::adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_
   file.reset();
   const auto t2 = Clock::now();
   std::unique_ptr<SocketSession> ss;
-  if (err = adopt_session(fds[0], fds[1], hdr, content, peer_uid, &ss); !err.empty()) return err;
+  if (err = adopt_session(fds[0], fds[1], hdr, content, peer_uid, &ss, std::span<const int>(fds).subspan(3));
+      !err.empty())
+    return err;
+  ss->session->own_grown(true);
   auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   spdlog::info("session {}: checkpoint read in {:.1f} ms, unpacked in {:.1f} ms, restored in {:.1f} ms",
                ss->session->id(), ms(t0, t1), ms(t1, t2), ms(t2, Clock::now()));
@@ -245,7 +252,7 @@ std::string Server::adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_
 
 std::string Server::adopt_session(int region_fd, int client_fd, const CheckpointHeader& hdr,
                                   std::span<const uint8_t> content, int64_t peer_uid,
-                                  std::unique_ptr<SocketSession>* out) {
+                                  std::unique_ptr<SocketSession>* out, std::span<const int> segment_fds) {
   if (draining_) return "the server is draining (wormholectl drain)";
   if (stopping_) return "the server is stopping";
   std::string err;
@@ -285,12 +292,13 @@ std::string Server::adopt_session(int region_fd, int client_fd, const Checkpoint
   if (!ss->ch) return "channel: " + err;
   const uint64_t sid = next_session_++;
   ss->session = std::make_unique<Session>(sid, backend_, std::move(ctx), ss->ch->data(), stats_);
-  CheckpointReader rd(content);
-  if (!ss->session->restore(rd, &err))
-    return "restore: " + err;  // ss goes: our channel end stops beating, the source's goes on
   ss->fd = fcntl(client_fd, F_DUPFD_CLOEXEC, 0);
   if (ss->fd < 0) return "dup: " + std::string(strerror(errno));
   ss->pinned = std::make_unique<SocketPinnedSource>(ss->fd, uint32_t(ss->cred.uid), sid, pinned_budget_);
+  if (cfg_.pinned_budget_bytes && ss->cred.uid != uid_t(-1)) ss->session->set_pinned_source(ss->pinned.get());
+  CheckpointReader rd(content);
+  if (!ss->session->restore(rd, &err, segment_fds))
+    return "restore: " + err;  // ss goes: our channel end stops beating, the source's goes on
   // Served here now: no longer held for a restore.
   auto* st = reinterpret_cast<proto::DataAreaStatus*>(ss->ch->data().data());
   __atomic_store_n(&st->held, uint32_t(0), __ATOMIC_RELEASE);

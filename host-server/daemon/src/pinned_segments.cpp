@@ -4,6 +4,7 @@
 #include <linux/falloc.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -57,15 +58,17 @@ class MemfdSegment final : public PinnedSegment {
       : fd_(fd), p_(p), n_(n), uid_(uid), budget_(b) {}
   ~MemfdSegment() override {
     // The pages go now, even where the client still maps the file.
-    fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, off_t(n_));
+    if (owned_) fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, off_t(n_));
     munmap(p_, n_);
     close(fd_);
     budget_.give(uid_, n_);
   }
   std::span<uint8_t> memory() const override { return {p_, n_}; }
-  int fd() const { return fd_; }
+  int fd() const override { return fd_; }
+  void set_owned(bool o) override { owned_ = o; }
 
  private:
+  bool owned_ = true;
   int fd_;
   uint8_t* p_;
   uint64_t n_;
@@ -101,6 +104,37 @@ std::unique_ptr<PinnedSegment> SocketPinnedSource::create(uint64_t bytes, std::s
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return fail("mmap", fd);
   return std::make_unique<MemfdSegment>(fd, static_cast<uint8_t*>(p), bytes, uid_, budget_);
+}
+
+std::unique_ptr<PinnedSegment> SocketPinnedSource::adopt(int fd, uint64_t bytes, std::string* why) {
+  // What create makes: a memfd of exactly `bytes` that no one can shrink,
+  // grow or unseal.
+  struct stat st{};
+  const int seals = fcntl(fd, F_GET_SEALS);
+  const int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_size) != bytes || seals < 0 ||
+      (seals & want) != want) {
+    *why = "a pinned segment is not a memfd sealed at its size";
+    return nullptr;
+  }
+  uint64_t held = 0;
+  if (!budget_.take(uid_, bytes, &held)) {
+    *why = "uid " + std::to_string(uid_) + " holds " + std::to_string(held >> 20) + " MiB of grown pinned memory here; " +
+           std::to_string(bytes >> 20) + " more is past the per-user budget of " + std::to_string(budget_.limit() >> 20) +
+           " MiB (--pinned-budget-mb)";
+    return nullptr;
+  }
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  void* p = own < 0 ? MAP_FAILED : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
+  if (p == MAP_FAILED) {
+    *why = std::string("a pinned segment cannot be mapped: ") + strerror(errno);
+    if (own >= 0) close(own);
+    budget_.give(uid_, bytes);
+    return nullptr;
+  }
+  auto seg = std::make_unique<MemfdSegment>(own, static_cast<uint8_t*>(p), bytes, uid_, budget_);
+  seg->set_owned(false);
+  return seg;
 }
 
 bool SocketPinnedSource::hand_over(const PinnedSegment& s, uint64_t index) {

@@ -37,6 +37,7 @@ class SocketPinnedSource final : public PinnedSource {
       : sock_(sock), uid_(uid), session_(session), budget_(budget) {}
   std::unique_ptr<PinnedSegment> create(uint64_t bytes, std::string* why) override;
   bool hand_over(const PinnedSegment& s, uint64_t index) override;
+  std::unique_ptr<PinnedSegment> adopt(int fd, uint64_t bytes, std::string* why) override;
 
  private:
   int sock_;

@@ -142,7 +142,8 @@ class Server {
   // Restores a checkpoint as the session of the client whose region and
   // socket these are, taking over its channel; *out serves it.
   std::string adopt_session(int region_fd, int client_fd, const CheckpointHeader& hdr, std::span<const uint8_t> content,
-                            int64_t peer_uid, std::unique_ptr<SocketSession>* out);
+                            int64_t peer_uid, std::unique_ptr<SocketSession>* out,
+                            std::span<const int> segment_fds = {});
   // wormholectl restore FILE: a checkpoint waiting for its client, which
   // reconnects with its token (proto::kHelloResume).
   std::string restore_file(const std::string& path, CheckpointHeader* hdr);

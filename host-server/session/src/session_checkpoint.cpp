@@ -95,13 +95,18 @@ std::vector<uint8_t> graph_to_wire(const std::vector<Node>& nodes, const std::ve
 
 }  // namespace
 
-bool Session::save(CheckpointWriter& w, std::string* why) {
+bool Session::save(CheckpointWriter& w, std::string* why, std::vector<int>* segment_fds) {
   // Things a checkpoint does not carry yet: refused by name, before anything is written.
   auto refuse = [&](const std::string& what) {
     *why = "the session holds " + what + ", which cannot be checkpointed yet";
     return false;
   };
-  if (!grown_.empty()) return refuse("pinned memory grown past its data area");
+  if (!grown_.empty() && !segment_fds) return refuse("pinned memory grown past its data area (it moves, but a file cannot hold it)");
+  if (segment_fds && grown_.size() > kMaxMovedSegments)
+    return refuse(std::to_string(grown_.size()) + " grown pinned segments (a move takes up to " +
+                  std::to_string(kMaxMovedSegments) + ")");
+  for (const auto& [k, g] : grown_)
+    if (g.seg->fd() < 0) return refuse("pinned memory grown past its data area without a descriptor to hand on");
   if (std::string u = ctx_->unmovable(); !u.empty()) return refuse(u);
   for (size_t b = 0; b < services_.size(); b++)
     if (services_[b]) {
@@ -131,6 +136,15 @@ bool Session::save(CheckpointWriter& w, std::string* why) {
   }
   w.u64(mapped_dptr_);
   w.u64(data_.size());
+  // Grown pinned segments: index, size and device address; their memory is
+  // the client's and never moves (the destination maps the same memfds).
+  w.u64(grown_.size());
+  for (const auto& [k, g] : grown_) {
+    w.u64(k);
+    w.u64(g.mem.size());
+    w.u64(g.dptr);
+    segment_fds->push_back(g.seg->fd());
+  }
 
   // Memory pools, then allocations (each with its pool's handle, 0 for
   // cudaMalloc) before modules: a restore places them first, so a module
@@ -292,7 +306,7 @@ bool Session::save(CheckpointWriter& w, std::string* why) {
   return true;
 }
 
-bool Session::restore(CheckpointReader& r, std::string* why) {
+bool Session::restore(CheckpointReader& r, std::string* why, std::span<const int> segment_fds) {
   auto bad = [&](const std::string& what) {
     *why = what;
     return false;
@@ -316,6 +330,25 @@ bool Session::restore(CheckpointReader& r, std::string* why) {
     if (ctx_->map_host(data_.data(), data_.size(), mapped, &got) != cudaSuccess || got != mapped)
       return bad("the data area cannot be mapped at its device address");
     mapped_dptr_ = got;
+  }
+  const uint64_t nseg = r.count(kMaxMovedSegments, 24);
+  if (r.ok() && nseg != segment_fds.size())
+    return bad("the session holds " + std::to_string(nseg) + " grown pinned segments; " +
+               std::to_string(segment_fds.size()) + " came with it");
+  if (r.ok() && nseg && !pinned_source_) return bad("grown pinned memory cannot be served here (--pinned-budget-mb 0)");
+  for (uint64_t i = 0; i < nseg && r.ok(); i++) {
+    const uint64_t k = r.u64(), size = r.u64(), dptr = r.u64();
+    if (!r.ok()) break;
+    if (k == 0 || k >= kMaxPinnedSegments || grown_.count(k) || size != pinned_segment_bytes(size))
+      return bad("a grown pinned segment of the checkpoint is invalid");
+    std::string err;
+    std::unique_ptr<PinnedSegment> seg = pinned_source_->adopt(segment_fds[i], size, &err);
+    if (!seg) return bad(err);
+    const std::span<uint8_t> mem = seg->memory();
+    uint64_t got = 0;
+    if (ctx_->map_host(mem.data(), mem.size(), dptr, &got) != cudaSuccess || got != dptr)
+      return bad("a grown pinned segment cannot be mapped at its device address");
+    grown_[k] = {std::move(seg), mem, dptr};
   }
 
   const uint64_t npools = r.count(256, 48);

@@ -52,6 +52,10 @@ int32_t Session::on_PinnedRelease(const PinnedReleaseReq& rq, std::span<const ui
   return cudaSuccess;
 }
 
+void Session::own_grown(bool owned) {
+  for (auto& [k, g] : grown_) g.seg->set_owned(owned);
+}
+
 void Session::release_grown() {
   for (auto& [k, g] : grown_) ctx_->unmap_host(g.dptr);
   grown_.clear();

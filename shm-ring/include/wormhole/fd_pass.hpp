@@ -13,8 +13,9 @@ namespace wh::ring {
 // Sends n bytes from buf with fd attached (fd < 0: none); flags are added to
 // MSG_NOSIGNAL. True when the whole message went.
 bool send_with_fd(int sock, const void* buf, size_t n, int fd, int flags = 0);
-// The same with up to kMaxPassedFds descriptors.
-inline constexpr size_t kMaxPassedFds = 8;
+// The same with up to kMaxPassedFds descriptors (Linux's SCM_MAX_FD: a
+// migrating session's region, socket, checkpoint and grown pinned segments).
+inline constexpr size_t kMaxPassedFds = 253;
 bool send_with_fds(int sock, const void* buf, size_t n, std::span<const int> fds, int flags = 0);
 
 // Receives up to n bytes into buf, and the descriptor attached to them in *fd

@@ -9,8 +9,10 @@
 // text not fetched yet; prints READY, waits until
 // the file argv[1] exists, then checks that all of it is still there and
 // still works, against values computed on the host.
-// --hold pinned: also holds state no checkpoint carries yet (pinned memory
-// grown past the data area), so a migration must be refused naming it.
+// --pinned: also holds 300 MiB of pinned memory, past the data area (grown
+// segments: a move carries them, a checkpoint file refuses them), filled
+// before and checked after, through copies and through a kernel reading
+// and writing it in place.
 #include <cublas_v2.h>
 #include <cufft.h>
 #include <curand.h>
@@ -76,14 +78,18 @@ __global__ void texsurf(cudaTextureObject_t tex, cudaSurfaceObject_t surf, float
   surf2Dwrite(v * 2.f, surf, x * sizeof(float), y);
   out[y * 16 + x] = t + v;
 }
+__global__ void double_strided(int* g, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) g[size_t(i) * 4096] *= 2;
+}
 __global__ void mark(float* x, int n, float v) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] = v + float(i);
 }
 
 int main(int argc, char** argv) {
-  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--hold pinned]");
-  const char* hold = argc >= 4 && !std::strcmp(argv[2], "--hold") ? argv[3] : "";
+  EXPECT(argc >= 2, "usage: migrate_probe GO_FILE [--pinned]");
+  const bool grow_pinned = argc >= 3 && !std::strcmp(argv[2], "--pinned");
   const int n = 1 << 18;
   float *a = nullptr, *b = nullptr, *c = nullptr;
   CHECK(cudaMalloc(&a, n * sizeof(float)));
@@ -175,7 +181,13 @@ int main(int argc, char** argv) {
   int* heap_blocks[3];
   CHECK(cudaMemcpy(heap_blocks, heap_ptr, sizeof heap_blocks, cudaMemcpyDeviceToHost));
   EXPECT(heap_blocks[0] && heap_blocks[2] && !heap_blocks[1], "device malloc failed");
-  if (!std::strcmp(hold, "pinned")) CHECK(cudaMallocHost(&grown, 300u << 20));  // past a 256 MiB data area
+  const size_t grown_n = (300u << 20) / sizeof(int);
+  if (grow_pinned) {
+    CHECK(cudaMallocHost(&grown, grown_n * sizeof(int)));  // past a 256 MiB data area
+    int* g = static_cast<int*>(grown);
+    for (size_t i = 0; i < grown_n; i += 4096) g[i] = int(i / 4096) * 3 + 1;
+    g[grown_n - 1] = 4242;
+  }
   std::printf("READY\n");
   std::fflush(stdout);
   while (access(argv[1], F_OK) != 0) usleep(20000);
@@ -313,7 +325,27 @@ int main(int argc, char** argv) {
   CHECK(cudaDestroySurfaceObject(surf));
   CHECK(cudaFreeArray(array));
   CHECK(cudaFree(tsout));
-  if (grown) CHECK(cudaFreeHost(grown));
+  if (grown) {
+    // The grown pinned memory: still the program's values, reachable by copies and by
+    // kernels (mapped: a kernel doubles every 4096th element in place).
+    int* g = static_cast<int*>(grown);
+    for (size_t i = 0; i < grown_n; i += 4096)
+      EXPECT(g[i] == int(i / 4096) * 3 + 1, "grown pinned [%zu] = %d before the kernel", i, g[i]);
+    int* dg = nullptr;
+    CHECK(cudaHostGetDevicePointer(&dg, grown, 0));
+    double_strided<<<int((grown_n / 4096 + 255) / 256), 256>>>(dg, int(grown_n / 4096));
+    CHECK(cudaDeviceSynchronize());
+    for (size_t i = 0; i < grown_n; i += 4096)
+      EXPECT(g[i] == 2 * (int(i / 4096) * 3 + 1), "grown pinned [%zu] = %d after the kernel", i, g[i]);
+    int* d = nullptr;
+    CHECK(cudaMalloc(&d, 4096));
+    CHECK(cudaMemcpy(d, g + grown_n - 1024, 4096, cudaMemcpyHostToDevice));
+    int last = 0;
+    CHECK(cudaMemcpy(&last, d + 1023, 4, cudaMemcpyDeviceToHost));
+    EXPECT(last == 4242, "grown pinned memory copied to the device: %d", last);
+    CHECK(cudaFree(d));
+    CHECK(cudaFreeHost(grown));
+  }
   CHECK(cudaGraphExecDestroy(exec));
   CHECK(cudaFree(gbuf));
   cublasDestroy(blas);

@@ -26,7 +26,10 @@ namespace wh::server {
 
 inline constexpr char kCheckpointMagic[8] = {'W', 'H', 'C', 'K', 'P', 'T', '\r', '\n'};
 // Bumped on any change of what the frame holds: a reader refuses others.
-inline constexpr uint32_t kCheckpointVersion = 2;
+inline constexpr uint32_t kCheckpointVersion = 3;
+// Grown pinned segments a move carries: their memfds travel in the one
+// message with the region, socket and checkpoint (Linux passes up to 253).
+inline constexpr uint64_t kMaxMovedSegments = 250;
 // A checkpoint holds at most this many bytes uncompressed (device memory
 // included): a forged header cannot make a reader allocate more.
 inline constexpr uint64_t kCheckpointMaxBytes = uint64_t(64) << 30;

@@ -18,6 +18,11 @@ class PinnedSegment {
  public:
   virtual ~PinnedSegment() = default;
   virtual std::span<uint8_t> memory() const = 0;
+  // The descriptor behind it (a migration hands it on); -1: none.
+  virtual int fd() const { return -1; }
+  // Whether ending it also frees its pages where the client still maps them
+  // (off while another server may serve them: a migration in either direction).
+  virtual void set_owned(bool) {}
 };
 
 class PinnedSource {
@@ -29,6 +34,12 @@ class PinnedSource {
   // Hands the segment to the client, tagged `index`, before the answer that
   // names it; false when it cannot be sent now.
   virtual bool hand_over(const PinnedSegment& s, uint64_t index) = 0;
+  // A segment another server made and handed on (a migration): checked,
+  // mapped here and charged like create's; not owned until set_owned(true).
+  virtual std::unique_ptr<PinnedSegment> adopt(int fd, uint64_t bytes, std::string* why) {
+    *why = "this server takes no pinned segments";
+    return nullptr;
+  }
 };
 
 }  // namespace wh::server

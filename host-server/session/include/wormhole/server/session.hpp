@@ -185,11 +185,19 @@ class Session {
   // between two requests: every posted call before has run, none after.
   // Waits for the device, then writes the session's state; false and *why
   // (naming what cannot be moved) when some of it cannot be saved.
-  bool save(CheckpointWriter& w, std::string* why);
+  // Pinned memory grown past the data area is saved only for a move: its
+  // segments' descriptors go to *segment_fds, in the order restore takes
+  // them (nullptr: a file checkpoint, which refuses them).
+  bool save(CheckpointWriter& w, std::string* why, std::vector<int>* segment_fds = nullptr);
   // Rebuilds a saved session in this new one (made on a context at the
-  // saved device-address window, over the same data area). False and *why
-  // on any inconsistency: the caller then destroys this session.
-  bool restore(CheckpointReader& r, std::string* why);
+  // saved device-address window, over the same data area, with the
+  // segments save listed). False and *why on any inconsistency: the caller
+  // then destroys this session.
+  bool restore(CheckpointReader& r, std::string* why, std::span<const int> segment_fds = {});
+  // Grown pinned segments: whether ending this session frees their pages
+  // (not while another server may serve them: the source after a move,
+  // the destination until it serves).
+  void own_grown(bool owned);
 
   // ---- the bodies of the session's own tables (WH_SESSION_OPS); every
   // other library's are in its service (libs/<name>/server)
