@@ -65,6 +65,25 @@ run_guest() {  # server out-file program args...
   local sock="$dir/$1.sock" out="$2"; shift 2
   WORMHOLE_SOCKET="$sock" WORMHOLE_RESUME_TIMEOUT_S=60 LD_LIBRARY_PATH="$build/guest-lib" "$@" >"$out" 2>&1
 }
+# refused_then_goes_on SERVER OUT PASS WHAT "CTL-ARGS" PROGRAM ARGS...: runs the
+# program (it prints READY, then waits for $dir/go) on SERVER; `wormholectl
+# CTL-ARGS` (SID: its session) must fail naming WHAT; then the program must
+# finish there, printing "PASS PASS".
+refused_then_goes_on() {
+  local server="$1" out="$2" pass="$3" what="$4" args="$5"; shift 5
+  rm -f "$dir/go"
+  run_guest "$server" "$out" "$@" &
+  local prog=$! sid
+  for _ in $(seq 1 600); do grep -q READY "$out" 2>/dev/null && break; sleep 0.05; done
+  sid=$(session_after "$server" 0) || fail "no session on $server"
+  # shellcheck disable=SC2086  # CTL-ARGS are words without spaces
+  if "$ctl" --socket "$dir/$server.sock" ${args//SID/$sid} >"$dir/m.txt" 2>&1; then fail "$args succeeded ($what)"; fi
+  grep -q "$what" "$dir/m.txt" || fail "the refusal does not name $what: $(cat "$dir/m.txt")"
+  echo "refused: $(cat "$dir/m.txt")"
+  touch "$dir/go"
+  wait $prog || fail "the refused session did not go on: $(cat "$out")"
+  grep -q "PASS $pass" "$out" || fail "after the refusal: $(cat "$out")"
+}
 
 start_server a
 start_server b
@@ -139,20 +158,9 @@ grep -q "PASS migrate_probe" "$dir/probe.out" || fail "probe: $(cat "$dir/probe.
 echo "probe: every object checked after the move, 300 MiB of grown pinned memory included"
 
 echo "=== 3. state a checkpoint file cannot hold: refused by name, the session goes on"
-rm -f "$dir/go"
-run_guest a "$dir/hold.out" "$probe" "$dir/go" --pinned &
-prog=$!
-for _ in $(seq 1 600); do grep -q READY "$dir/hold.out" 2>/dev/null && break; sleep 0.05; done
-sid=$(session_after a 0) || fail "no session holding grown pinned memory"
-if "$ctl" --socket "$dir/a.sock" checkpoint "$sid" "$dir/pinned.ckpt" >"$dir/m.txt" 2>&1; then
-  fail "a session holding grown pinned memory was checkpointed to a file"
-fi
-grep -q "pinned" "$dir/m.txt" || fail "the refusal does not name the pinned memory: $(cat "$dir/m.txt")"
+refused_then_goes_on a "$dir/hold.out" migrate_probe "pinned memory grown" "checkpoint SID $dir/pinned.ckpt" \
+  "$probe" "$dir/go" --pinned
 [ ! -e "$dir/pinned.ckpt" ] || fail "a refused checkpoint left a file"
-echo "refused: $(cat "$dir/m.txt")"
-touch "$dir/go"
-wait $prog || fail "the refused session did not go on: $(cat "$dir/hold.out")"
-grep -q "PASS migrate_probe" "$dir/hold.out" || fail "the refused session: $(cat "$dir/hold.out")"
 echo "=== 4. checkpoint to a file, the server killed, restored by a new one: the program goes on"
 run_guest a "$dir/ck.out" "$train" --epochs 1 --batch 128 --seed 42 --subset 40000 --test-subset 2000 --no-progress \
   --loss-out "$dir/loss-ck.txt" &
@@ -202,19 +210,8 @@ WORMHOLE_SPIN=0 WORMHOLE_SOCKET="$dir/b.sock" LD_LIBRARY_PATH="$build/guest-lib"
   --backend cuda --allow-dropin-driver --socket "$dir/gpu.sock" --log-level info >"$dir/gpu.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do [ -S "$dir/gpu-admin.sock" ] && break; sleep 0.05; done
-rm -f "$dir/go"
 # (stop_resume: device memory and a kernel; the probe's managed memory is
 # the sim device's only)
-run_guest gpu "$dir/gpu.out" "$(dirname "$probe")/stop_resume" "$dir/go" &
-prog=$!
-for _ in $(seq 1 600); do grep -q READY "$dir/gpu.out" 2>/dev/null && break; sleep 0.05; done
-sid=$(session_after gpu 0) || fail "no session on the cuda backend"
-if "$ctl" --socket "$dir/gpu.sock" migrate "$sid" --to "$dir/a.sock" >"$dir/m.txt" 2>&1; then
-  fail "a cuda-backend session moved"
-fi
-grep -q "cannot place it at the same addresses" "$dir/m.txt" || fail "cuda backend: $(cat "$dir/m.txt")"
-echo "refused: $(cat "$dir/m.txt")"
-touch "$dir/go"
-wait $prog || fail "the cuda-backend program: $(cat "$dir/gpu.out")"
-grep -q "PASS stop_resume" "$dir/gpu.out" || fail "cuda backend: $(cat "$dir/gpu.out")"
+refused_then_goes_on gpu "$dir/gpu.out" stop_resume "cannot place it at the same addresses" "migrate SID --to $dir/a.sock" \
+  "$(dirname "$probe")/stop_resume" "$dir/go"
 echo "PASS"
