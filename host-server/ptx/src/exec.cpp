@@ -65,6 +65,17 @@ void Ctx::bad_access(const Inst& I, uint64_t addr, uint32_t size, Sp sp, bool wr
                 " bytes at address " + hex(addr) + " (" + why + ")");
 }
 
+uint8_t* Ctx::region_ptr(uint64_t addr, uint64_t size, bool write) {
+  auto in = [&](const DeviceMemory::Region& r) {
+    return r.host && addr >= r.base && addr - r.base < r.size && size <= r.size - (addr - r.base) && (!write || r.writable);
+  };
+  if (in(rc)) return rc.host + (addr - rc.base);
+  DeviceMemory::Region r;
+  if (!mem->region(addr, r) || !in(r)) return nullptr;
+  rc = r;
+  return r.host + (addr - r.base);
+}
+
 uint8_t* Ctx::gptr_slow(const Inst& I, uint64_t addr, uint32_t size, bool write, Sp sp) {
   if (addr >= kGridWorkspace && gridws && addr - kGridWorkspace < kGridWorkspaceBytes &&
       size <= kGridWorkspaceBytes - (addr - kGridWorkspace))
@@ -74,12 +85,7 @@ uint8_t* Ctx::gptr_slow(const Inst& I, uint64_t addr, uint32_t size, bool write,
     if (!p) bad_access(I, addr, size, sp, write, "not inside a parameter buffer of this grid that is not launched yet");
     return p;
   }
-  DeviceMemory::Region r;
-  if (mem->region(addr, r) && r.host && addr >= r.base && addr - r.base < r.size && size <= r.size - (addr - r.base) &&
-      (!write || r.writable)) {
-    rc = r;
-    return r.host + (addr - r.base);
-  }
+  if (uint8_t* p = region_ptr(addr, size, write)) return p;
   uint8_t* p = mem->translate(addr, size, write);
   if (!p) bad_access(I, addr, size, sp, write, "not inside an allocation this kernel may access");
   return p;

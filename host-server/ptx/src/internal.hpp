@@ -258,6 +258,10 @@ struct Ctx {
   void set_fault(LaunchError::Kind k, const Inst& I, std::string what);
   void bad_access(const Inst& I, uint64_t addr, uint32_t size, Sp sp, bool write, const char* why);
   uint8_t* gptr_slow(const Inst& I, uint64_t addr, uint32_t size, bool write, Sp sp);
+  // The host bytes of [addr, addr+size) when one device-memory region holds them all
+  // (the region last reached, else looked up and remembered in rc); nullptr, without
+  // a fault, otherwise.
+  uint8_t* region_ptr(uint64_t addr, uint64_t size, bool write);
   uint8_t* gptr(const Inst& I, uint64_t addr, uint32_t size, bool write, Sp sp) {
     if (addr - rc.base < rc.size && size <= rc.size - (addr - rc.base) && (!write || rc.writable))
       return rc.host + (addr - rc.base);

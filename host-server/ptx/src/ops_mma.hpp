@@ -68,12 +68,7 @@ inline uint8_t* span_ptr(Ctx& c, Sp sp, uint64_t a, uint32_t n, bool w) {
   }
   if (sp == Sp::Shared) return a < c.shared_size && n <= c.shared_size - a ? c.shared + a : nullptr;
   if (a >= kLaunchBufs) return nullptr;  // device-runtime buffers, grid workspace
-  auto in = [&](const DeviceMemory::Region& r) { return a - r.base < r.size && n <= r.size - (a - r.base) && r.host && (!w || r.writable); };
-  if (in(c.rc)) return c.rc.host + (a - c.rc.base);
-  DeviceMemory::Region r;
-  if (!c.mem->region(a, r) || a < r.base || !in(r)) return nullptr;
-  c.rc = r;
-  return r.host + (a - r.base);
+  return c.region_ptr(a, n, w);
 }
 
 inline uint64_t load_bytes(const uint8_t* p, uint32_t n) {
@@ -161,7 +156,6 @@ void h_wmma_ldst(Ctx& c, const Inst& I, uint32_t m) {
   });
 }
 
-// Lane l's distinct elements of fragment f in order: fn(e, raw bits).
 // Lane l's distinct elements of fragment f in order: fn(e, raw bits). The geometry is
 // copied into locals: the callers store through pointers the compiler cannot tell apart
 // from it.
