@@ -34,7 +34,7 @@ struct Ctx {
   std::unique_ptr<Context> ctx;
   explicit Ctx(uint64_t device_bytes, uint64_t quota = 0) : backend(make_sim_backend(1, device_bytes)) {
     std::string err;
-    ctx = backend->create_context(0, {quota, nullptr}, &err);
+    ctx = backend->create_context(0, {quota, nullptr, 0, {}}, &err);
     EXPECT_TRUE(ctx) << err;
   }
   uint64_t free_bytes() {
@@ -205,8 +205,8 @@ TEST(SimMemory, SharedQuotaAcrossSessions) {
   auto backend = make_sim_backend(1, 1 * GiB);
   auto uid = std::make_shared<SharedQuota>(100ull << 20);
   std::string err;
-  auto a = backend->create_context(0, {0, uid}, &err);
-  auto b = backend->create_context(0, {0, uid}, &err);
+  auto a = backend->create_context(0, {0, uid, 0, {}}, &err);
+  auto b = backend->create_context(0, {0, uid, 0, {}}, &err);
   auto other = backend->create_context(0, {}, &err);  // another uid: not limited by it
   ASSERT_TRUE(a && b && other) << err;
   uint64_t d1 = 0, d2 = 0, d3 = 0, f = 0, t = 0;
@@ -225,7 +225,7 @@ TEST(SimMemory, SharedQuotaAcrossSessions) {
   EXPECT_EQ(uid->used.load(), 0u);
   ASSERT_EQ(b->mem_alloc(100 << 20, &d2), cudaSuccess);
   // A session's own quota still applies inside the shared one.
-  auto c = backend->create_context(0, {10 << 20, uid}, &err);
+  auto c = backend->create_context(0, {10 << 20, uid, 0, {}}, &err);
   ASSERT_TRUE(c) << err;
   ASSERT_EQ(c->mem_info(&f, &t), cudaSuccess);
   EXPECT_EQ(t, 10ull << 20);

@@ -2,9 +2,13 @@
 // interpreted long enough is compiled on a thread of its own while launches go
 // on interpreted, and later launches run the compiled code. Every launch's
 // results are checked against the host, before, during and after the compile;
-// a module unloaded while its compile runs waits for it.
+// a module unloaded while its compile runs is freed when the compile ends.
+// And the compile cache: loads of the same PTX by one tenant share the parsed
+// module and its compiled code, each with its own variables.
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "ptx_test_util.hpp"
 
@@ -93,20 +97,122 @@ TEST(PtxBackgroundCompile, LaunchesGoOnWhileTheKernelCompilesAndThenRunIt) {
   for (int i = 0; i < 3; ++i) r.launch(eng);  // compiled now: the same results
 }
 
-TEST(PtxBackgroundCompile, AModuleUnloadedDuringItsCompileWaitsForIt) {
+TEST(PtxBackgroundCompile, AModuleUnloadedDuringItsCompileIsFreedWhenItEnds) {
+  // Launches past the point where the compile is queued (after about 100 ms
+  // interpreted), then the module is dropped, likely while it compiles. The
+  // unload does not wait: the background compiler holds the module until its
+  // compile ends, which is then counted (and, under the sanitizers, touches
+  // nothing freed).
   const auto before = wh::ptx::compile_stats().kernels;
   Engine eng(2);
   for (int attempt = 0; attempt < 10; ++attempt) {
     {
-      // launches past the point where the compile starts (after about 100 ms
-      // interpreted), then the module is dropped, likely while it compiles: its
-      // destructor waits for the compile, which is then counted
       Iterate r;
       for (int i = 0; i < 20; ++i) r.launch(eng);
     }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (wh::ptx::compile_stats().kernels == before && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     if (wh::ptx::compile_stats().kernels > before) return;
   }
   FAIL() << "no compile started";
+}
+
+// ---- the compile cache: loads of the same text by one tenant share the module
+
+// counter += 1 once per launch; out[0] = the counter's address as this load sees it
+const char* kCounterPtx = R"(.version 8.0
+.target sm_80
+.address_size 64
+.global .align 4 .u32 counter;
+.visible .entry bump(.param .u64 pout)
+{
+  .reg .u32 %r<4>;
+  .reg .u64 %rd<4>;
+  ld.param.u64 %rd0, [pout];
+  mov.u64 %rd1, counter;
+  atom.global.add.u32 %r0, [%rd1], 1;
+  st.global.u64 [%rd0], %rd1;
+  ret;
+}
+)";
+
+struct Counter {
+  std::unique_ptr<Module> m;
+  uint64_t var = 0, out = 0;
+  Counter(HostMem& mem, std::string_view tenant) {
+    std::string err;
+    m = Module::from_ptx(kCounterPtx, &err, tenant);
+    EXPECT_TRUE(m) << err;
+    var = mem.alloc(4);
+    out = mem.alloc(8);
+    EXPECT_TRUE(m->bind_global("counter", var));
+  }
+  void launch(Engine& eng, HostMem& mem) {
+    Args args(m->kernel("bump"));
+    args(out);
+    LaunchError e = eng.launch(*m, "bump", cfg({1}, {1}), args.data(), args.size(), mem);
+    ASSERT_FALSE(e) << e.message;
+    ASSERT_EQ(mem.download<uint64_t>(out, 1)[0], var) << "the kernel saw another load's variable";
+  }
+};
+
+TEST(PtxCompileCache, LoadsOfOneTenantShareTheModuleAndKeepTheirOwnVariables) {
+  HostMem mem;
+  Engine eng(1);
+  const auto shared0 = wh::ptx::compile_stats().shared_loads;
+  Counter a(mem, "uid:1000"), b(mem, "uid:1000");
+  EXPECT_EQ(&a.m->impl(), &b.m->impl()) << "the second load parsed the module again";
+  EXPECT_EQ(wh::ptx::compile_stats().shared_loads, shared0 + 1);
+  for (int i = 0; i < 3; ++i) a.launch(eng, mem);
+  b.launch(eng, mem);
+  EXPECT_EQ(mem.download<uint32_t>(a.var, 1)[0], 3u);
+  EXPECT_EQ(mem.download<uint32_t>(b.var, 1)[0], 1u);
+}
+
+TEST(PtxCompileCache, OtherTenantsAndUnnamedLoadsDoNotShare) {
+  HostMem mem;
+  Counter a(mem, "uid:1000"), b(mem, "vm:guest1"), c(mem, ""), d(mem, "");
+  EXPECT_NE(&a.m->impl(), &b.m->impl());
+  EXPECT_NE(&c.m->impl(), &d.m->impl());
+  EXPECT_NE(&a.m->impl(), &c.m->impl());
+  // the same tenant, other text: another module
+  std::string other = kCounterPtx;
+  other.replace(other.find("add.u32"), 7, "max.u32");
+  std::string err;
+  auto e = Module::from_ptx(other, &err, "uid:1000");
+  ASSERT_TRUE(e) << err;
+  EXPECT_NE(&a.m->impl(), &e->impl());
+}
+
+TEST(PtxCompileCache, AProgramRunAgainFindsItsKernelsCompiled) {
+  // The first run compiles the kernel (in the background) and ends; the
+  // second run's load finds the module, compiled: no compile, and its first
+  // launch runs the compiled code with the right results.
+  Engine eng(2);
+  const void* first = nullptr;
+  {
+    std::string err;
+    Iterate r;
+    r.m = Module::from_ptx(kPtx, &err, "uid:4242");
+    ASSERT_TRUE(r.m) << err;
+    first = &r.m->impl();
+    const auto before = wh::ptx::compile_stats().kernels;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (wh::ptx::compile_stats().kernels == before && std::chrono::steady_clock::now() < deadline) r.launch(eng);
+    ASSERT_GT(wh::ptx::compile_stats().kernels, before);
+  }
+  const auto compiled = wh::ptx::compile_stats().kernels;
+  std::string err;
+  Iterate again;
+  again.m = Module::from_ptx(kPtx, &err, "uid:4242");
+  ASSERT_TRUE(again.m) << err;
+  EXPECT_EQ(&again.m->impl(), first) << "the module was not kept after its last unload";
+  const auto t0 = std::chrono::steady_clock::now();
+  again.launch(eng);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(wh::ptx::compile_stats().kernels, compiled) << "compiled again";
+  std::printf("second run's first launch: %.1f ms\n", ms);
 }
 
 }  // namespace

@@ -211,6 +211,22 @@ TEST(ServerSignals, Usr1AndHupReportAndKeepServing) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1500ms) << "SIGTERM should stop an idle server within 1 s";
 }
 
+TEST(ServerCompileCache, AProgramRunAgainFindsItsModuleParsed) {
+  // Both runs are this test's uid: the second one's module load finds the
+  // module the first one loaded (kept after its session ended).
+  std::string sock = tmp_name("cache.sock");
+  Process s = start_server(sock);
+  ASSERT_TRUE(wait_for_path(sock, s)) << s.output();
+  ASSERT_EQ(run_client(sock).status, 0);
+  EXPECT_TRUE(s.wait_for_output("kernel launches", 5s)) << s.output();
+  EXPECT_EQ(s.output().find("compile cache"), std::string::npos) << s.output();
+  ASSERT_EQ(run_client(sock).status, 0);
+  EXPECT_TRUE(s.wait_for_output("compile cache (server total): 1 module loads found their module parsed", 5s))
+      << s.output();
+  s.kill(SIGTERM);
+  EXPECT_EQ(s.wait(10s), 0) << s.output();
+}
+
 TEST(ServerCli, VersionAndHelp) {
   auto v = run_server({"--version"});
   EXPECT_EQ(v.status, 0) << v.output;

@@ -428,6 +428,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
     return cudaSuccess;
   }
   void set_windows(std::shared_ptr<Windows> w) { windows_ = std::move(w); }
+  void set_tenant(std::string t) { tenant_ = std::move(t); }
   // ---- checkpoint and restore (the session's own state is saved by it)
   uint64_t va_base() const override { return base_; }
   std::string unmovable() const override {
@@ -686,10 +687,10 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   // A module image: a fatbin, or PTX text (cuModuleLoadData's bare PTX; one
   // or more NUL-separated units, linked as one module, as the guest's
   // cuLinkComplete produces them). A cubin (SASS) cannot run here.
-  static std::unique_ptr<ptx::Module> from_image(std::span<const uint8_t> img, std::string* err) {
+  std::unique_ptr<ptx::Module> from_image(std::span<const uint8_t> img, std::string* err) const {
     uint32_t magic = 0;
     if (img.size() >= 4) std::memcpy(&magic, img.data(), 4);
-    if (magic == fatbin::kFatbinMagic) return ptx::Module::from_fatbin(img.data(), img.size(), err);
+    if (magic == fatbin::kFatbinMagic) return ptx::Module::from_fatbin(img.data(), img.size(), err, tenant_);
     if (img.size() >= 4 && img[0] == 0x7f && img[1] == 'E' && img[2] == 'L' && img[3] == 'F') {
       *err = "a cubin (SASS) image cannot run on the sim device; load PTX or a fatbin that carries PTX";
       return nullptr;
@@ -712,7 +713,8 @@ class SimContext final : public Context, public ptx::DeviceMemory {
         *err = "the module image is neither a fatbin nor PTX text (no .version/.target directive)";
         return nullptr;
       }
-    return units.size() == 1 ? ptx::Module::from_ptx(units[0], err) : ptx::Module::from_ptx_units(units, err);
+    return units.size() == 1 ? ptx::Module::from_ptx(units[0], err, tenant_)
+                             : ptx::Module::from_ptx_units(units, err, tenant_);
   }
   Err module_load(std::span<const uint8_t> fatbin, std::unique_ptr<Module>* out,
                   std::string* log) override {
@@ -1096,6 +1098,7 @@ class SimContext final : public Context, public ptx::DeviceMemory {
   // Indexed by cudaLimit: stack, printf FIFO, malloc heap, sync depth,
   // pending launches, L2 fetch granularity, persisting L2 size.
   uint64_t limits_[7] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0};
+  std::string tenant_;  // modules are shared with this tenant's other sessions (ptx::Module)
   // Host memory kernels reach (map_host): device address -> its bytes.
   struct HostMap {
     uint8_t* host;
@@ -1322,6 +1325,7 @@ class SimBackend final : public Backend {
     describe(0, &d);
     auto c = std::make_unique<SimContext>(window, quota, limits.shared, memory_, used_, threads_, kernel_timeout_ms_, d);
     c->set_windows(windows_);
+    c->set_tenant(limits.tenant);
     return c;
   }
 

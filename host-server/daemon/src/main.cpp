@@ -7,11 +7,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <toml++/toml.h>
 
 #include "server.hpp"
 #include "wormhole/proto/wire.hpp"
+#include "wormhole/ptx/engine.hpp"
 
 namespace {
 wh::server::Server* g_server = nullptr;
@@ -397,5 +399,13 @@ int main(int argc, char** argv) {
   int rc = server.run();
   if (stats_on_exit) std::printf("wormhole-server statistics:\n%s", server.stats().render().c_str());
   g_server = nullptr;
+  if (wh::ptx::compile_in_progress()) {
+    // Every session has ended; a background PTX compile would hold the exit
+    // up until it finishes (seconds) for code nobody will run.
+    spdlog::info("stopping without waiting for the PTX compile in progress");
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  }
   return rc;
 }

@@ -279,6 +279,7 @@ std::string Server::adopt_session(int region_fd, int client_fd, const Checkpoint
   lim.memory_quota = cfg_.quota_bytes;
   lim.va_base = hdr.va_base;
   if (auto b = uid_budgets_.find(uint32_t(ss->cred.uid)); b != uid_budgets_.end()) lim.shared = b->second;
+  lim.tenant = "uid:" + std::to_string(ss->cred.uid);
   auto ctx = backend_.create_context(0, lim, &err);
   if (!ctx) return "context: " + err;
   if (hdr.device_bytes > 0) {

@@ -146,6 +146,7 @@ void Server::serve_remote_client(std::shared_ptr<net::Link> link) {
   ContextLimits lim;
   lim.memory_quota = cfg_.quota_bytes;
   if (auto b = uid_budgets_.find(key->owner); b != uid_budgets_.end()) lim.shared = b->second;
+  lim.tenant = "uid:" + std::to_string(key->owner);  // the key's owner, as for a local client of that uid
   std::string err;
   auto ctx = backend_.create_context(0, lim, &err);
   if (!ctx) return refuse(cudaErrorDevicesUnavailable, "context: " + err);

@@ -122,9 +122,13 @@ void log_kernel_totals(uint64_t sid, const SessionCounters& c) {
                  s > 0 ? double(ti) / s / 1e6 : 0.0);
   else
     spdlog::info("session {}: {} kernel launches, {:.3f} s in them", sid, n, s);
-  if (const auto cs = wh::ptx::compile_stats(); cs.kernels)
+  const auto cs = wh::ptx::compile_stats();
+  if (cs.kernels)
     spdlog::info("PTX compiler (server total): {} kernels, {} instructions compiled to native code in {:.3f} s", cs.kernels,
                  cs.instructions, cs.seconds);
+  if (cs.shared_loads)
+    spdlog::info("compile cache (server total): {} module loads found their module parsed, and compiled as far as it ran",
+                 cs.shared_loads);
 }
 
 // One request read from a channel's ring: handled, then answered on the
@@ -399,6 +403,7 @@ void Server::serve_socket_client(int fd) {
   lim.memory_quota = cfg_.quota_bytes;
   if (auto b = uid_budgets_.find(uint32_t(cred.uid)); cred.uid != uid_t(-1) && b != uid_budgets_.end())
     lim.shared = b->second;  // every session of this uid draws on one budget
+  if (cred.uid != uid_t(-1)) lim.tenant = "uid:" + std::to_string(cred.uid);
   auto ctx = backend_.create_context(0, lim, &err);
   if (!ctx) return refuse(cudaErrorDevicesUnavailable, "context: " + err);
 
@@ -601,6 +606,7 @@ void Server::serve_vm(const VmSpec& vm, GateVm* gate, std::shared_ptr<ring::Regi
       unsettled[i] = 0;
       ContextLimits lim;
       lim.memory_quota = cfg_.quota_bytes;
+      lim.tenant = "vm:" + vm.name;
       std::unique_ptr<Context> ctx;
       if (gated) {
         ctx = backend_.create_context(0, lim, &err);

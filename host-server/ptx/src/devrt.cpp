@@ -109,12 +109,12 @@ uint32_t kernel_at(const ModuleImpl& M, uint64_t func) {
 
 // A device-side launch is checked as a host launch is; code the engine
 // cannot run fails when the child runs (with its message), not here.
-int32_t check_child(const ModuleImpl& M, uint32_t k, Dim3 grid, Dim3 block, uint32_t shmem) {
+int32_t check_child(const ModuleImpl& M, const uint8_t* gbound, uint32_t k, Dim3 grid, Dim3 block, uint32_t shmem) {
   LaunchConfig cc;
   cc.grid = grid;
   cc.block = block;
   cc.dynamic_shared_bytes = shmem;
-  LaunchError e = check_launch(M, M.kdata[k], cc, M.funcs[M.kdata[k].func].param_bytes);
+  LaunchError e = check_launch(M, gbound, M.kdata[k], cc, M.funcs[M.kdata[k].func].param_bytes);
   return e.kind == LaunchError::InvalidConfig ? kInvalidConfiguration : kSuccess;
 }
 
@@ -226,7 +226,7 @@ bool call_one(Call& k, DevFn fn) {
       const uint32_t kernel = kernel_at(M, func);
       if (rt.depth + 1 > kMaxDepth) err = kLaunchMaxDepthExceeded;
       else if (kernel == NOREG) err = kInvalidDeviceFunction;
-      else err = check_child(M, kernel, g, b, shmem);
+      else err = check_child(M, rt.tree.gbound, kernel, g, b, shmem);
       if (!err) err = new_buffer(rt, kernel, g, b, shmem, M.funcs[M.kdata[kernel].func].param_bytes, &addr);
       set_error(k, err);
       k.result(err ? 0 : addr, 8);
@@ -262,7 +262,7 @@ bool call_one(Call& k, DevFn fn) {
       const uint32_t kernel = kernel_at(M, func);
       if (rt.depth + 1 > kMaxDepth) err = kLaunchMaxDepthExceeded;
       else if (kernel == NOREG) err = kInvalidDeviceFunction;
-      else err = check_child(M, kernel, g, b, shmem);
+      else err = check_child(M, rt.tree.gbound, kernel, g, b, shmem);
       if (!err) {
         std::lock_guard lk(rt.mu);
         GridRt::Buf* pb = find_buffer(rt, buf);

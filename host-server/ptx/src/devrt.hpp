@@ -30,6 +30,9 @@ struct DevTree {
   // Compare mode (jit.hpp): this launch interprets only, or compiles before it
   // runs; both run their blocks in order on one worker (the same order twice).
   bool interpret = false, compile = false, serial = false;
+  // The host launch's module load: its variables' addresses, which are bound.
+  const uint64_t* gaddr = nullptr;
+  const uint8_t* gbound = nullptr;
 };
 
 // A launch recorded by a kernel, run once its grid has completed.

@@ -210,31 +210,42 @@ void build_kernels(ModuleImpl& M, std::string* err) {
 }  // namespace
 }  // namespace detail
 
-Module::Module() : impl_(std::make_unique<detail::ModuleImpl>()) {}
+Module::Module(std::shared_ptr<const detail::ModuleImpl> impl)
+    : impl_(std::move(impl)), gaddr_(impl_->globals.size(), 0), gbound_(impl_->globals.size(), 0) {}
 Module::~Module() = default;
 
-std::unique_ptr<Module> Module::from_ptx(std::string_view text, std::string* err) {
-  std::string linked;
-  if (detail::with_cg_runtime(text, &linked)) text = linked;
-  std::unique_ptr<Module> m(new Module());
+namespace {
+std::atomic<uint64_t> g_shared_loads{0};
+
+std::shared_ptr<detail::ModuleImpl> parse_ptx(std::string_view text, std::string* err) {
+  auto m = std::make_shared<detail::ModuleImpl>();
   // Function addresses carry the module's tag: a pointer taken in another
   // module is refused rather than calling whatever has its index here.
   static std::atomic<uint32_t> next_tag{1};
-  m->impl_->tag = next_tag.fetch_add(1, std::memory_order_relaxed);
-  if (!detail::parse_module(text, *m->impl_, err)) return nullptr;
-  auto& M = *m->impl_;
-  M.gaddr.assign(M.globals.size(), 0);
-  M.gbound.assign(M.globals.size(), 0);
-  detail::build_kernels(M, err);
-  M.jit = std::make_shared<detail::JitState>(M.funcs.size(), M.kdata.size());
+  m->tag = next_tag.fetch_add(1, std::memory_order_relaxed);
+  if (!detail::parse_module(text, *m, err)) return nullptr;
+  detail::build_kernels(*m, err);
+  m->jit = std::make_shared<detail::JitState>(m->funcs.size(), m->kdata.size());
   return m;
 }
+}  // namespace
 
-std::unique_ptr<Module> Module::from_ptx_units(const std::vector<std::string_view>& units, std::string* err) {
-  if (units.size() == 1) return from_ptx(units[0], err);
+std::unique_ptr<Module> Module::from_ptx(std::string_view text, std::string* err, std::string_view tenant) {
+  std::string linked;
+  if (detail::with_cg_runtime(text, &linked)) text = linked;
+  bool hit = false;
+  auto impl = detail::shared_module(text, tenant, parse_ptx, err, &hit);
+  if (!impl) return nullptr;
+  if (hit) g_shared_loads.fetch_add(1, std::memory_order_relaxed);
+  return std::unique_ptr<Module>(new Module(std::move(impl)));
+}
+
+std::unique_ptr<Module> Module::from_ptx_units(const std::vector<std::string_view>& units, std::string* err,
+                                               std::string_view tenant) {
+  if (units.size() == 1) return from_ptx(units[0], err, tenant);
   std::string linked;
   if (!link_ptx_units(units, &linked, err)) return nullptr;
-  return from_ptx(linked, err);
+  return from_ptx(linked, err, tenant);
 }
 
 namespace {
@@ -265,7 +276,7 @@ std::string sass_only_error(const std::vector<fatbin::Entry>& entries) {
 }
 }  // namespace
 
-std::unique_ptr<Module> Module::from_fatbin(const void* data, size_t avail, std::string* err) {
+std::unique_ptr<Module> Module::from_fatbin(const void* data, size_t avail, std::string* err, std::string_view tenant) {
   std::vector<fatbin::Entry> entries;
   if (!fatbin::parse(data, avail, entries, err)) return nullptr;
   const fatbin::Entry* best = nullptr;
@@ -292,13 +303,13 @@ std::unique_ptr<Module> Module::from_fatbin(const void* data, size_t avail, std:
         }
         texts.emplace_back(reinterpret_cast<const char*>(b->bytes.data()), b->bytes.size());
       }
-      return from_ptx_units(texts, err);
+      return from_ptx_units(texts, err, tenant);
     }
     if (err) *err = sass_only_error(entries);
     return nullptr;
   }
   std::string_view text(reinterpret_cast<const char*>(best->bytes.data()), best->bytes.size());
-  return from_ptx(text, err);
+  return from_ptx(text, err, tenant);
 }
 
 const std::vector<KernelInfo>& Module::kernels() const { return impl_->kernels; }
@@ -312,10 +323,10 @@ int Module::target_arch() const { return impl_->target_arch; }
 bool Module::apply_relocs(const GlobalVar& g, uint8_t* bytes, int64_t only_target) const {
   for (const GlobalReloc& r : g.relocs) {
     if (only_target >= 0 && r.target != uint64_t(only_target)) continue;
-    if (r.target >= impl_->globals.size() || !impl_->gbound[r.target] || r.size > 8 || r.offset > g.size ||
+    if (r.target >= impl_->globals.size() || !gbound_[r.target] || r.size > 8 || r.offset > g.size ||
         r.size > g.size - r.offset)
       return false;
-    const uint64_t v = (impl_->gaddr[r.target] + uint64_t(r.addend)) >> r.shift;
+    const uint64_t v = (gaddr_[r.target] + uint64_t(r.addend)) >> r.shift;
     std::memcpy(bytes + r.offset, &v, r.size);  // little-endian: the low bytes
   }
   return true;
@@ -323,8 +334,8 @@ bool Module::apply_relocs(const GlobalVar& g, uint8_t* bytes, int64_t only_targe
 bool Module::bind_global(std::string_view name, uint64_t addr) {
   for (size_t i = 0; i < impl_->globals.size(); ++i)
     if (impl_->globals[i].name == name) {
-      impl_->gaddr[i] = addr;
-      impl_->gbound[i] = 1;
+      gaddr_[i] = addr;
+      gbound_[i] = 1;
       return true;
     }
   return false;
@@ -748,7 +759,7 @@ struct EngineImpl {
     c.kparam_size = uint32_t(J.params.size());
     c.mem = J.mem;
     c.shared_off = kd.shared_off.data();
-    c.gaddr = M.gaddr.data();
+    c.gaddr = J.tree->gaddr;
     c.gridws = cfg.cooperative ? J.gridws : nullptr;
     c.gridws_addr = cfg.cooperative ? kGridWorkspace : 0;
     c.rt = J.rt;
@@ -1408,14 +1419,17 @@ uint64_t Engine::max_coresident_blocks(const Module& mod, std::string_view kerne
 }
 CompileStats compile_stats() {
   const detail::JitStats s = detail::jit_stats();
-  return {s.seconds, s.kernels, s.functions, s.insts};
+  return {s.seconds, s.kernels, s.functions, s.insts, g_shared_loads.load(std::memory_order_relaxed)};
 }
+
+bool compile_in_progress() { return detail::jit_busy(); }
 
 uint64_t Engine::instructions_executed() const { return impl_->icount.load(); }
 
 namespace detail {
 
-LaunchError check_launch(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg, size_t params_size) {
+LaunchError check_launch(const ModuleImpl& M, const uint8_t* gbound, const KernelData& kd, const LaunchConfig& cfg,
+                         size_t params_size) {
   const Function& f = M.funcs[kd.func];
   LaunchError e;
   auto bad = [&](LaunchError::Kind k, std::string msg) {
@@ -1459,7 +1473,7 @@ LaunchError check_launch(const ModuleImpl& M, const KernelData& kd, const Launch
   if (local_bytes > (1ull << 30))
     return bad(LaunchError::InvalidConfig, "per-block local memory too large");
   for (uint32_t g : kd.globals_used)
-    if (!M.gbound[g]) return bad(LaunchError::InvalidConfig, "global variable '" + M.globals[g].name + "' is not bound to device memory");
+    if (!gbound[g]) return bad(LaunchError::InvalidConfig, "global variable '" + M.globals[g].name + "' is not bound to device memory");
   return e;
 }
 
@@ -1530,7 +1544,7 @@ LaunchError EngineImpl::run_tree(const ModuleImpl& M, const KernelData& kd, cons
       cc.pending_launch_limit = cfg.pending_launch_limit;
       const KernelData& ckd = M.kdata[ch.kernel];
       const uint64_t bytes = ch.params.size();
-      LaunchError ce = check_launch(M, ckd, cc, bytes);
+      LaunchError ce = check_launch(M, tree.gbound, ckd, cc, bytes);
       if (!ce) ce = run_tree(M, ckd, cc, std::move(ch.params), mem, tree, depth + 1);
       {
         // a launch is pending until its grid completes
@@ -1560,7 +1574,7 @@ LaunchError Engine::launch(const Module& mod, std::string_view kernel, const Lau
     if (M.kernels[i].name == kernel) kd = &M.kdata[i];
   if (!kd) return {LaunchError::InvalidConfig, "kernel " + std::string(kernel) + ": no such kernel in the module"};
   if (params_size && !params) params_size = 0;
-  if (LaunchError e = detail::check_launch(M, *kd, cfg, params_size)) return e;
+  if (LaunchError e = detail::check_launch(M, mod.gbound(), *kd, cfg, params_size)) return e;
   const uint64_t nblocks = uint64_t(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
   const uint32_t per_worker = detail::blocks_per_worker(*kd, cfg);
   if (cfg.cooperative && nblocks > uint64_t(per_worker) * impl_->nthreads)
@@ -1574,6 +1588,8 @@ LaunchError Engine::launch(const Module& mod, std::string_view kernel, const Lau
   // budget, cancel flag and watchdog.
   auto run = [&](const LaunchConfig& c, bool interpret, bool compile, bool serial) {
     detail::DevTree tree(std::min(c.pending_launch_limit, detail::kMaxPendingLaunches));
+    tree.gaddr = mod.gaddr();
+    tree.gbound = mod.gbound();
     tree.interpret = interpret;
     tree.compile = compile;
     tree.serial = serial;

@@ -174,15 +174,16 @@ struct KernelData {
 };
 
 struct JitState;
-struct ModuleImpl {
+// Immutable once parsed: loads of the same text by one tenant share it (the
+// compile cache, module_cache.cpp); a load's variable addresses are its own
+// (Module::gaddr).
+struct ModuleImpl : std::enable_shared_from_this<ModuleImpl> {
   std::string text;
   std::vector<uint32_t> line_start;
   std::vector<Function> funcs;
   std::unordered_map<std::string, uint32_t> func_by_name;
   std::vector<SharedVar> shared;
   std::vector<GlobalVar> globals;
-  std::vector<uint64_t> gaddr;
-  std::vector<uint8_t> gbound;
   std::vector<uint64_t> cpool;  // rows of 32 identical values
   std::vector<KernelInfo> kernels;
   std::vector<KernelData> kdata;
@@ -207,7 +208,20 @@ bool parse_module(std::string_view text, ModuleImpl& m, std::string* err);
 
 // The launch checks a host launch and a device-side launch share (block and
 // grid shape, shared memory, parameter size, registers, unsupported code).
-LaunchError check_launch(const ModuleImpl& M, const KernelData& kd, const LaunchConfig& cfg, size_t params_size);
+// `gbound`: which of the module's variables this load has bound.
+LaunchError check_launch(const ModuleImpl& M, const uint8_t* gbound, const KernelData& kd, const LaunchConfig& cfg,
+                         size_t params_size);
+
+// The compile cache (module_cache.cpp): the parsed module of `text` for
+// `tenant`, shared with the tenant's other loads of the same text while any
+// is loaded, and kept a while after (the last kModulesKept modules that any
+// tenant loaded); parsed by `parse` when not there. An empty tenant never
+// shares. Null: `parse` failed (*err says why).
+constexpr size_t kModulesKept = 32;
+constexpr uint64_t kModuleBytesKept = 256ull << 20;  // of PTX text, over the kept modules
+std::shared_ptr<const ModuleImpl> shared_module(std::string_view text, std::string_view tenant,
+                                                std::shared_ptr<ModuleImpl> (*parse)(std::string_view, std::string*),
+                                                std::string* err, bool* hit);
 
 // ---- execution context (one per worker, describes the current warp) ----
 struct Warp;

@@ -11,7 +11,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "internal.hpp"
@@ -78,9 +77,8 @@ struct JitState {
   std::unique_ptr<std::atomic<uint64_t>[]> interp_ns;  // per kernel (kdata index): time interpreted so far
   std::unique_ptr<std::atomic<bool>[]> failed;         // per kernel: its compile failed, it stays interpreted
   void* tracker = nullptr;  // the code generator's handle of the module's code
-  // auto mode: the compile running in the background (one per module at a time;
-  // the destructor waits for it, as it reads the module's code)
-  std::thread background;
+  // auto mode: a compile of the module is queued or running in the background
+  // (one per module at a time; the queue holds the module until it is done)
   std::atomic<bool> compiling{false};
 };
 
@@ -91,8 +89,10 @@ JitMode jit_mode();
 // auto: a kernel is compiled once it has run in the interpreter for twice what
 // its compile is estimated to take (about 1 ms per PTX instruction of it and
 // what it calls), and at least 100 ms: one-shot and short launches never pay for it.
-// The compile runs in the background: launches go on interpreted meanwhile and
-// use the compiled code from the moment it is published (even a running one).
+// The compile runs in the background, on one thread for the process (compiles
+// are one at a time): launches go on interpreted meanwhile and use the compiled
+// code from the moment it is published (even a running one). Unloading a
+// module never waits for it; at exit only the compile in progress is waited for.
 constexpr uint64_t kJitAutoNs = 100'000'000, kJitNsPerInst = 1'000'000;
 // Compiles the kernel and every function it may reach, when the mode calls for
 // it. Called before a grid starts.
@@ -105,6 +105,7 @@ struct JitStats {
   uint64_t kernels = 0, functions = 0, insts = 0;
 };
 JitStats jit_stats();
+bool jit_busy();  // a background compile is running or queued
 
 // The code generator: libwormhole-ptx-jit.so (jit.cpp, LLVM) exports
 // `extern "C" const JitBackend* wh_ptx_jit_backend()`; the engine loads it at

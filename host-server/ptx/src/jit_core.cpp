@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -94,7 +97,6 @@ JitStats jit_stats() {
 }
 
 JitState::~JitState() {
-  if (background.joinable()) background.join();
   if (tracker)
     if (const JitBackend* b = backend(nullptr)) b->release(tracker);  // frees the module's code
 }
@@ -106,6 +108,67 @@ void jit_account(const ModuleImpl& M, const KernelData& kd, uint64_t ns) {
 
 namespace {
 void compile_kernel(const ModuleImpl& M, const KernelData& kd);
+
+// The background compiler: one thread for the process, fed a queue of
+// (module, kernel). At exit, the compile in progress must end before any
+// static object it may use is destroyed: exit handlers run newest first, so
+// one is registered before each compile (after everything that compiles
+// before it made); it drops what is queued and waits for the compile.
+void stop_background();
+struct Background {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<std::shared_ptr<const ModuleImpl>, uint32_t>> queue;
+  bool busy = false, stopping = false;
+
+  void run() {
+    std::unique_lock lk(mu);
+    for (;;) {
+      cv.wait(lk, [&] { return stopping || !queue.empty(); });
+      if (stopping) break;
+      auto [m, k] = std::move(queue.front());
+      queue.pop_front();
+      busy = true;
+      lk.unlock();
+      std::atexit(stop_background);
+      compile_kernel(*m, m->kdata[k]);
+      m->jit->compiling.store(false, std::memory_order_release);
+      m.reset();  // a module unloaded meanwhile is freed here
+      lk.lock();
+      busy = false;
+      cv.notify_all();
+    }
+  }
+  void stop() {
+    decltype(queue) dropped;
+    std::unique_lock lk(mu);
+    stopping = true;
+    dropped.swap(queue);
+    cv.notify_all();
+    cv.wait(lk, [&] { return !busy; });
+    lk.unlock();
+  }
+};
+
+std::atomic<Background*> g_background{nullptr};  // set once made (jit_busy)
+Background* background() {
+  static Background* bg = [] () -> Background* {
+    if (!backend(nullptr)) return nullptr;
+    auto* b = new Background;  // never destroyed: the thread may outlive every static
+    std::thread([b] { b->run(); }).detach();
+    g_background.store(b, std::memory_order_release);
+    return b;
+  }();
+  return bg;
+}
+void stop_background() { background()->stop(); }
+}  // namespace
+
+bool jit_busy() {
+  Background* b = g_background.load(std::memory_order_acquire);
+  if (!b) return false;
+  std::lock_guard lk(b->mu);
+  return b->busy || !b->queue.empty();
 }
 
 void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
@@ -124,12 +187,16 @@ void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force) {
   for (uint32_t u : kd.funcs)
     if (!S.table[u].load(std::memory_order_relaxed)) ninst += M.funcs[u].code.size();
   if (interp < 2 * ninst * kJitNsPerInst) return;
+  Background* bg = background();
+  if (!bg) {
+    compile_kernel(M, kd);  // says once why nothing compiles
+    return;
+  }
   if (S.compiling.exchange(true, std::memory_order_acq_rel)) return;  // another kernel of the module is compiling
-  if (S.background.joinable()) S.background.join();                // the one before, finished
-  S.background = std::thread([&M, &kd, &S] {
-    compile_kernel(M, kd);
-    S.compiling.store(false, std::memory_order_release);
-  });
+  std::lock_guard lk(bg->mu);
+  if (bg->stopping) return;
+  bg->queue.emplace_back(M.shared_from_this(), uint32_t(k));
+  bg->cv.notify_all();
 }
 
 namespace {

@@ -309,6 +309,10 @@ struct ContextLimits {
   // A restored session's device-address window (Context::va_base); the
   // context is refused when another holds it. 0: the backend chooses.
   uint64_t va_base = 0;
+  // Who the session belongs to ("uid:1000", "vm:NAME"): the sim device shares
+  // parsed and compiled modules between sessions of one tenant only. Empty:
+  // shares with no one.
+  std::string tenant;
 };
 
 class Backend {

@@ -154,18 +154,26 @@ struct ModuleImpl;
 struct EngineImpl;
 }  // namespace detail
 
+// A loaded module: the parsed PTX, and where this load put its variables.
+// Loads that name the same `tenant` (non-empty: a user, a VM) and carry the
+// same PTX share one parsed module and its compiled code (the compile cache,
+// docs/ptx.md): a program run again, or several processes of one user, do not
+// parse or compile the same kernels again. Loads of different tenants never
+// share. Each load keeps its own variable addresses.
 class Module {
  public:
-  static std::unique_ptr<Module> from_ptx(std::string_view ptx_text, std::string* err);
+  static std::unique_ptr<Module> from_ptx(std::string_view ptx_text, std::string* err, std::string_view tenant = {});
   // Links the PTX of several translation units (separate compilation, -rdc=true)
   // into one module: private symbols stay per unit, .weak definitions keep one,
   // .extern declarations resolve to another unit's definition (an undefined one
   // is an error naming it). See docs/ptx.md.
-  static std::unique_ptr<Module> from_ptx_units(const std::vector<std::string_view>& units, std::string* err);
+  static std::unique_ptr<Module> from_ptx_units(const std::vector<std::string_view>& units, std::string* err,
+                                                std::string_view tenant = {});
   // Picks the best PTX entry (highest arch). A SASS-only fatbin followed, within
   // `avail`, by further fatbins (the per-unit fatbins of an -rdc=true program)
   // links the best PTX entry of each of those; SASS only otherwise is an error.
-  static std::unique_ptr<Module> from_fatbin(const void* data, size_t avail, std::string* err);
+  static std::unique_ptr<Module> from_fatbin(const void* data, size_t avail, std::string* err,
+                                             std::string_view tenant = {});
   ~Module();
 
   const std::vector<KernelInfo>& kernels() const;
@@ -183,10 +191,15 @@ class Module {
   int target_arch() const;
 
   const detail::ModuleImpl& impl() const { return *impl_; }
+  // This load's variable addresses (by globals() index) and which are bound.
+  const uint64_t* gaddr() const { return gaddr_.data(); }
+  const uint8_t* gbound() const { return gbound_.data(); }
 
  private:
-  Module();
-  std::unique_ptr<detail::ModuleImpl> impl_;
+  explicit Module(std::shared_ptr<const detail::ModuleImpl> impl);
+  std::shared_ptr<const detail::ModuleImpl> impl_;
+  std::vector<uint64_t> gaddr_;
+  std::vector<uint8_t> gbound_;
 };
 
 // Owns a worker pool; blocks of a grid run in parallel on it. launch() is
@@ -221,7 +234,12 @@ class Engine {
 struct CompileStats {
   double seconds = 0;
   uint64_t kernels = 0, functions = 0, instructions = 0;
+  uint64_t shared_loads = 0;  // loads that found their module parsed (and maybe compiled) already
 };
 CompileStats compile_stats();
+// A background compile is running or queued. The process's exit waits for the
+// one running (LLVM's state must outlive it); a server that is stopping may
+// rather leave at once (std::_Exit) when this says so.
+bool compile_in_progress();
 
 }  // namespace wh::ptx
