@@ -356,6 +356,7 @@ constexpr auto kQuantum = std::chrono::milliseconds(5);
 constexpr uint32_t kMaxBlocksPerWorker = 32, kMaxThreadsPerWorker = 2048;
 constexpr uint64_t kResidentBytesPerWorker = 256ull << 20;
 constexpr uint64_t kSharedUnit = 128;  // shared memory allocation unit (sm_80)
+constexpr auto kWakeHelpersAfter = std::chrono::microseconds(20);
 
 struct Frame {
   uint32_t func, pc, active, waiting, min_wait, returned, regbase, localbase, callsite;
@@ -392,6 +393,12 @@ struct Job {
   std::atomic<uint64_t> next{0};
   std::atomic<bool> abort{false};   // stop every worker (error, cancel or timeout recorded in err)
   uint64_t serial = 0;              // distinct per grid run (Block::fresh_for)
+  // The launching thread runs the grid alone at first and wakes the other
+  // workers only when it takes longer than kWakeHelpersAfter (or its blocks
+  // wait on others): a wake-up costs tens of microseconds, more than a small
+  // grid takes to run.
+  bool helpers_pending = false, helpers_woken = false;
+  std::chrono::steady_clock::time_point wake_at{};
   GridRt* rt = nullptr;             // device runtime (dynamic parallelism) of this grid
   DevTree* tree = nullptr;          // the host launch it belongs to; tree->cancel: Engine::cancel()
   alignas(16) uint8_t gridws[kGridWorkspaceBytes] = {};
@@ -665,6 +672,17 @@ struct EngineImpl {
     return true;
   }
 
+  void wake_helpers(Job& J) {
+    J.helpers_pending = false;
+    J.helpers_woken = true;
+    {
+      std::lock_guard lk(mu);
+      running = unsigned(threads.size());
+      gen++;
+    }
+    cv.notify_all();
+  }
+
   void fail_job(Worker& W, Job& J) {
     std::lock_guard lk(J.err_mu);
     if (!J.err) J.err = W.ctx.err;
@@ -708,6 +726,9 @@ struct EngineImpl {
       if (W.resident.empty() && !admit()) break;
       Block& B = *W.resident[cur];
       Step st = step_block(W, J, B);
+      if (J.helpers_pending && &W == workers[0].get() && J.next.load(std::memory_order_relaxed) < J.nblocks &&
+          (st == Step::Stalled || st == Step::Quantum || std::chrono::steady_clock::now() >= J.wake_at))
+        wake_helpers(J);
       if (st == Step::Fault) { fail_job(W, J); break; }
       if (st == Step::Stop) break;
       if (st == Step::Done) {
@@ -1500,20 +1521,19 @@ LaunchError EngineImpl::run_grid(const ModuleImpl& M, const KernelData& kd, cons
   std::memcpy(job.gridws, &ws_size, 4);
   if (!tree.interpret) jit_prepare(M, kd, tree.compile);
   const auto t0 = std::chrono::steady_clock::now();
-  unsigned helpers = tree.serial ? 0u : unsigned(std::min<uint64_t>(threads.size(), job.nblocks - 1));
   {
     std::lock_guard lk(mu);
     this->job = &job;
-    if (helpers) {
-      running = unsigned(threads.size());
-      gen++;
-    }
   }
-  if (helpers) cv.notify_all();
+  if (!tree.serial && !threads.empty() && job.nblocks > 1) {
+    // a cooperative grid's blocks all wait on each other at once
+    if (cfg.cooperative) wake_helpers(job);
+    else job.helpers_pending = true, job.wake_at = t0 + kWakeHelpersAfter;
+  }
   run_job(*workers[0], job);
   {
     std::unique_lock lk(mu);
-    if (helpers) done_cv.wait(lk, [&] { return running == 0; });
+    if (job.helpers_woken) done_cv.wait(lk, [&] { return running == 0; });
     this->job = nullptr;
   }
   jit_account(M, kd, uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
