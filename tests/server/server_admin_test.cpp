@@ -1,15 +1,18 @@
 // Operating a running server: wormholectl (sessions, kill, stats, drain)
 // over the admin socket and that socket's validation; the Prometheus
 // endpoint; trace logging; a stopped client keeps its session, a dead one
-// is found within a second; a runaway kernel ends on kill and on SIGTERM.
+// is found within a second; a runaway kernel ends on kill and on SIGTERM;
+// a migration whose destination ran a call and died ends that session only.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <poll.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -19,6 +22,8 @@
 #include <vector>
 
 #include "test_process.hpp"
+#include "wormhole/fd_pass.hpp"
+#include "wormhole/ring.hpp"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -105,7 +110,87 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
+// A migration's destination that takes the session's channel over, reads one
+// request and dies without answering (as a server that crashes half-way).
+struct DyingDestination {
+  std::string path = tmp_name("dying-admin.sock");
+  int lfd = -1;
+  std::atomic<bool> took{false};
+  std::string error;
+  std::thread t;
+  DyingDestination() {
+    lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    if (bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(lfd, 1) != 0) error = "cannot listen";
+    t = std::thread([this] { run(); });
+  }
+  ~DyingDestination() {
+    if (t.joinable()) t.join();
+    close(lfd);
+    unlink(path.c_str());
+  }
+  void run() {
+    pollfd p{lfd, POLLIN, 0};
+    if (poll(&p, 1, 60000) != 1) return void(error = "nobody came");
+    int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    char line[4096];
+    int fds[300];
+    size_t got = 0;
+    if (wh::ring::recv_with_fds(c, line, sizeof line, fds, 300, &got) <= 0 || got < 3) {
+      close(c);
+      return void(error = "no descriptors");
+    }
+    std::string err;
+    auto region = wh::ring::Region::attach_fd(fds[0], &err);
+    auto ch = region ? wh::ring::ServerChannel::take_over(*region, 0, &err) : nullptr;
+    if (!ch) error = "take over: " + err;
+    wh::ring::Message m;
+    const auto end = std::chrono::steady_clock::now() + 30s;
+    while (ch && std::chrono::steady_clock::now() < end)
+      if (ch->recv(m, 100ms) == wh::ring::Status::Ok) {
+        took = true;
+        break;
+      }
+    ch.reset();
+    region.reset();
+    for (size_t i = 0; i < got; ++i) close(fds[i]);
+    close(c);  // no answer
+  }
+};
+
 }  // namespace
+
+TEST(ServerMigrate, ADestinationThatRanACallAndDiedEndsThatSessionNotTheServer) {
+  std::string sock = tmp_name("lost.sock");
+  Process s = start_server(sock);
+  ASSERT_TRUE(wait_for_path(admin_of(sock), s)) << s.output();
+  Process c = spawn_program(sock, std::string(WH_SERVER_PROGRAM_DIR) + "/verify_loop", {"60"});
+  json list;
+  for (int i = 0; i < 300 && (list = sessions(sock)).empty(); ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(list.size(), 1u) << s.output();
+  const std::string sid = std::to_string(list[0]["id"].get<uint64_t>());
+  DyingDestination dest;
+  ASSERT_EQ(dest.error, "");
+  auto r = ctl(sock, {"migrate", sid, "--to-admin", dest.path});
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("the session is lost"), std::string::npos) << r.output;
+  dest.t.join();
+  EXPECT_TRUE(dest.took) << dest.error;
+  // The program's call the destination took never gets an answer: it fails
+  // (the server ended the session), it does not hang.
+  const int st = c.wait(30s);
+  EXPECT_NE(st, 0) << c.output();
+  EXPECT_NE(c.output().find("cudaErrorDevicesUnavailable"), std::string::npos) << c.output();
+  EXPECT_EQ(c.output().find("PASS"), std::string::npos) << c.output();
+  EXPECT_TRUE(s.wait_for_output("the session is lost", 5s)) << s.output();
+  EXPECT_TRUE(sessions(sock).empty());
+  // The server goes on serving others.
+  auto v = Process::run({prog("vector_add")}, client_env(sock), 60s);
+  EXPECT_EQ(v.status, 0) << v.output;
+  EXPECT_TRUE(s.alive());
+}
 
 TEST(ServerAdmin, SessionsListsAClientAndKillEndsIt) {
   std::string sock = tmp_name("kill.sock");
