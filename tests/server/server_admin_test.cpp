@@ -343,6 +343,31 @@ TEST(ServerAdmin, MalformedRequestsAreAnsweredNotFatal) {
   EXPECT_EQ(s.wait(10s), 0) << s.output();
 }
 
+TEST(ServerAdmin, StatsReportThePtxCompilerAndItsCache) {
+  // Every kernel compiled at its first launch; the second run of the program
+  // (the same uid) finds its module, compiled, in the cache.
+  std::string sock = tmp_name("jit.sock");
+  Process s = Process::spawn({WH_SERVER_BIN, "--backend", "sim", "--sim-threads", "1", "--socket", sock, "--no-stats"},
+                             {"WORMHOLE_PTX_JIT=always"});
+  ASSERT_TRUE(wait_for_path(admin_of(sock), s)) << s.output();
+  for (int run = 0; run < 2; ++run) {
+    auto v = Process::run({prog("vector_add")}, client_env(sock), 60s);
+    ASSERT_EQ(v.status, 0) << v.output;
+  }
+  json st = ctl_json(sock, {"stats"});
+  ASSERT_TRUE(st.contains("ptx_compile")) << st.dump();
+  const json& c = st["ptx_compile"];
+  EXPECT_EQ(c["kernels"].get<uint64_t>(), 1u) << st.dump() << "\n" << s.output();
+  EXPECT_GT(c["instructions"].get<uint64_t>(), 0u);
+  EXPECT_GT(c["seconds"].get<double>(), 0.0);
+  EXPECT_EQ(c["cache_hits"].get<uint64_t>(), 1u) << st.dump();
+  auto text = ctl(sock, {"stats"});
+  EXPECT_NE(text.output.find("PTX compiler   1 kernels"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("1 module loads from the cache"), std::string::npos) << text.output;
+  s.kill(SIGTERM);
+  EXPECT_EQ(s.wait(10s), 0) << s.output();
+}
+
 TEST(ServerAdmin, AdminSocketIsConfigurable) {
   std::string sock = tmp_name("cfg.sock"), admin = tmp_name("elsewhere.admin");
   Process s = start_server(sock, {"--admin-socket", admin, "--admin-socket-mode", "0660"});
@@ -383,6 +408,8 @@ TEST(ServerMetrics, PromtoolAcceptsAScrapeWithSessionAndOpSeries) {
   EXPECT_NE(body.find("wormhole_call_duration_seconds_bucket{op=\"Malloc\",le=\"+Inf\"} 1\n"), std::string::npos)
       << body;
   EXPECT_NE(body.find("wormhole_call_errors_total{op=\"Malloc\"} 0\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("wormhole_ptx_compile_seconds_total "), std::string::npos) << body;
+  EXPECT_NE(body.find("wormhole_ptx_module_cache_hits_total 0\n"), std::string::npos) << body;
   const std::string f = tmp_name("scrape.txt");
   std::ofstream(f) << body;
   // promtool (Debian prometheus, scripts/deps.sh server-test): no errors, no lint findings.

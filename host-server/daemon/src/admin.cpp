@@ -17,6 +17,7 @@
 #include "server.hpp"
 #include "wormhole/fd_pass.hpp"
 #include "wormhole/proto/dispatch.hpp"
+#include "wormhole/ptx/engine.hpp"
 
 namespace wh::server {
 
@@ -160,6 +161,13 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid, con
                  {"kernel_s", double(kernel_ns) / 1e9},
                  {"thread_instructions", thread_instr},
                  {"ops", std::move(ops)}};
+      // The sim device's PTX compiler and its cache (docs/ptx.md); zero elsewhere.
+      const auto cs = wh::ptx::compile_stats();
+      out["ptx_compile"] = json{{"kernels", cs.kernels},
+                                {"functions", cs.functions},
+                                {"instructions", cs.instructions},
+                                {"seconds", cs.seconds},
+                                {"cache_hits", cs.shared_loads}};
     } else if (cmd == "migrate") {
       if (!rq.contains("session") || !rq["session"].is_number_unsigned() || !rq.contains("to") ||
           !rq["to"].is_string()) {

@@ -7,6 +7,7 @@
 
 #include "server.hpp"
 #include "wormhole/proto/dispatch.hpp"
+#include "wormhole/ptx/engine.hpp"
 
 namespace wh::server {
 
@@ -81,6 +82,17 @@ std::string Server::metrics_text() {
        "Bytes of peer copies between servers: received from other servers, pushed to them.");
   o << "wormhole_peer_copy_bytes_total{direction=\"in\"} " << stats_.bytes_peer_in.load() << '\n';
   o << "wormhole_peer_copy_bytes_total{direction=\"out\"} " << stats_.bytes_peer_out.load() << '\n';
+
+  const auto cs = wh::ptx::compile_stats();
+  head(o, "wormhole_ptx_compiled_kernels_total", "counter", "Kernels the sim device's PTX compiler compiled to native code.");
+  o << "wormhole_ptx_compiled_kernels_total " << cs.kernels << '\n';
+  head(o, "wormhole_ptx_compiled_instructions_total", "counter", "PTX instructions compiled to native code.");
+  o << "wormhole_ptx_compiled_instructions_total " << cs.instructions << '\n';
+  head(o, "wormhole_ptx_compile_seconds_total", "counter", "Time the PTX compiler spent compiling.");
+  o << "wormhole_ptx_compile_seconds_total " << num(cs.seconds) << '\n';
+  head(o, "wormhole_ptx_module_cache_hits_total", "counter",
+       "Module loads that found the module parsed (and compiled as far as it ran) in the compile cache.");
+  o << "wormhole_ptx_module_cache_hits_total " << cs.shared_loads << '\n';
 
   head(o, "wormhole_session_calls_total", "counter", "Calls a live session made.");
   for (auto& r : rows) o << "wormhole_session_calls_total{" << r.labels << "} " << r.calls << '\n';

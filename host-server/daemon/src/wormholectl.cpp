@@ -124,6 +124,13 @@ void print_stats(const json& r) {
     if (ti) std::printf("; %llu thread-instructions (%.1f M/s)", (unsigned long long)ti, ks > 0 ? double(ti) / ks / 1e6 : 0.0);
     std::printf("\n");
   }
+  if (r.contains("ptx_compile")) {
+    const json& c = r["ptx_compile"];
+    if (c["kernels"].get<uint64_t>() || c["cache_hits"].get<uint64_t>())
+      std::printf("PTX compiler   %llu kernels, %llu instructions compiled in %s; %llu module loads from the cache\n",
+                  (unsigned long long)c["kernels"].get<uint64_t>(), (unsigned long long)c["instructions"].get<uint64_t>(),
+                  human_time(c["seconds"].get<double>()).c_str(), (unsigned long long)c["cache_hits"].get<uint64_t>());
+  }
   if (r["ops"].empty()) return;
   std::printf("\n%-28s %12s %10s %12s\n", "OPERATION", "CALLS", "ERRORS", "MEAN");
   for (const auto& o : r["ops"]) {
