@@ -43,6 +43,16 @@ struct Cache {
       kept.pop_back();
     }
   }
+  // The live module of this text and tenant, now the most recent; null if none.
+  std::shared_ptr<const ModuleImpl> find(uint64_t key, std::string_view text, std::string_view tenant) {
+    auto [lo, hi] = by_key.equal_range(key);
+    for (auto it = lo; it != hi; ++it)
+      if (auto m = it->second.mod.lock(); m && it->second.tenant == tenant && m->text == text) {
+        keep(m);
+        return m;
+      }
+    return nullptr;
+  }
   void sweep() {
     for (auto it = by_key.begin(); it != by_key.end();) it = it->second.mod.expired() ? by_key.erase(it) : std::next(it);
   }
@@ -71,26 +81,20 @@ std::shared_ptr<const ModuleImpl> shared_module(std::string_view text, std::stri
   Cache& C = cache();
   {
     std::lock_guard lk(C.mu);
-    auto [lo, hi] = C.by_key.equal_range(key);
-    for (auto it = lo; it != hi; ++it)
-      if (auto m = it->second.mod.lock(); m && it->second.tenant == tenant && m->text == text) {
-        C.keep(m);
-        *hit = true;
-        return m;
-      }
+    if (auto m = C.find(key, text, tenant)) {
+      *hit = true;
+      return m;
+    }
   }
   // Parsed outside the lock (large modules take a while); two loads racing
   // may both parse, and the first one in is the one shared.
   std::shared_ptr<const ModuleImpl> m = parse(text, err);
   if (!m) return nullptr;
   std::lock_guard lk(C.mu);
-  auto [lo, hi] = C.by_key.equal_range(key);
-  for (auto it = lo; it != hi; ++it)
-    if (auto o = it->second.mod.lock(); o && it->second.tenant == tenant && o->text == text) {
-      C.keep(o);
-      *hit = true;
-      return o;
-    }
+  if (auto o = C.find(key, text, tenant)) {
+    *hit = true;
+    return o;
+  }
   C.sweep();
   C.by_key.emplace(key, Entry{std::string(tenant), m});
   C.keep(m);
