@@ -217,7 +217,7 @@ LaunchError check_launch(const ModuleImpl& M, const uint8_t* gbound, const Kerne
 // is loaded, and kept a while after (the last kModulesKept modules that any
 // tenant loaded); parsed by `parse` when not there. An empty tenant never
 // shares. Null: `parse` failed (*err says why).
-constexpr size_t kModulesKept = 32;
+constexpr size_t kModulesKept = 256;  // PyTorch loads one module per Triton kernel
 constexpr uint64_t kModuleBytesKept = 256ull << 20;  // of PTX text, over the kept modules
 std::shared_ptr<const ModuleImpl> shared_module(std::string_view text, std::string_view tenant,
                                                 std::shared_ptr<ModuleImpl> (*parse)(std::string_view, std::string*),
