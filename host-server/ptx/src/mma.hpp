@@ -53,19 +53,28 @@ struct MmaOp {
   uint8_t num = 0;      // ldmatrix/stmatrix: matrices (1, 2, 4)
   FragGeom g[4];        // d, a, b, c (wmma.load/store: g[0])
   uint32_t r[4][8] = {};  // register slots of d, a, b, c (load/store/ldmatrix/stmatrix: r[0])
-  // rc[f][l * g[f].distinct + e]: (row << 8) | col of lane l's element e of fragment f
-  // (frag_coord once at decode rather than for every element of every execution).
-  uint16_t rc[4][512] = {};
+  // pos[f][(i * 32 + l) * g[f].per_reg + s]: the element in bits s*bits.. of register i of
+  // lane l of fragment f, as an index into its matrix: row * cols + col, or, for
+  // wmma.load/store with .col, col * rows + row (the order of the matrix in memory).
+  // Elements past g.distinct repeat the first ones (the same index). Computed once at
+  // decode rather than for every element of every execution; the handlers then move
+  // elements between registers and a dense matrix with one table lookup each.
+  uint16_t pos[4][512] = {};
 };
 
 inline void mma_coords(MmaOp& op) {
-  for (int f = 0; f < 4; ++f)
-    for (int l = 0; l < 32; ++l)
-      for (int e = 0; e < op.g[f].distinct; ++e) {
-        int row, col;
-        frag_coord(op.g[f], l, e, row, col);
-        op.rc[f][l * op.g[f].distinct + e] = uint16_t(row << 8 | col);
-      }
+  const bool colmaj = (op.kind == MK_WLoad || op.kind == MK_WStore) && op.col;
+  for (int f = 0; f < 4; ++f) {
+    const FragGeom& g = op.g[f];
+    if (!g.nregs || !g.distinct) continue;
+    for (int i = 0; i < g.nregs; ++i)
+      for (int l = 0; l < 32; ++l)
+        for (int s = 0; s < g.per_reg; ++s) {
+          int row, col;
+          frag_coord(g, l, (i * g.per_reg + s) % g.distinct, row, col);
+          op.pos[f][(i * 32 + l) * g.per_reg + s] = uint16_t(colmaj ? col * g.rows + row : row * g.cols + col);
+        }
+  }
 }
 
 enum class MmaParse { Ok, Unsupported, Error };

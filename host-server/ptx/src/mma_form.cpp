@@ -63,12 +63,12 @@ FragGeom geom(int m, int n, int k, MmaFrag f, MmaEt et, bool wmma) {
   return g;
 }
 
-// What the handlers' fixed arrays hold (8 registers, 512 elements) in whole tiles; every
-// form of the tables fits.
+// What the handlers' fixed arrays hold (8 registers, 512 elements, 512 register parts) in
+// whole tiles, the distinct elements in whole registers; every form of the tables fits.
 bool fits(const FragGeom& g) {
   const int n8 = g.b ? g.cols : g.rows, k4v = g.b ? g.rows : g.cols;  // whole tiles only
   return g.nregs >= 1 && g.nregs <= 8 && g.rows * g.cols <= 512 && g.distinct >= 1 && n8 % 8 == 0 &&
-         k4v % (4 * g.v) == 0;
+         k4v % (4 * g.v) == 0 && g.nregs * g.per_reg * 32 <= 512 && g.distinct % g.per_reg == 0;
 }
 
 struct Mods {

@@ -88,6 +88,66 @@ inline void store_bytes(uint8_t* p, uint64_t v, uint32_t n) {
   }
 }
 
+// Fragment f's registers <-> a dense matrix M (the order of op.pos): element s of register
+// i of lane l is M[pos[(i * 32 + l) * per_reg + s]]. Loads into registers take every
+// register (repeats included); a gather for mma takes the distinct elements only (the
+// first distinct/per_reg registers), as mma reads them. PR: elements per register, fixed
+// at compile time so that the inner loops unroll.
+template <int PR, bool S32, class T, class C>
+inline void frag_to_regs_n(const MmaOp& op, int f, const T* M, uint64_t* const* D, C conv) {
+  const uint16_t* P = op.pos[f];
+  constexpr int sh = 32 / PR;
+  for (int i = 0; i < op.g[f].nregs; ++i) {
+    uint64_t* d = D[i];
+    for (int l = 0; l < 32; ++l, P += PR) {
+      uint64_t w = 0;
+      for (int s = 0; s < PR; ++s) w |= uint64_t(conv(M[P[s]])) << (s * sh);
+      d[l] = S32 ? frag_word(ME_S32, w) : w;
+    }
+  }
+}
+template <class T, class C>
+inline void frag_to_regs(const MmaOp& op, int f, const T* M, uint64_t* const* D, C conv) {
+  if (op.et[f] == ME_S32) return frag_to_regs_n<1, true>(op, f, M, D, conv);
+  switch (op.g[f].per_reg) {
+    case 1: return frag_to_regs_n<1, false>(op, f, M, D, conv);
+    case 2: return frag_to_regs_n<2, false>(op, f, M, D, conv);
+    default: return frag_to_regs_n<4, false>(op, f, M, D, conv);
+  }
+}
+template <int PR, class T, class C>
+inline void regs_to_frag_n(const MmaOp& op, int f, const uint64_t* const* S, int nregs, T* M, C conv) {
+  const uint16_t* P = op.pos[f];
+  constexpr int sh = 32 / PR;
+  const uint64_t mask = PR > 1 ? (1ull << sh) - 1 : op.g[f].bits == 64 ? ~0ull : 0xffffffffull;
+  for (int i = 0; i < nregs; ++i) {
+    const uint64_t* r = S[i];
+    for (int l = 0; l < 32; ++l, P += PR) {
+      const uint64_t w = r[l];
+      for (int s = 0; s < PR; ++s) M[P[s]] = conv((w >> (s * sh)) & mask);
+    }
+  }
+}
+template <class T, class C>
+inline void regs_to_frag(const MmaOp& op, int f, const uint64_t* const* S, int nregs, T* M, C conv) {
+  switch (op.g[f].per_reg) {
+    case 1: return regs_to_frag_n<1>(op, f, S, nregs, M, conv);
+    case 2: return regs_to_frag_n<2>(op, f, S, nregs, M, conv);
+    default: return regs_to_frag_n<4>(op, f, S, nregs, M, conv);
+  }
+}
+
+// A matrix line (8 to 128 bytes): sizes known at compile time copy with a few moves, where
+// a memcpy of a variable size costs more than the line.
+inline void copy_line(uint8_t* d, const uint8_t* s, size_t n) {
+  switch (n) {
+    case 16: std::memcpy(d, s, 16); break;
+    case 32: std::memcpy(d, s, 32); break;
+    case 64: std::memcpy(d, s, 64); break;
+    default: std::memcpy(d, s, n);
+  }
+}
+
 // wmma.load.{a,b,c} / wmma.store.d
 template <bool STORE>
 void h_wmma_ldst(Ctx& c, const Inst& I, uint32_t m) {
@@ -102,27 +162,10 @@ void h_wmma_ldst(Ctx& c, const Inst& I, uint32_t m) {
   // Storage for WMMA"), capped at the 16 bytes the CUDA guide asks of ldm.
   const uint32_t align = std::min<uint32_t>(16, g.nregs * (g.bits == 64 ? 8u : 4u));
   const uint64_t def_stride = op.col ? g.rows : g.cols;
-  const uint64_t* V[8];
-  if (STORE)
-    for (int i = 0; i < g.nregs; ++i) V[i] = c.src(op.r[0][i]);
-  // Lane l's elements, each at line[row or column] + offset (line: a memory row of the
-  // matrix, or a column with .col).
-  auto lane = [&](int l, auto&& line) {
-    const uint16_t* rc = op.rc[0] + l * g.distinct;
-    const int sh = g.bits == 64 ? 0 : g.bits;
-    for (int i = 0, e = 0; i < g.nregs; ++i) {
-      uint64_t w = STORE ? V[i][l] : 0;
-      for (int s = 0; s < g.per_reg; ++s, ++e) {
-        const int x = e < g.distinct ? e : e % g.distinct;
-        uint8_t* p = op.col ? line(rc[x] & 0xff, rc[x] >> 8) : line(rc[x] >> 8, rc[x] & 0xff);
-        if (!p) return false;
-        if constexpr (STORE) store_bytes(p, w >> (s * sh), esz);  // little-endian host: the low bytes
-        else w |= load_bytes(p, esz) << (s * sh);
-      }
-      if constexpr (!STORE) c.dst(op.r[0][i])[l] = frag_word(op.et[0], w);
-    }
-    return true;
-  };
+  // Memory lines: rows, or columns with .col; op.pos indexes line * len + offset.
+  const int lines = op.col ? g.cols : g.rows, len = op.col ? g.rows : g.cols;
+  uint64_t* R[8];
+  for (int i = 0; i < g.nregs; ++i) R[i] = STORE ? const_cast<uint64_t*>(c.src(op.r[0][i])) : c.dst(op.r[0][i]);
   auto misaligned = [&](uint64_t base, uint64_t stride) {
     char b[96];
     snprintf(b, sizeof b, "address 0x%llx, stride %llu elements", (unsigned long long)base, (unsigned long long)stride);
@@ -130,43 +173,101 @@ void h_wmma_ldst(Ctx& c, const Inst& I, uint32_t m) {
                 std::string(STORE ? "wmma.store" : "wmma.load") + " with " + b + ": every row (column) must start at a multiple of " +
                     std::to_string(align) + " bytes");
   };
-  // The usual case: every lane names the same matrix; each of its lines is looked up once.
+  // The usual case: every lane names the same matrix, whose lines lie in one region each
+  // (and, for a store, do not overlap): the lines are copied to or from a dense matrix,
+  // and the registers move from or to it.
   bool uniform = true;
   for (int l = 1; l < 32 && uniform; ++l) uniform = (!AR || AR[l] == AR[0]) && (!S || uint32_t(S[l]) == uint32_t(S[0]));
   if (uniform) {
     const uint64_t base = (AR ? AR[0] : 0) + vb, stride = S ? uint32_t(S[0]) : def_stride;
     if (base % align || (stride * esz) % align) return misaligned(base, stride);
-    const int lines = op.col ? g.cols : g.rows, len = op.col ? g.rows : g.cols;
     uint8_t* L[64];
-    bool all = true;
+    bool all = !STORE || stride >= uint64_t(len);
     for (int i = 0; i < lines && all; ++i) all = (L[i] = span_ptr(c, I.space, base + uint64_t(i) * stride * esz, uint32_t(len) * esz, STORE));
     if (all) {
-      for (int l = 0; l < 32; ++l) lane(l, [&](int li, int o) { return L[li] + size_t(o) * esz; });
+      alignas(64) uint8_t T[4096];  // up to 512 elements of up to 8 bytes
+      const size_t lb = size_t(len) * esz;
+      for (int i = 0; i < lines; ++i) copy_line(T + i * lb, L[i], lb);  // a store keeps what its fragment does not cover
+      auto move = [&](auto* M) {
+        using E = std::remove_pointer_t<decltype(M)>;
+        if constexpr (STORE) regs_to_frag(op, 0, R, g.nregs, M, [](uint64_t b) { return E(b); });
+        else frag_to_regs(op, 0, M, R, [](E e) { return uint64_t(e); });
+      };
+      switch (esz) {
+        case 1: move(T); break;
+        case 2: move(reinterpret_cast<uint16_t*>(T)); break;
+        case 4: move(reinterpret_cast<uint32_t*>(T)); break;
+        default: move(reinterpret_cast<uint64_t*>(T)); break;
+      }
+      if (STORE)
+        for (int i = 0; i < lines; ++i) copy_line(L[i], T + i * lb, lb);
       return;
     }
   }
+  // Lane by lane, element by element: each address checked, a fault named precisely.
+  const int per_reg = g.per_reg, sh = g.bits == 64 ? 0 : g.bits;
   for_lanes_until(m, [&](int l) {
     const uint64_t base = (AR ? AR[l] : 0) + vb;
     const uint64_t stride = S ? uint32_t(S[l]) : def_stride;
     if (base % align || (stride * esz) % align) return misaligned(base, stride), false;
-    return lane(l, [&](int li, int o) {
-      const uint64_t off = uint64_t(li) * stride + uint64_t(o);
-      return mma_ptr(c, I, l, base + off * esz, esz, STORE);
-    });
+    for (int i = 0; i < g.nregs; ++i) {
+      const uint16_t* P = op.pos[0] + (i * 32 + l) * per_reg;
+      uint64_t w = STORE ? R[i][l] : 0;
+      for (int s = 0; s < per_reg; ++s) {
+        const uint64_t off = uint64_t(P[s] / len) * stride + uint64_t(P[s] % len);
+        uint8_t* p = mma_ptr(c, I, l, base + off * esz, esz, STORE);
+        if (!p) return false;
+        if constexpr (STORE) store_bytes(p, w >> (s * sh), esz);  // little-endian host: the low bytes
+        else w |= load_bytes(p, esz) << (s * sh);
+      }
+      if constexpr (!STORE) R[i][l] = frag_word(op.et[0], w);
+    }
+    return true;
   });
 }
 
-// Lane l's distinct elements of fragment f in order: fn(e, raw bits). The geometry is
-// copied into locals: the callers store through pointers the compiler cannot tell apart
-// from it.
-template <class F>
-inline void frag_lane(const uint64_t* const* R, const FragGeom& g, int l, F&& fn) {
-  const int bits = g.bits, per_reg = g.per_reg, distinct = g.distinct;
-  const uint64_t mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
-  for (int i = 0, e = 0; e < distinct; ++i) {
-    const uint64_t w = R[i][l];
-    for (int s = 0; s < per_reg && e < distinct; ++s, ++e) fn(e, (w >> (s * bits)) & mask);
+// D = A*B + C for float elements, k ascending per element (one rounding per addition; the
+// products are exact). Eight-float vectors along D's rows, eight independent sums at a time
+// (RB rows of NV vectors) so that the additions' latency overlaps; an AVX2 build where the
+// host has AVX2. Shapes outside the usual ones take the scalar loop.
+using f32x8 = float __attribute__((vector_size(32)));
+template <int NV>
+[[gnu::always_inline]] inline void mma_rows_f32(const float* A, const float* B, const float* C, float* D, int M, int K) {
+  constexpr int N = 8 * NV, RB = 8 / NV;
+  for (int i0 = 0; i0 < M; i0 += RB) {
+    f32x8 d[RB][NV];
+    for (int r = 0; r < RB; ++r)
+      for (int v = 0; v < NV; ++v) std::memcpy(&d[r][v], C + (i0 + r) * N + 8 * v, 32);
+    for (int k = 0; k < K; ++k) {
+      f32x8 b[NV];
+      for (int v = 0; v < NV; ++v) std::memcpy(&b[v], B + k * N + 8 * v, 32);
+      for (int r = 0; r < RB; ++r) {
+        const float a = A[(i0 + r) * K + k];
+        for (int v = 0; v < NV; ++v) d[r][v] = d[r][v] + a * b[v];
+      }
+    }
+    for (int r = 0; r < RB; ++r)
+      for (int v = 0; v < NV; ++v) std::memcpy(D + (i0 + r) * N + 8 * v, &d[r][v], 32);
   }
+}
+[[gnu::always_inline]] inline void mma_f32_body(const float* A, const float* B, const float* C, float* D, int M, int N, int K) {
+  if (N == 8 && M % 8 == 0) return mma_rows_f32<1>(A, B, C, D, M, K);
+  if (N == 16 && M % 4 == 0) return mma_rows_f32<2>(A, B, C, D, M, K);
+  if (N == 32 && M % 2 == 0) return mma_rows_f32<4>(A, B, C, D, M, K);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float d = C[i * N + j];
+      for (int k = 0; k < K; ++k) d = d + A[i * K + k] * B[k * N + j];
+      D[i * N + j] = d;
+    }
+}
+[[gnu::target("avx2")]] inline void mma_f32_avx2(const float* A, const float* B, const float* C, float* D, int M, int N, int K) {
+  mma_f32_body(A, B, C, D, M, N, K);
+}
+inline void mma_f32(const float* A, const float* B, const float* C, float* D, int M, int N, int K) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) mma_f32_avx2(A, B, C, D, M, N, K);
+  else mma_f32_body(A, B, C, D, M, N, K);
 }
 
 // D = A*B + C over the whole warp (wmma.mma and mma.sync).
@@ -178,48 +279,10 @@ void h_mma(Ctx& c, const Inst& I, uint32_t m) {
   for (int f = 1; f < 4; ++f)
     for (int i = 0; i < op.g[f].nregs; ++i) R[f][i] = c.src(op.r[f][i]);
   // Every operand is gathered before D is written: D often names C's registers.
-  auto gather = [&](int f, auto* out, auto conv) {
-    const FragGeom& g = op.g[f];
-    const uint16_t* rc = op.rc[f];
-    const int cols = g.cols, distinct = g.distinct;
-    for (int l = 0; l < 32; ++l, rc += distinct)
-      frag_lane(R[f], g, l, [&](int e, uint64_t b) { out[(rc[e] >> 8) * cols + (rc[e] & 0xff)] = conv(b); });
-  };
-  const FragGeom& gd = op.g[0];
-  uint64_t out[32][8];  // D's registers per lane
-  auto scatter = [&](auto value_bits) {
-    const uint16_t* rc = op.rc[0];
-    const int sh = gd.bits == 64 ? 0 : gd.bits;
-    for (int l = 0; l < 32; ++l, rc += gd.distinct)
-      for (int i = 0, e = 0; i < gd.nregs; ++i) {
-        uint64_t w = 0;
-        for (int s = 0; s < gd.per_reg && e < gd.distinct; ++s, ++e) w |= value_bits((rc[e] >> 8) * N + (rc[e] & 0xff)) << (s * sh);
-        out[l][i] = frag_word(op.et[0], w);
-      }
-  };
-  // D's rows are computed k by k across all columns at once, which adds in the same order
-  // per element as a k-inner loop; N fixed at compile time for the usual shapes so that
-  // the column loop is vectorised.
-  auto product = [&](auto* A, auto* B, auto* C, auto* D, auto madd) {
-    auto rows = [&](auto nn) {
-      const int n = nn.value ? int(nn.value) : N;
-      for (int i = 0; i < M; ++i) {
-        auto* d = D + i * n;
-        std::copy(C + i * n, C + i * n + n, d);
-        for (int k = 0; k < K; ++k) {
-          const auto a = A[i * K + k];
-          const auto* b = B + k * n;
-          for (int j = 0; j < n; ++j) d[j] = madd(a, b[j], d[j]);
-        }
-      }
-    };
-    switch (N) {
-      case 8: return rows(std::integral_constant<int, 8>{});
-      case 16: return rows(std::integral_constant<int, 16>{});
-      case 32: return rows(std::integral_constant<int, 32>{});
-      default: return rows(std::integral_constant<int, 0>{});
-    }
-  };
+  auto gather = [&](int f, auto* out, auto conv) { regs_to_frag(op, f, R[f], op.g[f].distinct / op.g[f].per_reg, out, conv); };
+  uint64_t* Dr[8];
+  for (int i = 0; i < op.g[0].nregs; ++i) Dr[i] = c.dst(op.r[0][i]);
+  auto scatter = [&](const auto* D, auto bits) { frag_to_regs(op, 0, D, Dr, bits); };
   const MmaEt at = op.et[1], bt = op.et[2], ct = op.et[3];
   if (at == ME_F64) {
     double A[512], B[512], C[512], D[512];
@@ -227,38 +290,42 @@ void h_mma(Ctx& c, const Inst& I, uint32_t m) {
     gather(1, A, f64);
     gather(2, B, f64);
     gather(3, C, f64);
-    product(A, B, C, D, [](double a, double b, double d) { return std::fma(a, b, d); });
-    scatter([&](int x) { return std::bit_cast<uint64_t>(D[x]); });
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double d = C[i * N + j];
+        for (int k = 0; k < K; ++k) d = std::fma(A[i * K + k], B[k * N + j], d);
+        D[i * N + j] = d;
+      }
+    scatter(D, [](double d) { return std::bit_cast<uint64_t>(d); });
   } else if (at == ME_S8 || at == ME_U8) {
     int64_t A[512], B[512], C[512], D[512];
     gather(1, A, [&](uint64_t b) { return mma_int(at, b); });
     gather(2, B, [&](uint64_t b) { return mma_int(bt, b); });
     gather(3, C, [&](uint64_t b) { return mma_int(ct, b); });
-    product(A, B, C, D, [](int64_t a, int64_t b, int64_t d) { return d + a * b; });
-    if (op.satfinite)
-      for (int x = 0; x < M * N; ++x) D[x] = std::clamp<int64_t>(D[x], INT32_MIN, INT32_MAX);
-    scatter([&](int x) { return uint64_t(uint32_t(D[x])); });
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        int64_t d = C[i * N + j];
+        for (int k = 0; k < K; ++k) d += A[i * K + k] * B[k * N + j];
+        D[i * N + j] = op.satfinite ? std::clamp<int64_t>(d, INT32_MIN, INT32_MAX) : d;
+      }
+    scatter(D, [](int64_t d) { return uint64_t(uint32_t(d)); });
   } else {
-    float A[512], B[512], C[512], D[512];
+    alignas(32) float A[512], B[512], C[512], D[512];
     // The element type chosen once per fragment, not per element.
     auto gather_f = [&](int f, float* to, MmaEt t) {
       switch (t) {
-        case ME_F16: return gather(f, to, [](uint64_t b) { return mma_float(ME_F16, b); });
-        case ME_BF16: return gather(f, to, [](uint64_t b) { return mma_float(ME_BF16, b); });
+        case ME_F16: return gather(f, to, [](uint64_t b) { return half_to_float(uint16_t(b)); });
+        case ME_BF16: return gather(f, to, [](uint64_t b) { return bf16_to_float(uint16_t(b)); });
         case ME_TF32: return gather(f, to, [](uint64_t b) { return mma_float(ME_TF32, b); });
-        default: return gather(f, to, [](uint64_t b) { return mma_float(ME_F32, b); });
+        default: return gather(f, to, [](uint64_t b) { return std::bit_cast<float>(uint32_t(b)); });
       }
     };
     gather_f(1, A, at);
     gather_f(2, B, bt);
     gather_f(3, C, ct);
-    product(A, B, C, D, [](float a, float b, float d) { return d + a * b; });  // exact products
-    if (op.et[0] == ME_F16) scatter([&](int x) { return uint64_t(to_half(double(D[x]))); });
-    else scatter([&](int x) { return uint64_t(std::bit_cast<uint32_t>(D[x])); });
-  }
-  for (int i = 0; i < gd.nregs; ++i) {
-    uint64_t* Dr = c.dst(op.r[0][i]);
-    for (int l = 0; l < 32; ++l) Dr[l] = out[l][i];
+    mma_f32(A, B, C, D, M, N, K);
+    if (op.et[0] == ME_F16) scatter(D, [](float d) { return uint64_t(to_half(double(d))); });
+    else scatter(D, [](float d) { return uint64_t(std::bit_cast<uint32_t>(d)); });
   }
 }
 
