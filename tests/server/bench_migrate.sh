@@ -36,6 +36,7 @@ for mib in $sizes; do
   wait $p || { echo "the client failed:"; cat "$dir/out.txt"; exit 1; }
   read -r before after < <(sed -n 's/^step_ms before \([0-9.]*\) .* after \([0-9.]*\)/\1 \2/p' "$dir/out.txt")
   grep "session $sid: migrated" "$dir/a.log" | sed "s/.*: migrated/  migrated/" >>"$dir/detail.txt"
+  grep "session $new: checkpoint read" "$dir/b.log" | tail -1 | sed "s/.*session $new: checkpoint/    there: checkpoint/" >>"$dir/detail.txt"
   printf "%8s %12s %14s %12.1f %14s %14s\n" "$mib" "$pause" "$ms" "$(echo "$fsz / 1048576" | bc -l)" "$before" "$after"
 done
-echo "the source's account of each move:"; cat "$dir/detail.txt"
+echo "the source's account of each move, and the destination's:"; cat "$dir/detail.txt"

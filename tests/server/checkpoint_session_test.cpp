@@ -6,8 +6,12 @@
 // checkpoint_unpack, and content with bytes changed or cut short (packed
 // again with a valid checksum) never crashes a restore and never leaves a
 // half-restored session serving.
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <string>
@@ -201,6 +205,60 @@ TEST_F(Fixture, EveryObjectSurvivesAtItsHandleAndAddress) {
   EXPECT_EQ(run<Op::TexObjectDestroy>({tex}), cudaErrorInvalidValue);
   // A handle that was never made stays invalid.
   EXPECT_EQ(run<Op::StreamSynchronize>({stream + 1}), cudaErrorInvalidResourceHandle);
+}
+
+// A move's checkpoint: the content stored as it is in a memfd, read in place
+// by the destination (no copy, no unpacking) and restored the same.
+TEST_F(Fixture, AStoredCheckpointIsReadInPlaceAndRestores) {
+  build();
+  const uint64_t va = s->context().va_base();
+  const Bytes expect = save();
+  CheckpointHeader h{};
+  std::snprintf(h.backend, sizeof h.backend, "sim");
+  h.va_base = va;
+  int fd = memfd_create("ckpt-test", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  {
+    CheckpointWriter w(fd, sizeof h);  // as a move writes it: straight into the memfd
+    std::string why;
+    ASSERT_TRUE(s->save(w, &why)) << why;
+    EXPECT_EQ(w.size(), expect.size());
+    ASSERT_TRUE(w.finish());
+  }
+  const CheckpointHeader sh = checkpoint_stored_header(h, expect.size());
+  ASSERT_EQ(pwrite(fd, &sh, sizeof sh, 0), ssize_t(sizeof sh));
+  struct stat st{};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  ASSERT_EQ(uint64_t(st.st_size), sizeof sh + expect.size());  // exactly the header and the content
+  Bytes file(st.st_size);
+  ASSERT_EQ(pread(fd, file.data(), file.size(), 0), ssize_t(file.size()));
+  close(fd);
+  CheckpointHeader got{};
+  Bytes storage;
+  std::span<const uint8_t> view;
+  std::string why;
+  ASSERT_TRUE(checkpoint_open(file, &got, &storage, &view, &why)) << why;
+  EXPECT_TRUE(got.flags & kCheckpointStored);
+  EXPECT_EQ(view.data(), file.data() + sizeof(CheckpointHeader));  // in place
+  EXPECT_TRUE(storage.empty());
+  ASSERT_TRUE(std::equal(view.begin(), view.end(), expect.begin(), expect.end()));
+  ASSERT_TRUE(restore(view, va, &why)) << why;
+  EXPECT_EQ(read_u32(buf), 6u);
+  EXPECT_EQ(read_u32(counter), 6u);
+  // Its header is checked as a compressed one's.
+  auto refused = [&](Bytes f, const char* says) {
+    why.clear();
+    EXPECT_FALSE(checkpoint_open(f, &got, &storage, &view, &why));
+    EXPECT_NE(why.find(says), std::string::npos) << why;
+  };
+  refused({file.begin(), file.end() - 1}, "truncated");
+  auto sizes = file;
+  uint64_t more = expect.size() + 1;
+  std::memcpy(sizes.data() + 16, &more, 8);  // content_bytes
+  refused(sizes, "sizes disagree");
+  auto flags = file;
+  flags[offsetof(CheckpointHeader, flags)] |= 2;
+  refused(flags, "flags");
 }
 
 TEST_F(Fixture, TheWindowOfALiveSessionIsNotGivenTwice) {

@@ -22,6 +22,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <nlohmann/json.hpp>
 
 #include "server.hpp"
@@ -39,17 +40,20 @@ using Clock = std::chrono::steady_clock;
 // How long the source waits for the destination to restore and answer.
 constexpr int kAdoptTimeoutMs = 600000;
 
-// A memfd holding the checkpoint of `content`, sealed; -1 and *err otherwise.
-int sealed_memfd(Bytes& content, const CheckpointHeader& h, uint64_t* bytes, std::string* err) {
+// A memfd for a move's checkpoint; -1 and *err otherwise.
+int checkpoint_memfd(std::string* err) {
   int fd = memfd_create("wormhole-checkpoint", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return *err = std::string("memfd_create: ") + strerror(errno), -1;
-  if (!checkpoint_write(fd, content, h, bytes)) {
-    *err = std::string("writing the checkpoint: ") + strerror(errno);
-    close(fd);
-    return -1;
-  }
-  fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  if (fd < 0) *err = std::string("memfd_create: ") + strerror(errno);
   return fd;
+}
+
+// Its header written (the content stored after it) and sealed.
+bool seal_checkpoint(int fd, const CheckpointHeader& given, uint64_t content_bytes, std::string* err) {
+  const CheckpointHeader h = checkpoint_stored_header(given, content_bytes);
+  if (pwrite(fd, &h, sizeof h, 0) != ssize_t(sizeof h) ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return *err = std::string("writing the checkpoint: ") + strerror(errno), false;
+  return true;
 }
 
 // A checkpoint behind a descriptor: mapped when it is a memfd sealed at its
@@ -59,6 +63,7 @@ struct CheckpointFile {
   Bytes copy;
   void* map = nullptr;
   size_t size = 0;
+  bool write_sealed = false;  // mapped, and no one can change it while it is read
   std::span<const uint8_t> bytes() const {
     return map ? std::span<const uint8_t>(static_cast<const uint8_t*>(map), size) : std::span<const uint8_t>(copy);
   }
@@ -75,9 +80,10 @@ bool read_checkpoint(int fd, CheckpointFile* f, std::string* err) {
   f->size = size_t(st.st_size);
   const int seals = fcntl(fd, F_GET_SEALS);
   if (seals >= 0 && (seals & F_SEAL_SHRINK) && f->size) {
-    void* m = mmap(nullptr, f->size, PROT_READ, MAP_SHARED, fd, 0);
+    void* m = mmap(nullptr, f->size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (m != MAP_FAILED) {
       f->map = m;
+      f->write_sealed = seals & F_SEAL_WRITE;
       return true;
     }
   }
@@ -159,25 +165,42 @@ bool Server::migrate_out(SocketSession& ss, Migration& m, bool* lost) {
   Session& s = *ss.session;
   const auto t0 = Clock::now();
   std::string why;
-  CheckpointWriter w;
+  // The content goes straight into the memfd handed on, after its header.
+  int ck = checkpoint_memfd(&why);
+  if (ck < 0) {
+    m.finish(why, 0);
+    return false;
+  }
   std::vector<int> segment_fds;
-  if (!s.save(w, &why, &segment_fds)) {
+  uint64_t raw = 0;
+  bool saved = false;
+  {
+    CheckpointWriter w(ck, sizeof(CheckpointHeader));
+    try {
+      saved = s.save(w, &why, &segment_fds);
+    } catch (const std::bad_alloc&) {
+      why = "no memory for the checkpoint";
+    }
+    raw = w.size();
+    if (saved && !w.finish()) saved = false, why = std::string("sizing the checkpoint: ") + strerror(errno);
+  }
+  if (!saved) {
+    close(ck);
     spdlog::warn("session {}: not migrated: {}", s.id(), why);
     m.finish(why, 0);
     return false;
   }
-  const uint64_t raw = w.content().size();
   const auto t_saved = Clock::now();
   CheckpointHeader h{};
   std::snprintf(h.backend, sizeof h.backend, "%s", backend_.name());
   h.device_bytes = s.device_bytes();
   h.va_base = s.context().va_base();
-  uint64_t packed = 0;
-  int ck = sealed_memfd(w.content(), h, &packed, &why);
-  if (ck < 0) {
+  if (!seal_checkpoint(ck, h, raw, &why)) {
+    close(ck);
     m.finish(why, 0);
     return false;
   }
+  const uint64_t packed = sizeof(CheckpointHeader) + raw;
   const auto t1 = Clock::now();
   int dst = connect_unix(m.to, &why);
   if (dst < 0) {
@@ -204,9 +227,9 @@ bool Server::migrate_out(SocketSession& ss, Migration& m, bool* lost) {
     const double ms_save = std::chrono::duration<double, std::milli>(t1 - t0).count();
     const double ms_all = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     const double ms_read = std::chrono::duration<double, std::milli>(t_saved - t0).count();
-    spdlog::info("session {}: migrated to {} as session {}: {} bytes of state ({} compressed), read in {:.1f} ms, "
-                 "packed into a memfd in {:.1f} ms, paused {:.1f} ms",
-                 s.id(), m.to, id, raw, packed, ms_read, ms_save - ms_read, ms_all);
+    spdlog::info("session {}: migrated to {} as session {}: {} bytes of state, read into a memfd in {:.1f} ms, "
+                 "sealed in {:.1f} ms, paused {:.1f} ms",
+                 s.id(), m.to, id, raw, ms_read, ms_save - ms_read, ms_all);
     s.own_grown(false);  // the destination serves the segments' pages now
     m.finish("", id);
     return true;
@@ -227,14 +250,17 @@ bool Server::migrate_out(SocketSession& ss, Migration& m, bool* lost) {
 std::string Server::adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_t* sid) {
   if (fds.size() < 3) return "adopt wants the region, the client socket, the checkpoint and any pinned segments";
   std::string err;
-  Bytes content;
+  Bytes storage;
+  std::span<const uint8_t> content;
   CheckpointHeader hdr{};
   const auto t0 = Clock::now();
   auto file = std::make_unique<CheckpointFile>();
   if (!read_checkpoint(fds[2], file.get(), &err)) return err;
   const auto t1 = Clock::now();
-  if (!checkpoint_unpack(file->bytes(), &hdr, &content, &err)) return err;
-  file.reset();
+  if (!checkpoint_open(file->bytes(), &hdr, &storage, &content, &err)) return err;
+  // Stored content is read in place: only from a copy, or a mapping no one can write.
+  if ((hdr.flags & kCheckpointStored) && file->map && !file->write_sealed)
+    return "an uncompressed checkpoint must come in a memfd sealed against writes";
   const auto t2 = Clock::now();
   std::unique_ptr<SocketSession> ss;
   if (err = adopt_session(fds[0], fds[1], hdr, content, peer_uid, &ss, std::span<const int>(fds).subspan(3));
@@ -242,6 +268,7 @@ std::string Server::adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_
     return err;
   ss->session->own_grown(true);
   auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  file.reset();
   spdlog::info("session {}: checkpoint read in {:.1f} ms, unpacked in {:.1f} ms, restored in {:.1f} ms",
                ss->session->id(), ms(t0, t1), ms(t1, t2), ms(t2, Clock::now()));
   *sid = ss->session->id();
@@ -325,7 +352,7 @@ bool Server::checkpoint_out(SocketSession& ss, Migration& m) {
   std::snprintf(h.backend, sizeof h.backend, "%s", backend_.name());
   h.device_bytes = s.device_bytes();
   h.va_base = s.context().va_base();
-  h.owner_pid = uint64_t(ss.cred.pid);
+  h.owner_pid = uint32_t(ss.cred.pid);
   h.owner_uid = uint64_t(ss.cred.uid);
   if (getrandom(h.token, sizeof h.token, 0) != ssize_t(sizeof h.token)) {
     m.finish("no random token", 0);

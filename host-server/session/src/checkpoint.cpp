@@ -2,10 +2,14 @@
 // (wormhole/server/checkpoint.hpp).
 #include "wormhole/server/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <new>
 
 namespace wh::server {
 
@@ -77,8 +81,52 @@ bool checkpoint_write(int fd, Bytes& content, const CheckpointHeader& given, uin
   return ok;
 }
 
-bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, Bytes* content,
-                       std::string* err) {
+CheckpointHeader checkpoint_stored_header(const CheckpointHeader& given, uint64_t content_bytes) {
+  CheckpointHeader h = given;
+  std::memcpy(h.magic, kCheckpointMagic, sizeof h.magic);
+  h.version = kCheckpointVersion;
+  h.header_bytes = sizeof h;
+  h.content_bytes = h.frame_bytes = content_bytes;
+  h.flags |= kCheckpointStored;
+  h.backend[sizeof h.backend - 1] = 0;
+  return h;
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (map_) munmap(map_, mapped_);
+}
+
+void CheckpointWriter::expect(uint64_t n) {
+  if (fd_ < 0) {
+    buf_.reserve(buf_.size() + n);
+    prefer_huge_pages(buf_);
+  } else if (at_ + size_ + n > mapped_) {
+    map(at_ + size_ + n);
+  }
+}
+
+// The pages come from one fallocate and are mapped by MAP_POPULATE: faulting
+// a gigabyte in page by page costs more than copying it.
+void CheckpointWriter::map(uint64_t bytes) {
+  const uint64_t page = 4096;
+  const uint64_t want = std::max<uint64_t>({bytes, 2 * mapped_, uint64_t(1) << 20});
+  const uint64_t len = (want + page - 1) / page * page;
+  if (map_) munmap(map_, mapped_), map_ = nullptr, mapped_ = 0;
+  if (fallocate(fd_, 0, 0, off_t(len)) != 0 && ftruncate(fd_, off_t(len)) != 0) throw std::bad_alloc();
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
+  if (m == MAP_FAILED) throw std::bad_alloc();
+  map_ = static_cast<uint8_t*>(m);
+  mapped_ = len;
+}
+
+bool CheckpointWriter::finish() {
+  if (fd_ < 0) return true;
+  if (map_) munmap(map_, mapped_), map_ = nullptr, mapped_ = 0;
+  return ftruncate(fd_, off_t(at_ + size_)) == 0;
+}
+
+bool checkpoint_open(std::span<const uint8_t> file, CheckpointHeader* hdr, Bytes* storage,
+                     std::span<const uint8_t>* content, std::string* err) {
   CheckpointHeader h{};
   if (file.size() < sizeof h) return *err = "not a Wormhole checkpoint (too short)", false;
   std::memcpy(&h, file.data(), sizeof h);
@@ -89,18 +137,33 @@ bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, Byt
            false;
   if (h.frame_bytes != file.size() - sizeof h) return *err = "the checkpoint is truncated or has trailing bytes", false;
   if (h.content_bytes > kCheckpointMaxBytes) return *err = "the checkpoint claims more than 64 GiB", false;
+  if (h.flags & ~kCheckpointStored) return *err = "the checkpoint has flags this server does not know", false;
+  h.backend[sizeof h.backend - 1] = 0;
+  if (h.flags & kCheckpointStored) {
+    if (h.content_bytes != h.frame_bytes) return *err = "the checkpoint's sizes disagree", false;
+    *content = file.subspan(sizeof h);
+    *hdr = h;
+    return true;
+  }
   const uint64_t framed = ZSTD_getFrameContentSize(file.data() + sizeof h, h.frame_bytes);
   if (framed != h.content_bytes) return *err = "the checkpoint's sizes disagree", false;
-  content->clear();
-  content->reserve(h.content_bytes);
-  prefer_huge_pages(*content);
-  content->resize(h.content_bytes);
-  const size_t n = ZSTD_decompress(content->data(), content->size(), file.data() + sizeof h, h.frame_bytes);
+  storage->clear();
+  storage->reserve(h.content_bytes);
+  prefer_huge_pages(*storage);
+  storage->resize(h.content_bytes);
+  const size_t n = ZSTD_decompress(storage->data(), storage->size(), file.data() + sizeof h, h.frame_bytes);
   if (ZSTD_isError(n) || n != h.content_bytes)
     return *err = std::string("the checkpoint is corrupt: ") + (ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short"),
            false;
-  h.backend[sizeof h.backend - 1] = 0;
+  *content = *storage;
   *hdr = h;
+  return true;
+}
+
+bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, Bytes* content, std::string* err) {
+  std::span<const uint8_t> c;
+  if (!checkpoint_open(file, hdr, content, &c, err)) return false;
+  if (c.data() != content->data()) content->assign(c.begin(), c.end());
   return true;
 }
 

@@ -122,8 +122,7 @@ bool Session::save(CheckpointWriter& w, std::string* why, std::vector<int>* segm
   uint64_t estimate = 1 << 16;
   for (const auto& [d, n] : allocs_) estimate += n + 16;
   modules_.for_each([&](uint64_t, ModuleEntry& m) { estimate += (m.image ? m.image->size() : 0) + 4096; });
-  w.content().reserve(w.content().size() + estimate);
-  prefer_huge_pages(w.content());
+  w.expect(estimate);
 
   w.u32(kSessionTag);
   w.i32(device_);

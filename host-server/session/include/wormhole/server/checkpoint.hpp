@@ -2,7 +2,9 @@
 // (docs/migration.md): what Session::save writes and Session::restore reads.
 //
 // A checkpoint is a fixed header, then one zstd frame with its content
-// checksum. The header says what the frame holds; the frame is a sequence
+// checksum (a file), or the content as it is (a move between two servers of
+// one host, in a memfd sealed against writes). The header says what the
+// frame holds; the frame is a sequence
 // of little-endian fields that Session::save writes in a fixed order. The
 // reader treats every byte as hostile: each read is bounds-checked, each
 // count is limited before anything is allocated for it, and the first
@@ -26,7 +28,11 @@ namespace wh::server {
 
 inline constexpr char kCheckpointMagic[8] = {'W', 'H', 'C', 'K', 'P', 'T', '\r', '\n'};
 // Bumped on any change of what the frame holds: a reader refuses others.
-inline constexpr uint32_t kCheckpointVersion = 3;
+inline constexpr uint32_t kCheckpointVersion = 4;
+// CheckpointHeader::flags: the content follows uncompressed (frame_bytes ==
+// content_bytes, no checksum). Compressing and unpacking gigabytes cost a move
+// more than the copy they would save, and a sealed memfd never leaves memory.
+inline constexpr uint32_t kCheckpointStored = 1;
 // Grown pinned segments a move carries: their memfds travel in the one
 // message with the region, socket and checkpoint (Linux passes up to 253).
 inline constexpr uint64_t kMaxMovedSegments = 250;
@@ -39,14 +45,16 @@ struct CheckpointHeader {
   uint32_t version;        // kCheckpointVersion
   uint32_t header_bytes;   // sizeof(CheckpointHeader)
   uint64_t content_bytes;  // the frame's size uncompressed
-  uint64_t frame_bytes;    // the zstd frame that follows
+  uint64_t frame_bytes;    // the zstd frame (or stored content) that follows
   char backend[16];        // the device kind it was taken on ("sim", "cuda")
   uint64_t device_bytes;   // device memory in it (what a destination must hold)
   uint64_t va_base;        // the session's device-address window (Context::va_base)
   // A checkpoint to a file: the client process it belongs to, and the
   // token that client presents to resume on the server that restores it
   // (DataAreaStatus::resume_token). Zero in a migration.
-  uint64_t owner_pid, owner_uid;
+  uint32_t owner_pid;
+  uint32_t flags;  // kCheckpointStored
+  uint64_t owner_uid;
   uint64_t token[2];
 };
 static_assert(sizeof(CheckpointHeader) == 96);
@@ -81,9 +89,20 @@ inline void prefer_huge_pages(Bytes& b) {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
-// Appends fields to the content.
+// Appends fields to the content: into content(), or straight into a memfd
+// (a move's checkpoint, handed on as it is: gigabytes of device memory are
+// then copied once, from the device into the memfd). A memfd that cannot
+// grow throws std::bad_alloc, as content() does.
 class CheckpointWriter {
  public:
+  CheckpointWriter() = default;
+  // The content goes into `memfd` (the caller's) from byte `at` on; finish()
+  // leaves the file at exactly at + size() bytes.
+  CheckpointWriter(int memfd, uint64_t at) : fd_(memfd), at_(at) {}
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
   void u8(uint8_t v) { put(&v, 1); }
   void u32(uint32_t v) { put(&v, 4); }
   void i32(int32_t v) { put(&v, 4); }
@@ -96,19 +115,38 @@ class CheckpointWriter {
   // Room for n bytes written later in place (device memory copied straight in).
   uint8_t* reserve(uint64_t n) {
     u64(n);
-    const size_t at = buf_.size();
-    buf_.resize(at + n);
-    return buf_.data() + at;
+    return grow(n);
   }
-  Bytes& content() { return buf_; }
+  // About n more bytes will follow: room for them at once (growing a buffer
+  // of gigabytes step by step copies it again at each doubling, or faults
+  // its pages in one by one).
+  void expect(uint64_t n);
+  uint64_t size() const { return fd_ < 0 ? buf_.size() : size_; }
+  Bytes& content() { return buf_; }  // without a memfd
+  // With a memfd: unmaps it and sets its size; false when that fails.
+  bool finish();
 
  private:
   void put(const void* p, size_t n) {
-    const size_t at = buf_.size();
-    buf_.resize(at + n);
-    if (n) std::memcpy(buf_.data() + at, p, n);
+    uint8_t* to = grow(n);
+    if (n) std::memcpy(to, p, n);
   }
+  uint8_t* grow(uint64_t n) {
+    if (fd_ < 0) {
+      const size_t at = buf_.size();
+      buf_.resize(at + n);
+      return buf_.data() + at;
+    }
+    if (at_ + size_ + n > mapped_) map(at_ + size_ + n);
+    uint8_t* p = map_ + at_ + size_;
+    size_ += n;
+    return p;
+  }
+  void map(uint64_t bytes);  // the memfd at least `bytes` long and mapped whole
   Bytes buf_;
+  int fd_ = -1;
+  uint64_t at_ = 0, size_ = 0, mapped_ = 0;
+  uint8_t* map_ = nullptr;
 };
 
 // Reads fields back; after the first failure every read fails and ok() is
@@ -188,8 +226,17 @@ Bytes checkpoint_pack(Bytes& content, const CheckpointHeader& h);
 // pieces: no second buffer of the checkpoint's size. False when a write
 // fails; *bytes: what was written.
 bool checkpoint_write(int fd, Bytes& content, const CheckpointHeader& h, uint64_t* bytes);
-// Checks the header and the frame's checksum and decompresses; false and
-// *err (what is wrong, for the operator) otherwise.
+// The header of a checkpoint whose content of `content_bytes` follows it as
+// it is (kCheckpointStored): a move's, written by a CheckpointWriter into a
+// memfd the destination maps.
+CheckpointHeader checkpoint_stored_header(const CheckpointHeader& h, uint64_t content_bytes);
+// Checks the header and, for a compressed frame, its checksum. *content: a
+// stored checkpoint's content, a view into `file` (which must outlive it);
+// a compressed one's, unpacked into *storage. False and *err (what is wrong,
+// for the operator) otherwise.
+bool checkpoint_open(std::span<const uint8_t> file, CheckpointHeader* hdr, Bytes* storage,
+                     std::span<const uint8_t>* content, std::string* err);
+// checkpoint_open with the content always in *content.
 bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, Bytes* content,
                        std::string* err);
 
