@@ -14,9 +14,9 @@
 #     cuBLAS/cuFFT/cuRAND handles, blocks of the device-side malloc heap,
 #     unfetched printf text and 300 MiB of pinned memory grown past the data
 #     area, checked by the program after the move.
-#  3. the same program checkpointed to a file: refused naming the grown
-#     pinned memory (a file cannot hold the client's memfds), and the
-#     program finishes on its server.
+#  3. the same program checkpointed to a file, its server killed (-9), a
+#     new server restoring the file: the client resumes, handing back its
+#     grown pinned memory (the file holds only where it was), and passes.
 #  4. wh-train checkpointed to a file, its server killed (-9), a new server
 #     started on the same socket restores the file and the client resumes:
 #     losses bit-identical to the unmoved run. Truncated and corrupt files
@@ -86,6 +86,7 @@ refused_then_goes_on() {
 }
 
 start_server a
+a_pid=${pids[-1]}
 start_server b
 start_server small --quota-mb 4
 start_server doomed
@@ -157,19 +158,32 @@ grep -q "probe kernel says 1234" "$dir/probe.out" || fail "printf text lost in t
 grep -q "PASS migrate_probe" "$dir/probe.out" || fail "probe: $(cat "$dir/probe.out")"
 echo "probe: every object checked after the move, 300 MiB of grown pinned memory included"
 
-echo "=== 3. state a checkpoint file cannot hold: refused by name, the session goes on"
-refused_then_goes_on a "$dir/hold.out" migrate_probe "pinned memory grown" "checkpoint SID $dir/pinned.ckpt" \
-  "$probe" "$dir/go" --pinned
-[ ! -e "$dir/pinned.ckpt" ] || fail "a refused checkpoint left a file"
+echo "=== 3. the probe checkpointed to a file, its server killed, restored by a new one: it passes"
+rm -f "$dir/go"
+run_guest a "$dir/pck.out" "$probe" "$dir/go" --pinned &
+prog=$!
+for _ in $(seq 1 600); do grep -q READY "$dir/pck.out" 2>/dev/null && break; sleep 0.05; done
+sid=$(session_after a 0) || fail "no probe session to checkpoint"
+"$ctl" --socket "$dir/a.sock" checkpoint "$sid" "$dir/pinned.ckpt" || fail "checkpoint of the probe"
+kill -9 "$a_pid"
+start_server a
+a_pid=${pids[-1]}
+"$ctl" --socket "$dir/a.sock" restore "$dir/pinned.ckpt" || fail "restore of the probe"
+touch "$dir/go"
+wait $prog || fail "the restored probe: $(cat "$dir/pck.out")"
+grep -q "session resumed from its checkpoint" "$dir/pck.out" || fail "the probe did not resume: $(cat "$dir/pck.out")"
+grep -q "PASS migrate_probe" "$dir/pck.out" || fail "probe after the restore: $(cat "$dir/pck.out")"
+echo "probe: checkpointed with 300 MiB of grown pinned memory ($(stat -c %s "$dir/pinned.ckpt") bytes of file), restored, passed"
 echo "=== 4. checkpoint to a file, the server killed, restored by a new one: the program goes on"
 run_guest a "$dir/ck.out" "$train" --epochs 1 --batch 128 --seed 42 --subset 40000 --test-subset 2000 --no-progress \
   --loss-out "$dir/loss-ck.txt" &
 prog=$!
 sid=$(session_after a 300) || fail "no session to checkpoint"
 "$ctl" --socket "$dir/a.sock" checkpoint "$sid" "$dir/s.ckpt" || fail "checkpoint"
-kill -9 "${pids[0]}"
+kill -9 "$a_pid"
 sleep 1  # the client's calls wait: its server holds nothing now
 start_server a
+a_pid=${pids[-1]}
 head -c 1000 "$dir/s.ckpt" >"$dir/short.ckpt"
 if "$ctl" --socket "$dir/a.sock" restore "$dir/short.ckpt" >"$dir/r0.txt" 2>&1; then fail "a truncated checkpoint was restored"; fi
 grep -q "truncated" "$dir/r0.txt" || fail "truncated: $(cat "$dir/r0.txt")"

@@ -327,7 +327,9 @@ bool Connection::resume_session() {
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
     proto::HelloReply rep{};
     int fd = -1;
-    const bool sent = ring::send_with_fd(s, &msg, sizeof msg, region_fd_);
+    std::vector<int> fds = {region_fd_};
+    for (int f : grown_segment_fds()) fds.push_back(f);
+    const bool sent = ring::send_with_fds(s, &msg, sizeof msg, fds);
     const ssize_t n = sent ? ring::recv_with_fd(s, &rep, sizeof rep, &fd) : -1;
     if (fd >= 0) close(fd);
     if (n != ssize_t(sizeof rep) || rep.magic != proto::kHelloMagic) {

@@ -36,6 +36,11 @@ std::map<uintptr_t, uint64_t> g_by_base;    // base address -> index, under rt()
 std::atomic<size_t> g_segment_count{0};     // lets in_data_area skip the lock while there are none
 std::mutex g_grow_mu;                       // one PinnedGrow at a time
 std::atomic<bool> g_grow_unsupported{false};  // the server has no segments for us (VM, ucx://)
+// The segments' memfds, kept until the server has released each: a client
+// resuming a checkpointed session hands them back with its region. Their own
+// lock: a resume runs inside a call, perhaps one made under rt().mu.
+std::mutex g_fd_mu;
+std::map<uint64_t, int> g_segment_fds;
 
 void heap_init(Connection* c) {
   Runtime& r = rt();
@@ -120,12 +125,18 @@ bool heap_alloc_grown(Connection* c, size_t n, uint64_t* off, std::string* why) 
   }
   const int fd = rs.size == size ? c->receive_segment(rs.segment, rs.size) : -1;
   void* at = fd >= 0 ? mmap(room, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) : MAP_FAILED;
-  if (fd >= 0) close(fd);
   if (at == MAP_FAILED) {
+    if (fd >= 0) close(fd);
     munmap(room, size);
     c->call<Op::PinnedRelease>({rs.segment});
     *why = "the server's pinned segment did not arrive";
     return false;
+  }
+  {
+    // An entry already there is a released segment's whose releaser has not
+    // taken it out yet: it closes its own descriptor.
+    std::lock_guard fl(g_fd_mu);
+    g_segment_fds[rs.segment] = fd;
   }
   std::lock_guard lk(rt().mu);
   const uint64_t first = rs.segment << kPinnedSegmentShift;
@@ -176,8 +187,18 @@ bool heap_free(uint64_t off) {
   }
   if (gone_index) {
     // After the server stopped using it (in order with earlier calls).
+    int fd = -1;
+    {
+      std::lock_guard fl(g_fd_mu);
+      if (auto f = g_segment_fds.find(gone_index); f != g_segment_fds.end()) fd = f->second;
+    }
     if (Connection* c = Connection::get()) c->call<Op::PinnedRelease>({gone_index});
     munmap(gone.base, gone.size);
+    // Its memfd goes once the server let the segment go (a resume during
+    // the call still hands it back).
+    std::lock_guard fl(g_fd_mu);
+    if (auto f = g_segment_fds.find(gone_index); f != g_segment_fds.end() && f->second == fd) g_segment_fds.erase(f);
+    if (fd >= 0) close(fd);
   }
   return true;
 }
@@ -216,6 +237,13 @@ bool grown_block_locked(uint64_t dptr, uint64_t* base, uint64_t* bytes) {
     return true;
   }
   return false;
+}
+
+std::vector<int> grown_segment_fds() {
+  std::lock_guard fl(g_fd_mu);
+  std::vector<int> fds;
+  for (const auto& [k, fd] : g_segment_fds) fds.push_back(fd);
+  return fds;
 }
 
 }  // namespace wh::guest

@@ -197,6 +197,9 @@ bool heap_alloc(Connection* c, size_t n, uint64_t* off, uint64_t keep = 0);
 bool heap_alloc_grown(Connection* c, size_t n, uint64_t* off, std::string* why);
 bool heap_free(uint64_t off);
 uint8_t* heap_host(Connection* c, uint64_t off);
+// The memfds of the grown segments the server has not released (a resume
+// hands them back with the region).
+std::vector<int> grown_segment_fds();
 // Inside a grown segment: its data-area offset and device address.
 bool in_grown_segment(const void* p, size_t n, uint64_t* off, uint64_t* dptr);
 // The pinned block of a grown segment at device address `dptr`: its device

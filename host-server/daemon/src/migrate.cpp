@@ -402,7 +402,7 @@ std::string Server::restore_file(const std::string& path, CheckpointHeader* hdr)
   return {};
 }
 
-void Server::resume_client(int fd, const ucred& cred, const proto::ResumeHello& rh, int region_fd) {
+void Server::resume_client(int fd, const ucred& cred, const proto::ResumeHello& rh, std::span<const int> passed) {
   proto::HelloReply rep{};
   rep.magic = proto::kHelloMagic;
   rep.version = proto::kVersion;
@@ -425,13 +425,14 @@ void Server::resume_client(int fd, const ucred& cred, const proto::ResumeHello& 
     p = std::move(it->second);
     restores_.erase(it);
   }
-  if (region_fd < 0) return refuse(cudaErrorInvalidValue, "no region came with the resume");
+  if (passed.empty()) return refuse(cudaErrorInvalidValue, "no region came with the resume");
   std::unique_ptr<SocketSession> ss;
-  if (std::string err = adopt_session(region_fd, fd, p.hdr, p.content, -1, &ss); !err.empty()) {
+  if (std::string err = adopt_session(passed[0], fd, p.hdr, p.content, -1, &ss, passed.subspan(1)); !err.empty()) {
     // Not consumed: the operator sees why in the log and may restore again.
-    return refuse(cudaErrorDevicesUnavailable, "restore: " + err);
+    return refuse(cudaErrorDevicesUnavailable, err);
   }
   Bytes().swap(p.content);
+  ss->session->own_grown(true);
   close(fd);  // adopt_session duplicated it
   rep.status = 0;
   rep.session_id = ss->session->id();

@@ -328,19 +328,19 @@ End serve_gate_channel(ring::ServerChannel& ch, Session& s, GateVm& gate, uint32
 }
 
 // Exactly n bytes within timeout_ms per wait. *passed (when given): the
-// first descriptor that came with them (a resuming client's region), -1 if
-// none; any other is closed.
-bool read_full(int fd, void* buf, size_t n, int timeout_ms, int* passed = nullptr) {
+// descriptors that came with them (a resuming client's region, then its
+// grown pinned segments), at most kMaxMovedSegments + 1; any other is closed.
+bool read_full(int fd, void* buf, size_t n, int timeout_ms, std::vector<int>* passed = nullptr) {
   auto* p = static_cast<uint8_t*>(buf);
-  if (passed) *passed = -1;
   while (n) {
     pollfd pfd{fd, POLLIN, 0};
     if (poll(&pfd, 1, timeout_ms) <= 0) return false;
-    int got = -1;
-    ssize_t r = ring::recv_with_fd(fd, p, n, &got);
-    if (got >= 0) {
-      if (passed && *passed < 0) *passed = got;
-      else close(got);
+    int got[kMaxMovedSegments + 1];
+    size_t ngot = 0;
+    ssize_t r = ring::recv_with_fds(fd, p, n, got, std::size(got), &ngot);
+    for (size_t i = 0; i < ngot; i++) {
+      if (passed && passed->size() <= kMaxMovedSegments) passed->push_back(got[i]);
+      else close(got[i]);
     }
     if (r <= 0) return false;
     p += r;
@@ -363,10 +363,14 @@ void Server::serve_socket_client(int fd) {
     limit.warn("refused a client: {}", why);
     close(fd);
   };
-  // A resuming client sends its region with the hello.
-  int passed = -1;
+  // A resuming client sends its region (and its grown pinned segments) with the hello.
+  std::vector<int> passed;
+  auto close_passed = [&] {
+    for (int x : passed) close(x);
+    passed.clear();
+  };
   if (!read_full(fd, &hello, sizeof hello, 2000, &passed) || hello.magic != proto::kHelloMagic) {
-    if (passed >= 0) close(passed);
+    close_passed();
     return refuse(cudaErrorInvalidValue, "bad hello");
   }
   if (hello.reserved & proto::kHelloResume) {
@@ -375,14 +379,14 @@ void Server::serve_socket_client(int fd) {
     socklen_t rl = sizeof rc;
     const bool ok = read_full(fd, &rh, sizeof rh, 2000) && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &rc, &rl) == 0;
     if (!ok) {
-      if (passed >= 0) close(passed);
+      close_passed();
       return refuse(cudaErrorInvalidValue, "bad resume hello");
     }
     resume_client(fd, rc, rh, passed);
-    if (passed >= 0) close(passed);
+    close_passed();
     return;
   }
-  if (passed >= 0) close(passed);  // only a resuming client sends one
+  close_passed();  // only a resuming client sends any
   if (draining_) return refuse(cudaErrorDevicesUnavailable, "the server is draining (wormholectl drain)");
   // Who the client is, from the kernel (the hello's pid is the client's word).
   ucred cred{};

@@ -154,7 +154,7 @@ class Server {
   std::mutex restores_mu_;
   std::map<std::pair<uint64_t, uint64_t>, PendingRestore> restores_;  // by token
   // A resuming client's hello (serve_socket_client).
-  void resume_client(int fd, const ucred& cred, const proto::ResumeHello& rh, int region_fd);
+  void resume_client(int fd, const ucred& cred, const proto::ResumeHello& rh, std::span<const int> passed);
   // The destination's side, on the admin thread: a session handed over with
   // its descriptors (region, client socket, checkpoint), restored and served.
   std::string adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_t* sid);

@@ -8,6 +8,7 @@
 // reported. What refuses a checkpoint, by name: anything of the session
 // whose saving is not written yet (save() says which).
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <iterator>
@@ -101,9 +102,8 @@ bool Session::save(CheckpointWriter& w, std::string* why, std::vector<int>* segm
     *why = "the session holds " + what + ", which cannot be checkpointed yet";
     return false;
   };
-  if (!grown_.empty() && !segment_fds) return refuse("pinned memory grown past its data area (it moves, but a file cannot hold it)");
-  if (segment_fds && grown_.size() > kMaxMovedSegments)
-    return refuse(std::to_string(grown_.size()) + " grown pinned segments (a move takes up to " +
+  if (grown_.size() > kMaxMovedSegments)
+    return refuse(std::to_string(grown_.size()) + " grown pinned segments (a move or a restore takes up to " +
                   std::to_string(kMaxMovedSegments) + ")");
   for (const auto& [k, g] : grown_)
     if (g.seg->fd() < 0) return refuse("pinned memory grown past its data area without a descriptor to hand on");
@@ -135,14 +135,20 @@ bool Session::save(CheckpointWriter& w, std::string* why, std::vector<int>* segm
   }
   w.u64(mapped_dptr_);
   w.u64(data_.size());
-  // Grown pinned segments: index, size and device address; their memory is
-  // the client's and never moves (the destination maps the same memfds).
+  // Grown pinned segments: index, size, device address and the memfd's
+  // identity (device and inode); their memory is the client's and never
+  // moves: a move hands the memfds on, a resuming client hands back its own
+  // (the same files), and each is recognised by its identity.
   w.u64(grown_.size());
   for (const auto& [k, g] : grown_) {
+    struct stat st{};
+    if (fstat(g.seg->fd(), &st) != 0) return refuse("a grown pinned segment whose descriptor cannot be read");
     w.u64(k);
     w.u64(g.mem.size());
     w.u64(g.dptr);
-    segment_fds->push_back(g.seg->fd());
+    w.u64(uint64_t(st.st_dev));
+    w.u64(uint64_t(st.st_ino));
+    if (segment_fds) segment_fds->push_back(g.seg->fd());
   }
 
   // Memory pools, then allocations (each with its pool's handle, 0 for
@@ -330,18 +336,25 @@ bool Session::restore(CheckpointReader& r, std::string* why, std::span<const int
       return bad("the data area cannot be mapped at its device address");
     mapped_dptr_ = got;
   }
-  const uint64_t nseg = r.count(kMaxMovedSegments, 24);
-  if (r.ok() && nseg != segment_fds.size())
-    return bad("the session holds " + std::to_string(nseg) + " grown pinned segments; " +
-               std::to_string(segment_fds.size()) + " came with it");
+  const uint64_t nseg = r.count(kMaxMovedSegments, 40);
   if (r.ok() && nseg && !pinned_source_) return bad("grown pinned memory cannot be served here (--pinned-budget-mb 0)");
+  // The descriptors that came (a move's, or a resuming client's), by identity.
+  std::map<std::pair<uint64_t, uint64_t>, int> came;
+  for (int fd : segment_fds) {
+    struct stat st{};
+    if (fstat(fd, &st) == 0) came.emplace(std::make_pair(uint64_t(st.st_dev), uint64_t(st.st_ino)), fd);
+  }
   for (uint64_t i = 0; i < nseg && r.ok(); i++) {
-    const uint64_t k = r.u64(), size = r.u64(), dptr = r.u64();
+    const uint64_t k = r.u64(), size = r.u64(), dptr = r.u64(), dev = r.u64(), ino = r.u64();
     if (!r.ok()) break;
     if (k == 0 || k >= kMaxPinnedSegments || grown_.count(k) || size != pinned_segment_bytes(size))
       return bad("a grown pinned segment of the checkpoint is invalid");
+    auto fd = came.find({dev, ino});
+    if (fd == came.end())
+      return bad("grown pinned segment " + std::to_string(k) + " (" + std::to_string(size >> 20) +
+                 " MiB at 0x" + fmt::format("{:x}", dptr) + ") did not come with the session");
     std::string err;
-    std::unique_ptr<PinnedSegment> seg = pinned_source_->adopt(segment_fds[i], size, &err);
+    std::unique_ptr<PinnedSegment> seg = pinned_source_->adopt(fd->second, size, &err);
     if (!seg) return bad(err);
     const std::span<uint8_t> mem = seg->memory();
     uint64_t got = 0;
