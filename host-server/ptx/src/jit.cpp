@@ -7,8 +7,11 @@
 // predicate selects which lanes it writes.
 #include "jit_gen.hpp"
 
+#include <llvm/ExecutionEngine/JITEventListener.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h>
+#include <llvm/ExecutionEngine/SectionMemoryManager.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -56,7 +59,18 @@ llvm::orc::LLJIT* the_jit(std::string* err) {
   // about 40% less compile time than its default and runs as fast (the bench
   // kernels and Inductor's kernels of a CNN's training step, measured).
   jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Less);
-  auto j = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+  llvm::orc::LLJITBuilder b;
+  b.setJITTargetMachineBuilder(std::move(*jtmb));
+  // WORMHOLE_PTX_PERF=1: compiled kernels named for `perf` (LLVM's jitdump
+  // file, for `perf inject --jit`; docs/ptx.md, "Profiling").
+  if (const char* perf = std::getenv("WORMHOLE_PTX_PERF"); perf && *perf == '1')
+    b.setObjectLinkingLayerCreator([](llvm::orc::ExecutionSession& es, const llvm::Triple&) {
+      auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+          es, [] { return std::make_unique<llvm::SectionMemoryManager>(); });
+      if (auto* l = llvm::JITEventListener::createPerfJITEventListener()) layer->registerJITEventListener(*l);
+      return std::unique_ptr<llvm::orc::ObjectLayer>(std::move(layer));
+    });
+  auto j = b.create();
   if (!j) {
     failure = llvm::toString(j.takeError());
     if (err) *err = failure;
