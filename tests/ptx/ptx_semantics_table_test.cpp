@@ -689,6 +689,10 @@ void add_float_cases(std::vector<Case>& cs) {
     cs.push_back({g + "neg" + fm, "neg" + fm + "." + n + " %d, %a;", t, t, kPred, kPred,
                   lanewise([in](u64 a, u64, u64) { return bits(V(-in(a))); }), Cmp::Float});
     if (f32) {
+      // min/max .NaN: a NaN operand gives the canonical NaN
+      const V cnan = std::bit_cast<float>(0x7fffffffu);
+      plain("min.NaN", 2, [cnan](V x, V y) { return std::isnan(x) || std::isnan(y) ? cnan : (y < x ? y : x); }, Cmp::ZeroEither);
+      plain("max.NaN", 2, [cnan](V x, V y) { return std::isnan(x) || std::isnan(y) ? cnan : (y > x ? y : x); }, Cmp::ZeroEither);
       // approximate forms: within their documented error of the exact value, normal range
       auto normal = [](V x) { return std::isfinite(x) && std::fabs(x) > V(1e-30) && std::fabs(x) < V(1e30); };
       plain("rcp.approx", 1, [](V x, V) { return V(1) / x; }, Cmp::Tol, 1e-6, [normal](V x, V) { return normal(x); });

@@ -31,7 +31,8 @@ enum class JK : uint8_t {
 };
 enum JOp : uint8_t {
   JAdd, JSub, JMul, JMulHi, JAnd, JOr, JXor, JMin, JMax, JDiv, JNeg, JNot, JAbs, JSqrt, JRcp, JRsqrt,
-  JEx2, JLg2, JSin, JCos, JTanh  // FUn: libm's functions, as the interpreter calls them
+  JEx2, JLg2, JSin, JCos, JTanh,  // FUn: libm's functions, as the interpreter calls them
+  JMinNaN, JMaxNaN                 // FBin: min/max.NaN (a NaN operand gives the canonical NaN)
 };
 struct JitDesc {
   JK kind;

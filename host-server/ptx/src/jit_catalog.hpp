@@ -76,6 +76,8 @@ void jit_catalog_f32() {
   jit_note(h_fbin<ODiv, FTZ, false>, {JK::FBin, JDiv, T_F32, T_None, FTZ});
   jit_note(h_fbin<OMin, FTZ, false>, {JK::FBin, JMin, T_F32, T_None, FTZ});
   jit_note(h_fbin<OMax, FTZ, false>, {JK::FBin, JMax, T_F32, T_None, FTZ});
+  jit_note(h_fbin<OMinNaN, FTZ, false>, {JK::FBin, JMinNaN, T_F32, T_None, FTZ});
+  jit_note(h_fbin<OMaxNaN, FTZ, false>, {JK::FBin, JMaxNaN, T_F32, T_None, FTZ});
   jit_note(h_fun<UNeg, FTZ, false>, {JK::FUn, JNeg, T_F32, T_None, FTZ});
   jit_note(h_fun<UAbs, FTZ, false>, {JK::FUn, JAbs, T_F32, T_None, FTZ});
   jit_note(h_fun<USqrt, FTZ, false>, {JK::FUn, JSqrt, T_F32, T_None, FTZ});

@@ -33,6 +33,13 @@ llvm::Value* Gen::fop(uint8_t op, llvm::Value* a, llvm::Value* b) {
     case JDiv: return B.CreateFDiv(a, b);
     case JMin: return fminmax(a, b, false);
     case JMax: return fminmax(a, b, true);
+    case JMinNaN:
+    case JMaxNaN: {
+      if (a->getType() != vec(f32)) return nullptr;
+      llvm::Value* nan = B.CreateBitCast(B.CreateVectorSplat(32, B.getInt32(0x7fffffffu)), vec(f32));  // canonical_nan
+      llvm::Value* any = B.CreateOr(B.CreateFCmpUNO(a, a), B.CreateFCmpUNO(b, b));
+      return B.CreateSelect(any, nan, fminmax(a, b, op == JMaxNaN));
+    }
   }
   return nullptr;
 }
