@@ -15,17 +15,24 @@ namespace wh::server {
 
 namespace {
 
+// `given` (backend, device bytes, window, owner) with the fields every
+// checkpoint's header carries: magic, format, sizes.
+CheckpointHeader stamped(const CheckpointHeader& given, uint64_t content_bytes) {
+  CheckpointHeader h = given;
+  std::memcpy(h.magic, kCheckpointMagic, sizeof h.magic);
+  h.version = kCheckpointVersion;
+  h.header_bytes = sizeof h;
+  h.content_bytes = content_bytes;
+  h.backend[sizeof h.backend - 1] = 0;
+  return h;
+}
+
 // The header and the frame through `sink` (bytes, in order), compressed in
 // 8 MiB pieces so no buffer the size of the frame is ever made; the header
 // goes first with the frame's size, which `place` writes once it is known.
 template <class Sink, class Place>
 bool pack_to(Bytes& content, const CheckpointHeader& given, Sink&& sink, Place&& place) {
-  CheckpointHeader h = given;
-  std::memcpy(h.magic, kCheckpointMagic, sizeof h.magic);
-  h.version = kCheckpointVersion;
-  h.header_bytes = sizeof h;
-  h.content_bytes = content.size();
-  h.backend[sizeof h.backend - 1] = 0;
+  CheckpointHeader h = stamped(given, content.size());
   if (!sink(reinterpret_cast<const uint8_t*>(&h), sizeof h)) return false;
   // Level 1: device memory is mostly floats, which a higher level barely
   // shrinks more, at several times the pause.
@@ -82,13 +89,9 @@ bool checkpoint_write(int fd, Bytes& content, const CheckpointHeader& given, uin
 }
 
 CheckpointHeader checkpoint_stored_header(const CheckpointHeader& given, uint64_t content_bytes) {
-  CheckpointHeader h = given;
-  std::memcpy(h.magic, kCheckpointMagic, sizeof h.magic);
-  h.version = kCheckpointVersion;
-  h.header_bytes = sizeof h;
-  h.content_bytes = h.frame_bytes = content_bytes;
+  CheckpointHeader h = stamped(given, content_bytes);
+  h.frame_bytes = content_bytes;
   h.flags |= kCheckpointStored;
-  h.backend[sizeof h.backend - 1] = 0;
   return h;
 }
 
@@ -163,7 +166,7 @@ bool checkpoint_open(std::span<const uint8_t> file, CheckpointHeader* hdr, Bytes
 bool checkpoint_unpack(std::span<const uint8_t> file, CheckpointHeader* hdr, Bytes* content, std::string* err) {
   std::span<const uint8_t> c;
   if (!checkpoint_open(file, hdr, content, &c, err)) return false;
-  if (c.data() != content->data()) content->assign(c.begin(), c.end());
+  if (hdr->flags & kCheckpointStored) content->assign(c.begin(), c.end());  // a view into `file` until now
   return true;
 }
 
