@@ -73,8 +73,12 @@ constexpr char kServerLabel[] = "wormhole-ucx-server";
 }  // namespace
 
 void client_mac(const Key& k, const Challenge& c, const Proof& p, uint8_t out[kMac]) {
+  // A move's or a resume's proof covers its magic too (a new session's
+  // never did: older clients compute it without).
+  const uint32_t magic = p.magic == kProofMagic ? 0 : p.magic;
   mac(k,
       {{kClientLabel, sizeof kClientLabel},
+       {&magic, magic ? 4u : 0u},
        {c.nonce, kNonce},
        {p.nonce, kNonce},
        {&p.min_version, 2},

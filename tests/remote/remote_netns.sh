@@ -23,6 +23,9 @@
 #                and serves again
 #   client_kill  a client is SIGKILLed: the server frees its session at once
 #   train        a short wh-train run (tests/train) over UCX
+#   migrate      wh-cnn moved between two ucx:// servers mid-epoch (wormholectl
+#                migrate): losses bit-identical to an unmoved run; failed moves
+#                leave it running
 #   bench        make bench-remote: raw TCP baselines and the ucx:// numbers
 # Needs root (ip netns); exits 77 (skipped) where namespaces cannot be made.
 set -u
@@ -289,6 +292,79 @@ train)
   cat "$tmp/out" | tail -3
   acc=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$tmp/out")
   awk -v a="${acc:-0}" -v m="${WH_TRAIN_MIN_ACC:-70}" 'BEGIN { exit !(a >= m) }' || fail "test accuracy ${acc:-?}% < ${WH_TRAIN_MIN_ACC:-70}%"
+  ;;
+migrate)
+  # wormholectl migrate of a network client's session between two ucx://
+  # servers (docs/migration.md): wh-cnn moved A -> B -> A mid-epoch has the
+  # per-step losses of an unmoved run, bit for bit. Before the first move,
+  # moves that must fail and leave the session running on A: to an address
+  # where no server listens, to a server whose quota is too small, to a
+  # server that stops answering half-way (then killed), to a unix socket
+  # (a network client's session moves to ucx:// servers), and a checkpoint
+  # to a file (not for network sessions).
+  cnn="$build/tests/train/wh-cnn"
+  [ -x "$cnn" ] || fail "no $cnn"
+  ctl() { "$build/bin/wormholectl" "$@"; }
+  start_other() {  # name port [options]
+    local name="$1" port="$2"; shift 2
+    ip netns exec "$ns_s" "$build/bin/wormhole-server" --backend sim --socket "$tmp/$name.sock" \
+      --listen "ucx://$ip_s:$port" --auth-key-file "$tmp/key" --remote-timeout-ms 2000 --no-stats "$@" \
+      >"$tmp/$name.log" 2>&1 &
+    for _ in $(seq 1 100); do grep -q "listening for network clients" "$tmp/$name.log" && return 0; sleep 0.1; done
+    cat "$tmp/$name.log"; fail "server $name does not listen"
+  }
+  start_other b 7712
+  start_other small 7713 --quota-mb 4
+  start_other doomed 7714
+  doomed_pid=$!
+  start_server --log-level info
+  sessions() {  # "id calls" of server $1's only session
+    ctl --socket "$1" --json sessions 2>/dev/null |
+      python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"]; print("%d %d" % (s[0]["id"], s[0]["calls"]) if s else "")'
+  }
+  # Long enough (10-20 s) for the refusals and both moves to happen mid-epoch.
+  args=(--epochs 1 --batch 64 --subset 48000 --test-subset 1000 --no-progress)
+  t0=$(ms)
+  client "$cnn" "${args[@]}" --loss-out "$tmp/loss-ref.txt" > "$tmp/ref.out" 2>&1 || { cat "$tmp/ref.out"; fail "wh-cnn unmoved"; }
+  echo "wh-cnn over ucx:// unmoved: $(( $(ms) - t0 )) ms"
+  TIMEOUT_MS=10000 WORMHOLE_VERBOSE=1 client "$cnn" "${args[@]}" --loss-out "$tmp/loss-moved.txt" > "$tmp/moved.out" 2>&1 &
+  prog=$!
+  sid=""
+  for _ in $(seq 1 600); do
+    line=$(sessions "$tmp/server.sock")
+    if [ -n "$line" ] && [ "${line#* }" -ge 200 ]; then sid="${line% *}"; break; fi
+    sleep 0.05
+  done
+  [ -n "$sid" ] || fail "no wh-cnn session on A"
+  refused() {  # what ctl-args...
+    local what="$1"; shift
+    if ctl --socket "$tmp/server.sock" "$@" > "$tmp/m.txt" 2>&1; then fail "wormholectl $* succeeded"; fi
+    grep -q "$what" "$tmp/m.txt" || fail "wormholectl $*: $(cat "$tmp/m.txt") (expected: $what)"
+    echo "refused as expected: $(cat "$tmp/m.txt")"
+  }
+  refused "cannot reach the destination" migrate "$sid" --to "ucx://$ip_s:7719"
+  refused "free to it here" migrate "$sid" --to "ucx://$ip_s:7713"
+  refused "network client's" migrate "$sid" --to "$tmp/b.sock"
+  refused "not be checkpointed" checkpoint "$sid" "$tmp/s.ckpt"
+  kill -STOP "$doomed_pid"
+  refused "the destination: no challenge" migrate "$sid" --to "ucx://$ip_s:7714"
+  kill -KILL "$doomed_pid"
+  ctl --socket "$tmp/server.sock" migrate "$sid" --to "ucx://$ip_s:7712" | tee "$tmp/m1.txt" || fail "move A -> B"
+  sid_b=$(sed -n 's/.*: session \([0-9]*\) there.*/\1/p' "$tmp/m1.txt")
+  [ -n "$sid_b" ] || fail "no session id in: $(cat "$tmp/m1.txt")"
+  sleep 1
+  ctl --socket "$tmp/b.sock" migrate "$sid_b" --to "$url" | tee "$tmp/m2.txt" || { cat "$tmp/b.log"; fail "move B -> A"; }
+  wait $prog || { tail -20 "$tmp/moved.out"; cat "$tmp/b.log"; fail "the moved wh-cnn run failed"; }
+  steps=$(grep -vc '^epoch' "$tmp/loss-ref.txt")
+  cmp -s "$tmp/loss-ref.txt" "$tmp/loss-moved.txt" && [ "$steps" -gt 0 ] ||
+    { diff "$tmp/loss-ref.txt" "$tmp/loss-moved.txt" | head; fail "losses differ after the moves"; }
+  acc_ref=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$tmp/ref.out")
+  acc_mov=$(sed -n 's/^final test_acc=\([0-9.]*\)%.*/\1/p' "$tmp/moved.out")
+  [ -n "$acc_ref" ] && [ "$acc_ref" = "$acc_mov" ] || fail "accuracy $acc_mov% after the moves, $acc_ref% unmoved"
+  [ "$(grep -c "the session moved to ucx://" "$tmp/moved.out")" = 2 ] || { cat "$tmp/moved.out"; fail "the client did not follow two moves"; }
+  grep -q "followed its session here" "$tmp/b.log" || { cat "$tmp/b.log"; fail "B's log shows no client following"; }
+  grep -h "migrated to" "$tmp/server.log" "$tmp/b.log"
+  echo "wh-cnn over ucx:// moved A -> B -> A: losses bit-identical over $steps steps, test accuracy $acc_mov% both"
   ;;
 bench)
   # make bench-remote: raw TCP first (ping-pong, bulk), then ucx://, both

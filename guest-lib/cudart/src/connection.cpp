@@ -84,12 +84,13 @@ ring::Status Connection::remote_post(uint16_t op, std::span<const std::span<cons
 }
 
 // ---- ucx:// (docs/remote.md): a network server; nothing is shared.
+std::string Connection::url() const { return remote_ ? remote_->url() : std::string(); }
+
 bool Connection::connect_remote(const std::string& url, std::string* err) {
   remote_ = RemoteLink::connect(url, err);
   if (!remote_) return false;
   version_ = remote_->version();
   transport_ = "ucx";
-  url_ = url;
   return true;
 }
 

@@ -49,9 +49,10 @@ class Connection {
   static int devices() { return g_device_count.load(std::memory_order_relaxed); }
   // Device d's connection (0 <= d < devices()), after get().
   static Connection* of(int device);
-  // This connection's device number, and (ucx://) the server's URL.
+  // This connection's device number, and (ucx://) the server's URL (where
+  // the session is now: a move changes it).
   int index() const { return index_; }
-  const std::string& url() const { return url_; }
+  std::string url() const;
   // True in the child of a fork() of a connected process (get() is nullptr).
   static bool in_forked_child();
   ~Connection();
@@ -161,7 +162,6 @@ class Connection {
   // than a slot, or the slot busy with another thread's call).
   std::atomic<uint64_t> sync_calls_{0}, gate_calls_{0}, ring_variable_{0}, ring_too_large_{0}, ring_busy_{0};
   int index_ = 0;                       // device number (several servers)
-  std::string url_;                     // ucx:// only
 };
 
 // Logs a message once per distinct text (stderr, prefixed "wormhole:").

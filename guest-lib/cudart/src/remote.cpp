@@ -46,44 +46,43 @@ bool client_key(net::Key* k, std::string* err) {
 }
 }  // namespace
 
-std::unique_ptr<RemoteLink> RemoteLink::connect(const std::string& url, std::string* err) {
+std::unique_ptr<net::Link> RemoteLink::open(const std::string& url, std::chrono::milliseconds timeout,
+                                            const uint64_t* token, Handshake* hs, std::string* err) {
   net::Addr addr;
   if (!net::parse_url(url, &addr, err)) return nullptr;
   net::Key key;
   if (!client_key(&key, err)) return nullptr;
-  std::unique_ptr<RemoteLink> r(new RemoteLink());
-  if (const char* t = std::getenv("WORMHOLE_REMOTE_TIMEOUT_MS"); t && atol(t) > 0)
-    r->timeout_ = std::chrono::milliseconds(atol(t));
-  r->link_ = net::Link::connect(addr, err);
-  if (!r->link_) return nullptr;
+  auto link = net::Link::connect(addr, err);
+  if (!link) return nullptr;
   // ---- the handshake (fixed-size messages; see wormhole/net.hpp)
-  auto deadline = Clock::now() + std::max<std::chrono::milliseconds>(r->timeout_, 1000ms);
+  auto deadline = Clock::now() + std::max<std::chrono::milliseconds>(timeout, 1000ms);
   auto lost = [&](const char* what) {
     *err = "cannot reach wormhole-server at " + url + " (" + what + ": " +
-           (r->link_->dead() ? r->link_->error() : "timed out") + ")";
+           (link->dead() ? link->error() : "timed out") + ")";
     return nullptr;
   };
-  if (!r->link_->fill(sizeof(net::Challenge), deadline)) return lost("no challenge");
+  if (!link->fill(sizeof(net::Challenge), deadline)) return lost("no challenge");
   net::Challenge ch;
-  std::memcpy(&ch, r->link_->buffered().data(), sizeof ch);
-  r->link_->consume(sizeof ch);
+  std::memcpy(&ch, link->buffered().data(), sizeof ch);
+  link->consume(sizeof ch);
   if (ch.magic != net::kChallengeMagic) {
     *err = url + " is not a wormhole-server";
     return nullptr;
   }
   net::Proof pr{};
-  pr.magic = net::kProofMagic;
+  pr.magic = token ? net::kResumeMagic : net::kProofMagic;
   pr.min_version = proto::kMinVersion;
   pr.max_version = proto::kVersion;
   pr.pid = uint32_t(getpid());
-  pr.timeout_ms = uint32_t(r->timeout_.count());
+  pr.timeout_ms = uint32_t(timeout.count());
   net::random_bytes(pr.nonce, sizeof pr.nonce);
+  if (token) std::memcpy(pr.nonce + net::kTokenAt, token, 16);  // the session that moved there
   net::client_mac(key, ch, pr, pr.mac);
-  if (!r->link_->send(&pr, sizeof pr, deadline)) return lost("authentication");
-  if (!r->link_->fill(sizeof(net::Verdict), deadline)) return lost("no verdict");
+  if (!link->send(&pr, sizeof pr, deadline)) return lost("authentication");
+  if (!link->fill(sizeof(net::Verdict), deadline)) return lost("no verdict");
   net::Verdict v;
-  std::memcpy(&v, r->link_->buffered().data(), sizeof v);
-  r->link_->consume(sizeof v);
+  std::memcpy(&v, link->buffered().data(), sizeof v);
+  link->consume(sizeof v);
   if (v.magic != net::kVerdictMagic) {
     *err = url + " is not a wormhole-server";
     return nullptr;
@@ -103,9 +102,24 @@ std::unique_ptr<RemoteLink> RemoteLink::connect(const std::string& url, std::str
     *err = "server " + url + " speaks no common protocol version";
     return nullptr;
   }
-  r->version_ = v.version;
-  r->max_msg_ = std::min<uint32_t>(ch.max_msg, (1u << 20));
-  r->server_timeout_ = std::chrono::milliseconds(std::max<uint32_t>(ch.timeout_ms, 100));
+  hs->version = v.version;
+  hs->max_msg = std::min<uint32_t>(ch.max_msg, (1u << 20));
+  hs->server_timeout = std::chrono::milliseconds(std::max<uint32_t>(ch.timeout_ms, 100));
+  hs->session_id = v.session_id;
+  return link;
+}
+
+std::unique_ptr<RemoteLink> RemoteLink::connect(const std::string& url, std::string* err) {
+  std::unique_ptr<RemoteLink> r(new RemoteLink());
+  if (const char* t = std::getenv("WORMHOLE_REMOTE_TIMEOUT_MS"); t && atol(t) > 0)
+    r->timeout_ = std::chrono::milliseconds(atol(t));
+  Handshake hs;
+  r->link_ = open(url, r->timeout_, nullptr, &hs, err);
+  if (!r->link_) return nullptr;
+  r->url_ = url;
+  r->version_ = hs.version;
+  r->max_msg_ = hs.max_msg;
+  r->server_timeout_ = hs.server_timeout;
   r->data_size_ = proto::kPinnedHeapOffset + kRemotePinned;
   void* d = mmap(nullptr, r->data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (d == MAP_FAILED) {
@@ -116,6 +130,36 @@ std::unique_ptr<RemoteLink> RemoteLink::connect(const std::string& url, std::str
   r->last_sent_ = Clock::now();
   r->keepalive_ = std::thread([p = r.get()] { p->keepalive_loop(); });
   return r;
+}
+
+std::string RemoteLink::url() const {
+  std::lock_guard lk(mu_);
+  return url_;
+}
+
+// The session moved to another server (wormholectl migrate) before the
+// request answered with kMoved ran: connect there with the move's token.
+// The caller sends that request (and those after it) again. Pinned memory
+// stays registered: UCX's context is the process's, not the link's.
+ring::Status RemoteLink::follow_locked(const ring::Message& m) {
+  proto::MovedNotice n;
+  if (m.payload.size() != sizeof n) return broken("the server sent a malformed notice of a move");
+  std::memcpy(&n, m.payload.data(), sizeof n);
+  n.url[sizeof n.url - 1] = 0;
+  const std::string url = n.url;
+  Handshake hs;
+  std::string err;
+  auto l = open(url, timeout_, n.token, &hs, &err);
+  if (!l) return broken("the session moved to " + url + ", which could not be reached: " + err);
+  link_ = std::move(l);  // the old link closes: the source frees its copy
+  url_ = url;
+  version_ = hs.version;
+  max_msg_ = hs.max_msg;
+  server_timeout_ = hs.server_timeout;
+  last_sent_ = Clock::now();
+  if (std::getenv("WORMHOLE_VERBOSE")) log("the session moved to %s (session %llu there)", url.c_str(),
+                                           (unsigned long long)hs.session_id);
+  return ring::Status::Ok;
 }
 
 RemoteLink::~RemoteLink() {
@@ -261,11 +305,15 @@ ring::Status RemoteLink::call(uint16_t op, std::span<const std::span<const uint8
   for (auto p : parts) len += p.size();
   if (len > max_msg_) return ring::Status::TooBig;
   std::lock_guard lk(mu_);
-  if (dead_) return ring::Status::Closed;
-  const uint64_t id = next_call_++;
-  append(op, 0, id, parts);
-  if (!flush_locked(Clock::now() + timeout_)) return broken("send: " + link_->error());
-  return answer_locked(id, m);
+  for (;;) {
+    if (dead_) return ring::Status::Closed;
+    const uint64_t id = next_call_++;
+    append(op, 0, id, parts);
+    if (!flush_locked(Clock::now() + timeout_)) return broken("send: " + link_->error());
+    ring::Status s = answer_locked(id, m);
+    if (s != ring::Status::Ok || m.hdr.status != proto::kMoved) return s;
+    if ((s = follow_locked(m)) != ring::Status::Ok) return s;
+  }
 }
 
 // Sends synchronous requests of one opcode together; their call ids are
@@ -287,11 +335,21 @@ ring::Status RemoteLink::call_many(uint16_t op, std::span<const std::span<const 
   for (auto r : requests)
     if (r.size() > max_msg_) return ring::Status::TooBig;
   std::lock_guard lk(mu_);
-  uint64_t first = 0;
-  if (ring::Status s = send_many_locked(op, requests, &first); s != ring::Status::Ok) return s;
   out.resize(requests.size());
-  for (size_t i = 0; i < requests.size(); i++)
-    if (ring::Status s = answer_locked(first + i, out[i]); s != ring::Status::Ok) return s;
+  // From the first request not answered yet (after a move: the one answered
+  // kMoved, sent again with those after it).
+  for (size_t from = 0; from < requests.size();) {
+    uint64_t first = 0;
+    if (ring::Status s = send_many_locked(op, requests.subspan(from), &first); s != ring::Status::Ok) return s;
+    size_t i = from;
+    for (; i < requests.size(); i++) {
+      if (ring::Status s = answer_locked(first + (i - from), out[i]); s != ring::Status::Ok) return s;
+      if (out[i].hdr.status != proto::kMoved) continue;
+      if (ring::Status s = follow_locked(out[i]); s != ring::Status::Ok) return s;
+      break;
+    }
+    from = i;
+  }
   return ring::Status::Ok;
 }
 
@@ -343,14 +401,21 @@ ring::Status RemoteLink::call_many_into(uint16_t op, std::span<const std::span<c
   for (auto r : requests)
     if (r.size() > max_msg_) return ring::Status::TooBig;
   std::lock_guard lk(mu_);
-  uint64_t first = 0;
-  if (ring::Status s = send_many_locked(op, requests, &first); s != ring::Status::Ok) return s;
   hdrs.resize(requests.size());
   ring::Message m;
-  for (size_t i = 0; i < requests.size(); i++) {
-    Into into{dsts[i], bytes[i], memh_for(dsts[i], bytes[i])};
-    if (ring::Status s = answer_locked(first + i, m, &into); s != ring::Status::Ok) return s;
-    hdrs[i] = m.hdr;
+  for (size_t from = 0; from < requests.size();) {  // as in call_many
+    uint64_t first = 0;
+    if (ring::Status s = send_many_locked(op, requests.subspan(from), &first); s != ring::Status::Ok) return s;
+    size_t i = from;
+    for (; i < requests.size(); i++) {
+      Into into{dsts[i], bytes[i], memh_for(dsts[i], bytes[i])};
+      if (ring::Status s = answer_locked(first + (i - from), m, &into); s != ring::Status::Ok) return s;
+      hdrs[i] = m.hdr;
+      if (m.hdr.status != proto::kMoved) continue;
+      if (ring::Status s = follow_locked(m); s != ring::Status::Ok) return s;
+      break;
+    }
+    from = i;
   }
   return ring::Status::Ok;
 }

@@ -48,9 +48,22 @@ class RemoteLink {
   uint16_t version() const { return version_; }
   bool alive() const { return !dead_.load(); }
   std::string error() const;
+  // The server's address (a move changes it).
+  std::string url() const;
 
  private:
   RemoteLink() = default;
+  struct Handshake {
+    uint16_t version = 0;
+    uint32_t max_msg = 0;
+    std::chrono::milliseconds server_timeout{10000};
+    uint64_t session_id = 0;
+  };
+  // Connects and authenticates: a new session, or (token) the session that
+  // moved to that server.
+  static std::unique_ptr<net::Link> open(const std::string& url, std::chrono::milliseconds timeout,
+                                         const uint64_t* token, Handshake* hs, std::string* err);
+  ring::Status follow_locked(const ring::Message& m);
   bool flush_locked(net::Clock::time_point deadline);
   ring::Status send_many_locked(uint16_t op, std::span<const std::span<const uint8_t>> requests, uint64_t* first);
   struct Into {
@@ -64,6 +77,7 @@ class RemoteLink {
   ring::Status broken(const std::string& why);
 
   std::unique_ptr<net::Link> link_;
+  std::string url_;
   mutable std::mutex mu_;
   std::vector<uint8_t> batch_;  // posted records not sent yet
   uint64_t next_call_ = 1;

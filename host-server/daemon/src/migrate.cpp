@@ -144,7 +144,14 @@ std::string Server::migrate_session(uint64_t id, Migration::Kind kind, const std
     for (Live& x : live_)
       if (x.s->id() == id) l = &x;
     if (!l) return "no session " + std::to_string(id);
-    if (!l->migrate) return "session " + std::to_string(id) + " is not a local socket client's: only those can migrate";
+    const std::string sid = "session " + std::to_string(id);
+    if (!l->migrate) return sid + " is a VM channel's: only socket and network clients' sessions can migrate";
+    const bool to_network = to.rfind("ucx://", 0) == 0;
+    if (l->network && kind == Migration::Kind::Move && !to_network)
+      return sid + " is a network client's: it moves to another ucx:// server (migrate --to ucx://HOST:PORT)";
+    if (!l->network && kind == Migration::Kind::Move && to_network)
+      return sid + " is a local client's: it moves to a server on this host (migrate --to SOCKET)";
+    if (l->network && kind == Migration::Kind::Move && to == cfg_.listen_url) return "the destination is this server";
     if (l->migration) return "session " + std::to_string(id) + " is already migrating";
     l->migration = m;
     l->migrate->store(true);

@@ -77,6 +77,7 @@ bool Server::start_remote() {
 
 void Server::serve_remote_listener() {
   while (!stopping_) {
+    expire_arrivals(false);
     for (auto& link : remote_listener_->accept(200ms)) {
       if (connections_.load() >= cfg_.max_clients) {
         warn_limited(fmt::format("refused a network client from {}: too many clients (--max-clients {})",
@@ -93,6 +94,7 @@ void Server::serve_remote_listener() {
     }
   }
   remote_listener_.reset();
+  expire_arrivals(true);
 }
 
 
@@ -130,7 +132,7 @@ void Server::serve_remote_client(std::shared_ptr<net::Link> link) {
     return serve_peer(*link, offer);
   }
   const net::Key* key = nullptr;
-  if (pr.magic == net::kProofMagic)
+  if (pr.magic == net::kProofMagic || pr.magic == net::kMoveMagic || pr.magic == net::kResumeMagic)
     for (const auto& k : remote_keys_) {
       uint8_t want[net::kMac];
       net::client_mac(k, ch, pr, want);
@@ -142,36 +144,64 @@ void Server::serve_remote_client(std::shared_ptr<net::Link> link) {
   if (!key) return refuse(cudaErrorNotPermitted, "authentication failed (wrong key, or not a wormhole client)");
   if (pr.max_version < proto::kMinVersion || pr.min_version > proto::kVersion)
     return refuse(cudaErrorInsufficientDriver, "no common protocol version");
-  if (draining_) return refuse(cudaErrorDevicesUnavailable, "the server is draining (wormholectl drain)");
-  ContextLimits lim;
-  lim.memory_quota = cfg_.quota_bytes;
-  if (auto b = uid_budgets_.find(key->owner); b != uid_budgets_.end()) lim.shared = b->second;
-  lim.tenant = "uid:" + std::to_string(key->owner);  // the key's owner, as for a local client of that uid
-  std::string err;
-  auto ctx = backend_.create_context(0, lim, &err);
-  if (!ctx) return refuse(cudaErrorDevicesUnavailable, "context: " + err);
-  // The session's data area: private memory (the client's is its own).
-  const size_t data_size = proto::kPinnedHeapOffset + cfg_.pinned_bytes;
-  void* data = mmap(nullptr, data_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (data == MAP_FAILED) return refuse(cudaErrorMemoryAllocation, "no memory for the session's data area");
-  const uint64_t sid = next_session_++;
+  if (pr.magic == net::kMoveMagic) return receive_moved_session(*link, ch, pr, *key);
+  std::unique_ptr<RemoteSession> rs;
+  if (pr.magic == net::kResumeMagic) {
+    std::string why;
+    if (!(rs = take_arrival(pr, *key, &why))) return refuse(cudaErrorDevicesUnavailable, why);
+  } else {
+    if (draining_) return refuse(cudaErrorDevicesUnavailable, "the server is draining (wormholectl drain)");
+    ContextLimits lim;
+    lim.memory_quota = cfg_.quota_bytes;
+    if (auto b = uid_budgets_.find(key->owner); b != uid_budgets_.end()) lim.shared = b->second;
+    lim.tenant = "uid:" + std::to_string(key->owner);  // the key's owner, as for a local client of that uid
+    std::string err;
+    auto ctx = backend_.create_context(0, lim, &err);
+    if (!ctx) return refuse(cudaErrorDevicesUnavailable, "context: " + err);
+    if (!(rs = remote_data_area())) return refuse(cudaErrorMemoryAllocation, "no memory for the session's data area");
+    rs->session = std::make_unique<Session>(next_session_++, backend_, std::move(ctx),
+                                            std::span<uint8_t>(rs->data, rs->data_size), stats_);
+  }
   net::Verdict v{};
   v.magic = net::kVerdictMagic;
   v.status = 0;
   v.version = std::min<uint16_t>(pr.max_version, proto::kVersion);
-  v.session_id = sid;
+  v.session_id = rs->session->id();
   net::server_mac(*key, ch, pr, v, v.mac);
-  if (!link->send(&v, sizeof v, Clock::now() + 5s)) {
-    munmap(data, data_size);
-    return;
-  }
+  if (!link->send(&v, sizeof v, Clock::now() + 5s)) return;
+  spdlog::info("session {}: network client {} (pid {}, credential {}) {} ({} backend)", v.session_id, peer, pr.pid,
+               key->name, pr.magic == net::kResumeMagic ? "followed its session here" : "connected",
+               backend_.name());
+  run_remote_session(std::move(link), std::move(rs), pr.timeout_ms, *key, pr.pid);
+}
 
+Server::RemoteSession::~RemoteSession() {
+  session.reset();
+  if (data) munmap(data, data_size);
+}
+
+std::unique_ptr<Server::RemoteSession> Server::remote_data_area() {
+  auto rs = std::make_unique<RemoteSession>();
+  rs->data_size = proto::kPinnedHeapOffset + cfg_.pinned_bytes;
+  void* data =
+      mmap(nullptr, rs->data_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (data == MAP_FAILED) return nullptr;
+  rs->data = static_cast<uint8_t*>(data);
+  return rs;
+}
+
+void Server::run_remote_session(std::shared_ptr<net::Link> link, std::unique_ptr<RemoteSession> rs,
+                                uint32_t client_timeout_ms, const net::Key& key, uint32_t pid) {
+  Session& session = *rs->session;
+  const uint64_t sid = session.id();
+  session.set_peer(&peer_tickets_, [this](const std::string& url, const PeerTickets::Ticket& t, uint64_t dst,
+                                          std::span<const uint8_t> bytes) { return peer_push(url, t, dst, bytes); });
   // ---- the session. The link is used by this thread, and by the
   // keepalive thread while a call runs (a long kernel): the client hears
   // from us at least every quarter of its timeout.
   std::mutex mu;
   std::atomic<bool> busy{false}, done{false}, lost{false};
-  const auto ka_period = std::chrono::milliseconds(std::clamp<uint32_t>(pr.timeout_ms / 4, 10, 1000));
+  const auto ka_period = std::chrono::milliseconds(std::clamp<uint32_t>(client_timeout_ms / 4, 10, 1000));
   Clock::time_point last_sent = Clock::now();
   std::condition_variable ka_cv;
   std::mutex ka_mu;
@@ -193,24 +223,54 @@ void Server::serve_remote_client(std::shared_ptr<net::Link> link) {
   });
   live_sessions_++;
   std::string why;
+  bool moved = false;
   {
-    Session session(sid, backend_, std::move(ctx), {static_cast<uint8_t*>(data), data_size}, stats_);
-    session.set_peer(&peer_tickets_, [this](const std::string& url, const PeerTickets::Ticket& t, uint64_t dst,
-                                            std::span<const uint8_t> bytes) { return peer_push(url, t, dst, bytes); });
-    spdlog::info("session {}: network client {} (pid {}, credential {}) connected ({} backend)", sid, peer, pr.pid,
-                 key->name, backend_.name());
-    std::atomic<bool> killed{false};
+    std::atomic<bool> killed{false}, migrate{false};
     Live info{};
     info.gone = [&lost] { return lost.load(); };
-    info.pid = pr.pid;
-    info.uid = key->owner;
+    info.pid = pid;
+    info.uid = key.owner;
     info.killed = &killed;
+    info.migrate = &migrate;
+    info.network = true;
     auto watched = watch(session, std::move(info));
+    auto take = [&] {
+      std::lock_guard lk(live_mu_);
+      migrate = false;
+      return std::exchange(watched->migration, nullptr);
+    };
     proto::DispatchResult res;
     std::vector<uint8_t> out;
-    auto* status = static_cast<proto::DataAreaStatus*>(data);
+    auto* status = reinterpret_cast<proto::DataAreaStatus*>(rs->data);
     Clock::time_point last_heard = Clock::now();
     uint64_t heard = link->received();
+    // Sends the answer to request h from res (under mu); false: the link failed.
+    auto answer = [&](const wh_msg_hdr& h) {
+      wh_msg_hdr r{};
+      r.magic = WH_MSG_MAGIC;
+      r.version = proto::kVersion;
+      r.opcode = h.opcode;
+      r.flags = WH_MSG_F_RESPONSE;
+      r.len = uint32_t(res.fixed.size() + res.tail.size());
+      r.call_id = h.call_id;
+      r.status = res.status;
+      // The device output's sequence number rides along: the client
+      // fetches the text (FetchOutput) when it moved, as on the ring.
+      r.aux = uint32_t(__atomic_load_n(&status->output_seq, __ATOMIC_ACQUIRE));
+      // A large tail (device-to-host bytes) is sent from where it is.
+      const bool direct = res.tail.size() >= (64u << 10);
+      out.resize(sizeof r + res.fixed.size() + (direct ? 0 : res.tail.size()));
+      std::memcpy(out.data(), &r, sizeof r);
+      if (!res.fixed.empty()) std::memcpy(out.data() + sizeof r, res.fixed.data(), res.fixed.size());
+      if (!direct && !res.tail.empty())
+        std::memcpy(out.data() + sizeof r + res.fixed.size(), res.tail.data(), res.tail.size());
+      auto deadline = Clock::now() + std::chrono::milliseconds(cfg_.remote_timeout_ms);
+      if (!link->send(out.data(), out.size(), deadline) ||
+          (direct && !link->send(res.tail.data(), res.tail.size(), deadline)))
+        return false;
+      last_sent = Clock::now();
+      return true;
+    };
     for (;;) {
       if (killed) {
         why = "killed by wormholectl";
@@ -253,6 +313,41 @@ void Server::serve_remote_client(std::shared_ptr<net::Link> link) {
         link->consume(sizeof h + h.len);
         continue;
       }
+      // A move (wormholectl migrate) happens before a synchronous request:
+      // every posted one before it has run, the client sends nothing more
+      // until it is answered, and the answer tells it where to send it again.
+      if (migrate && !(h.flags & WH_MSG_F_POSTED)) {
+        if (std::shared_ptr<Migration> m = take()) {
+          if (m->kind != Migration::Kind::Move) {
+            m->finish("session " + std::to_string(sid) +
+                          " is a network client's: it can move to another ucx:// server, not be checkpointed to a file",
+                      0);
+          } else {
+            lk.unlock();
+            busy = true;  // keepalives reach the client while the session moves
+            proto::MovedNotice notice{};
+            moved = migrate_remote_out(session, *m, key, pid, &notice);
+            busy = false;
+            lk.lock();
+            last_heard = Clock::now();  // it waited for us, silent
+            if (moved) {
+              res.status = proto::kMoved;
+              res.fixed.assign(reinterpret_cast<const uint8_t*>(&notice),
+                               reinterpret_cast<const uint8_t*>(&notice + 1));
+              res.tail.clear();
+              link->consume(sizeof h + h.len);
+              why = fmt::format("moved to {} as session {}", notice.url, notice.session_id);
+              if (!answer(h)) why += " (the client did not hear it: " + link->error() + ")";
+              // The client follows and closes this link; what it sent after
+              // the request (the rest of a group of calls) is sent there again.
+              const auto until = Clock::now() + std::chrono::milliseconds(cfg_.remote_timeout_ms);
+              while (!link->dead() && Clock::now() < until)
+                if (link->fill(1, std::min(until, Clock::now() + 100ms))) link->consume(link->buffered().size());
+              break;
+            }
+          }
+        }
+      }
       lk.unlock();
       bool respond;
       if (h.version != proto::kVersion || (h.flags & WH_MSG_F_RESPONSE)) {
@@ -265,35 +360,13 @@ void Server::serve_remote_client(std::shared_ptr<net::Link> link) {
         busy = true;
         respond = session.handle(h.opcode, h.flags, payload, kRemoteMaxMsg, res);
         busy = false;
+        last_heard = Clock::now();  // a client waiting for a long call is silent meanwhile
       }
       lk.lock();
       link->consume(sizeof h + h.len);
-      if (respond) {
-        wh_msg_hdr r{};
-        r.magic = WH_MSG_MAGIC;
-        r.version = proto::kVersion;
-        r.opcode = h.opcode;
-        r.flags = WH_MSG_F_RESPONSE;
-        r.len = uint32_t(res.fixed.size() + res.tail.size());
-        r.call_id = h.call_id;
-        r.status = res.status;
-        // The device output's sequence number rides along: the client
-        // fetches the text (FetchOutput) when it moved, as on the ring.
-        r.aux = uint32_t(__atomic_load_n(&status->output_seq, __ATOMIC_ACQUIRE));
-        // A large tail (device-to-host bytes) is sent from where it is.
-        const bool direct = res.tail.size() >= (64u << 10);
-        out.resize(sizeof r + res.fixed.size() + (direct ? 0 : res.tail.size()));
-        std::memcpy(out.data(), &r, sizeof r);
-        if (!res.fixed.empty()) std::memcpy(out.data() + sizeof r, res.fixed.data(), res.fixed.size());
-        if (!direct && !res.tail.empty())
-          std::memcpy(out.data() + sizeof r + res.fixed.size(), res.tail.data(), res.tail.size());
-        auto deadline = Clock::now() + std::chrono::milliseconds(cfg_.remote_timeout_ms);
-        if (!link->send(out.data(), out.size(), deadline) ||
-            (direct && !link->send(res.tail.data(), res.tail.size(), deadline))) {
-          why = "client does not take its replies: " + link->error();
-          break;
-        }
-        last_sent = Clock::now();
+      if (respond && !answer(h)) {
+        why = "client does not take its replies: " + link->error();
+        break;
       }
       lk.unlock();
       session.account();
@@ -308,11 +381,17 @@ void Server::serve_remote_client(std::shared_ptr<net::Link> link) {
     }
     ka_cv.notify_all();
     keepalive.join();
+    {
+      // A migration asked for while the session ended is answered now.
+      std::lock_guard lk(live_mu_);
+      if (auto m = std::exchange(watched->migration, nullptr)) m->finish("the session ended (" + why + ")", 0);
+    }
     unwatch(watched);
-    spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, why, session.device_bytes());
+    if (moved) spdlog::info("session {}: {}", sid, why);
+    else spdlog::info("session {}: ended ({}); freeing {} bytes of device memory", sid, why, session.device_bytes());
   }
   live_sessions_--;
-  munmap(data, data_size);
+  rs.reset();
   // A session ended by us (not by the peer) closes the link at once.
   if (!link->dead()) link->fail(why);
 }

@@ -166,6 +166,40 @@ class Server {
   bool start_remote();
   void serve_remote_listener();
   void serve_remote_client(std::shared_ptr<net::Link> link);
+  // A network client's session and its data area (private to the server).
+  struct RemoteSession {
+    uint8_t* data = nullptr;
+    size_t data_size = 0;
+    std::unique_ptr<Session> session;
+    ~RemoteSession();
+  };
+  // Serves an authenticated network client's session until it ends or
+  // moves (`how`: for the log).
+  void run_remote_session(std::shared_ptr<net::Link> link, std::unique_ptr<RemoteSession> rs,
+                          uint32_t client_timeout_ms, const net::Key& key, uint32_t pid);
+  // A private data area for a network session, or null.
+  std::unique_ptr<RemoteSession> remote_data_area();
+  // Moving network sessions between servers (remote_migrate.cpp). The
+  // source, on the session's thread before a synchronous request: saves the
+  // session and hands it to the destination over its own authenticated
+  // link; true (and the notice the client follows) once the destination
+  // holds it, false (m.error) with the session untouched.
+  bool migrate_remote_out(Session& s, Migration& m, const net::Key& key, uint32_t pid, proto::MovedNotice* notice);
+  // The destination: a server presenting a move (net::kMoveMagic) with the
+  // key `key`; the session is restored and waits for its client.
+  void receive_moved_session(net::Link& link, const net::Challenge& ch, const net::Proof& pr, const net::Key& key);
+  // Moved sessions waiting for their client (net::kResumeMagic), by token;
+  // dropped when it does not come within kArrivalWaitS.
+  struct Arrival {
+    std::unique_ptr<RemoteSession> rs;
+    std::vector<uint8_t> secret;  // the credential it belongs to
+    uint32_t pid = 0;
+    std::chrono::steady_clock::time_point expires;
+  };
+  std::unique_ptr<RemoteSession> take_arrival(const net::Proof& pr, const net::Key& key, std::string* why);
+  void expire_arrivals(bool all);
+  std::mutex arrivals_mu_;
+  std::map<std::pair<uint64_t, uint64_t>, Arrival> arrivals_;
   // Peer copies (proto/peer_api.def): a server pushing to one of our
   // sessions, and our pushes to another server.
   void serve_peer(net::Link& link, const net::PeerOffer& offer);
@@ -201,6 +235,7 @@ class Server {
     // Socket clients: set by `wormholectl migrate` with `migration` (null:
     // the session cannot migrate).
     std::atomic<bool>* migrate = nullptr;
+    bool network = false;  // a ucx:// client's: moves to ucx:// servers only
     std::shared_ptr<Migration> migration;  // under live_mu_
   };
   std::list<Live>::iterator watch(Session& s, Live info);

@@ -165,10 +165,12 @@ int main(int argc, char** argv) {
   auto* drain = app.add_subcommand("drain", "refuse new sessions; the server exits when the last one ends");
   uint64_t migrate_id = 0;
   std::string migrate_to, migrate_to_admin;
-  auto* migrate = app.add_subcommand("migrate", "move a live session to another server on this host: its client "
-                                                "pauses and goes on there (docs/migration.md)");
+  auto* migrate = app.add_subcommand("migrate", "move a live session to another server (on this host, or over "
+                                                "ucx:// for a network client's): its client pauses and goes on there "
+                                                "(docs/migration.md)");
   migrate->add_option("SESSION", migrate_id, "the session's id (wormholectl sessions)")->required();
-  auto* to = migrate->add_option("--to", migrate_to, "the destination server's client socket");
+  auto* to = migrate->add_option("--to", migrate_to, "the destination server's client socket, or its ucx://HOST:PORT "
+                                             "(a network client's session; the client must reach it there)");
   migrate->add_option("--to-admin", migrate_to_admin, "the destination server's admin socket (default: beside --to)")
       ->excludes(to);
   uint64_t ck_id = 0, resume_id = 0;
@@ -203,7 +205,9 @@ int main(int argc, char** argv) {
   else if (migrate->parsed())
     rq = {{"cmd", "migrate"},
           {"session", migrate_id},
-          {"to", migrate_to_admin.empty() ? wh::server::admin_socket_beside(migrate_to) : migrate_to_admin}};
+          {"to", migrate_to.rfind("ucx://", 0) == 0 ? migrate_to
+                 : migrate_to_admin.empty()          ? wh::server::admin_socket_beside(migrate_to)
+                                                     : migrate_to_admin}};
   else if (checkpoint->parsed()) rq = {{"cmd", "checkpoint"}, {"session", ck_id}, {"file", absolute(ck_file)}};
   else if (resume->parsed()) rq = {{"cmd", "resume"}, {"session", resume_id}};
   else if (restore->parsed()) rq = {{"cmd", "restore"}, {"file", absolute(restore_path)}};

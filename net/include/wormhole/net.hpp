@@ -173,6 +173,27 @@ struct PeerAck {
 };
 static_assert(sizeof(PeerOffer) == sizeof(Proof) && sizeof(PeerAck) == 8, "fixed handshake");
 
+// A server moving a network client's session to another server (wormholectl
+// migrate --to ucx://) answers the Challenge with a Proof of this magic,
+// MACed with the key that session's client proved: the destination serves
+// the session to that credential only. After the destination's Verdict
+// (with its MAC) come the checkpoint's CheckpointHeader, a Verdict without
+// MAC (go on, or why not), the rest of the checkpoint file, and a MoveDone.
+constexpr uint32_t kMoveMagic = 0x4d524857u;  // "WHRM"
+// A client following its session to the server it moved to answers the
+// Challenge with a Proof of this magic whose nonce ends with the move's
+// 16-byte token (proto::MovedNotice); the rest as for a new session.
+constexpr uint32_t kResumeMagic = 0x55524857u;  // "WHRU"
+constexpr size_t kTokenAt = kNonce - 16;       // the token's place in Proof::nonce
+struct MoveDone {
+  uint32_t magic;  // kMoveMagic
+  int32_t status;  // 0: restored and waiting for its client; else a cudaError_t and `message`
+  uint64_t session_id;
+  uint64_t token[2];  // what the client presents (kResumeMagic)
+  char message[96];
+};
+static_assert(sizeof(MoveDone) == 128, "fixed handshake");
+
 struct Key {
   std::string name;  // the file's name: the credential in logs
   uint32_t owner = 0;  // the file's owner uid: the credential's quota (--uid-quota-mb)

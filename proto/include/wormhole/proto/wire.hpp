@@ -172,6 +172,17 @@ struct ParamInfo {
 // to applications: the guest maps them to cudaErrorUnknown).
 constexpr int32_t kBadRequest = -1;  // malformed message
 constexpr int32_t kUnknownOp = -2;
+// A network client's session moved to another server (wormholectl migrate
+// --to ucx://) before this request ran: the answer's payload is a
+// MovedNotice; the client connects there with the token and sends the
+// request (and any sent after it) again. Never reaches applications.
+constexpr int32_t kMoved = -3;
+struct MovedNotice {
+  uint64_t session_id;  // the session's id there
+  uint64_t token[2];    // net::kResumeMagic's token
+  char url[232];        // ucx://HOST:PORT, NUL-terminated
+};
+static_assert(sizeof(MovedNotice) == 256);
 
 // Socket handshake (unix socket, before the ring is used).
 constexpr uint32_t kHelloMagic = 0x4f4c4857;  // "WHLO"
