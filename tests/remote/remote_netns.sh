@@ -23,9 +23,9 @@
 #                and serves again
 #   client_kill  a client is SIGKILLed: the server frees its session at once
 #   train        a short wh-train run (tests/train) over UCX
-#   migrate      wh-cnn moved between two ucx:// servers mid-epoch (wormholectl
-#                migrate): losses bit-identical to an unmoved run; failed moves
-#                leave it running
+#   migrate      wh-cnn and wh-gpt moved between two ucx:// servers mid-run
+#                (wormholectl migrate): losses identical to an unmoved run;
+#                failed moves leave the session running
 #   bench        make bench-remote: raw TCP baselines and the ucx:// numbers
 # Needs root (ip netns); exits 77 (skipped) where namespaces cannot be made.
 set -u
@@ -296,7 +296,7 @@ train)
 migrate)
   # wormholectl migrate of a network client's session between two ucx://
   # servers (docs/migration.md): wh-cnn moved A -> B -> A mid-epoch has the
-  # per-step losses of an unmoved run, bit for bit. Before the first move,
+  # per-step losses of an unmoved run, bit for bit; wh-gpt moved A -> B too. Before the first move,
   # moves that must fail and leave the session running on A: to an address
   # where no server listens, to a server whose quota is too small, to a
   # server that stops answering half-way (then killed), to a unix socket
@@ -323,7 +323,7 @@ migrate)
       python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"]; print("%d %d" % (s[0]["id"], s[0]["calls"]) if s else "")'
   }
   # Long enough (10-20 s) for the refusals and both moves to happen mid-epoch.
-  args=(--epochs 1 --batch 64 --subset 48000 --test-subset 1000 --no-progress)
+  args=(--epochs 1 --batch 64 --subset ${WH_CNN_SUBSET:-48000} --test-subset 1000 --no-progress)
   t0=$(ms)
   client "$cnn" "${args[@]}" --loss-out "$tmp/loss-ref.txt" > "$tmp/ref.out" 2>&1 || { cat "$tmp/ref.out"; fail "wh-cnn unmoved"; }
   echo "wh-cnn over ucx:// unmoved: $(( $(ms) - t0 )) ms"
@@ -365,6 +365,27 @@ migrate)
   grep -q "followed its session here" "$tmp/b.log" || { cat "$tmp/b.log"; fail "B's log shows no client following"; }
   grep -h "migrated to" "$tmp/server.log" "$tmp/b.log"
   echo "wh-cnn over ucx:// moved A -> B -> A: losses bit-identical over $steps steps, test accuracy $acc_mov% both"
+  # wh-gpt (bf16, cuBLASLt) moved A -> B after about 40 of
+  # its 120 steps: the same losses as unmoved.
+  gpt="$build/tests/train/wh-gpt"
+  gargs=(--steps 120 --eval-every 40 --val-batches 1 --sample 0 --seed 1337 --quiet)
+  client "$gpt" "${gargs[@]}" --loss-log "$tmp/gpt-ref.log" > "$tmp/gpt-ref.out" 2>&1 || { cat "$tmp/gpt-ref.out"; fail "wh-gpt unmoved"; }
+  TIMEOUT_MS=10000 WORMHOLE_VERBOSE=1 client "$gpt" "${gargs[@]}" --loss-log "$tmp/gpt-moved.log" > "$tmp/gpt-moved.out" 2>&1 &
+  prog=$!
+  sid=""
+  for _ in $(seq 1 1200); do
+    line=$(sessions "$tmp/server.sock")
+    if [ -n "$line" ] && [ "${line#* }" -ge 4000 ]; then sid="${line% *}"; break; fi
+    sleep 0.05
+  done
+  [ -n "$sid" ] || { tail -5 "$tmp/gpt-moved.out"; fail "no wh-gpt session on A (last seen: ${line:-none})"; }
+  ctl --socket "$tmp/server.sock" migrate "$sid" --to "ucx://$ip_s:7712" | tee "$tmp/m3.txt" || fail "wh-gpt: move A -> B"
+  wait $prog || { tail -20 "$tmp/gpt-moved.out"; cat "$tmp/b.log"; fail "the moved wh-gpt run failed"; }
+  grep -q "the session moved to ucx://" "$tmp/gpt-moved.out" || fail "wh-gpt did not follow its session"
+  steps=$(grep -c '^step' "$tmp/gpt-ref.log")
+  cmp -s "$tmp/gpt-ref.log" "$tmp/gpt-moved.log" && [ "$steps" = 120 ] ||
+    { diff "$tmp/gpt-ref.log" "$tmp/gpt-moved.log" | head; fail "wh-gpt: losses differ after the move"; }
+  echo "wh-gpt over ucx:// moved A -> B: losses identical over $steps steps"
   ;;
 bench)
   # make bench-remote: raw TCP first (ping-pong, bulk), then ucx://, both

@@ -3,7 +3,8 @@
 # docs/migration.md), checked the way an operator would use it:
 #  1. wh-train (MLP, cuBLAS + own kernels) and wh-cnn (cuDNN, cuBLAS, own
 #     kernels) moved mid-epoch A -> B and back B -> A: their per-step losses
-#     are bit-identical to an unmoved run's, and their accuracy the same.
+#     are bit-identical to an unmoved run's, and their accuracy the same;
+#     wh-gpt (bf16, cuBLASLt) moved A -> B has the losses of an unmoved run.
 #     Before the first move, three moves that must fail and leave the session
 #     running on A: to a server that does not exist, to one whose quota is
 #     smaller than the session's memory, and to one killed half-way (after it
@@ -142,6 +143,18 @@ moved_run() {  # name calls-before-first-move program args...
 check_refusals=1 moved_run wh-train 300 "$train" --epochs 1 --batch 128 --seed 42 --subset 40000 --test-subset 2000 \
   --no-progress
 check_refusals=0 moved_run wh-cnn 200 "$cnn" --epochs 1 --batch 64 --subset 16000 --test-subset 1000 --no-progress
+echo "=== 1b. wh-gpt (bf16, cuBLASLt): unmoved, then moved A -> B after about 40 of its 120 steps"
+gpt="$(dirname "$cnn")/wh-gpt"
+gargs=(--steps 120 --eval-every 40 --val-batches 1 --sample 0 --seed 1337 --quiet)
+run_guest a "$dir/gpt-ref.out" "$gpt" "${gargs[@]}" --loss-log "$dir/gpt-loss-ref.txt" || fail "wh-gpt reference run"
+run_guest a "$dir/gpt-moved.out" "$gpt" "${gargs[@]}" --loss-log "$dir/gpt-loss-moved.txt" &
+gprog=$!
+gsid=$(session_after a 4000) || fail "no wh-gpt session on A"
+"$ctl" --socket "$dir/a.sock" migrate "$gsid" --to "$dir/b.sock" || fail "wh-gpt: move A -> B"
+wait $gprog || fail "wh-gpt moved run: $(tail -5 "$dir/gpt-moved.out")"
+[ "$(grep -c '^step' "$dir/gpt-loss-ref.txt")" = 120 ] && cmp -s "$dir/gpt-loss-ref.txt" "$dir/gpt-loss-moved.txt" || {
+  diff "$dir/gpt-loss-ref.txt" "$dir/gpt-loss-moved.txt" | head; fail "wh-gpt: losses differ after the move"; }
+echo "wh-gpt: losses identical over 120 steps"
 grep -q "migrated to" "$dir/a.log" && grep -q "adopted" "$dir/b.log" && grep -q "adopted" "$dir/a.log" ||
   fail "the servers' logs do not show the moves"
 grep -h "migrated to" "$dir/a.log" "$dir/b.log"
