@@ -1,6 +1,7 @@
 // The PTX compiler's default mode (WORMHOLE_PTX_JIT=auto): a kernel that has run
 // interpreted long enough is compiled on a thread of its own while launches go
-// on interpreted, and later launches run the compiled code. Every launch's
+// on interpreted, and later launches run the compiled code (a launch running
+// long enough gets it while it runs). Every launch's
 // results are checked against the host, before, during and after the compile;
 // a module unloaded while its compile runs is freed when the compile ends.
 // And the compile cache: loads of the same PTX by one tenant share the parsed
@@ -58,8 +59,8 @@ struct Iterate {
   HostMem mem;
   std::vector<float> x, ref;
   uint64_t dx = 0, dout = 0;
-  const uint32_t n = 64 * 256, k = 400;
-  Iterate() {
+  const uint32_t n = 64 * 256, k;
+  explicit Iterate(uint32_t iterations = 400) : k(iterations) {
     std::string err;
     m = Module::from_ptx(kPtx, &err);
     EXPECT_TRUE(m) << err;
@@ -95,6 +96,21 @@ TEST(PtxBackgroundCompile, LaunchesGoOnWhileTheKernelCompilesAndThenRunIt) {
   ASSERT_GT(wh::ptx::compile_stats().kernels, before.kernels) << "not compiled after " << launches << " launches";
   EXPECT_GT(launches, 1) << "the first launch compiled: auto waits until a kernel has run interpreted a while";
   for (int i = 0; i < 3; ++i) r.launch(eng);  // compiled now: the same results
+}
+
+TEST(PtxBackgroundCompile, OneLongLaunchGetsItsKernelCompiledWhileItRuns) {
+  // A program whose work is one long launch: the grid's interpreted time is
+  // counted while it runs, so the compile is queued during the launch (not
+  // at the next one, which may never come) and the launch's remaining warps
+  // run the code. Interpreted through, this launch takes several seconds.
+  Iterate r(100000);
+  Engine eng(2);
+  const auto before = wh::ptx::compile_stats().kernels;
+  const auto t0 = std::chrono::steady_clock::now();
+  r.launch(eng);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(wh::ptx::compile_stats().kernels, before) << "the kernel was not compiled during its one launch (" << s
+                                                      << " s)";
 }
 
 TEST(PtxBackgroundCompile, AModuleUnloadedDuringItsCompileIsFreedWhenItEnds) {

@@ -59,6 +59,9 @@ struct MmaCase {
   Operand d, a, b, c;
   bool satfinite = false;
   bool saturate_c = false;  // accumulators near the s32 limits
+  // f64: full-precision operands, where a fused multiply-add and a multiply then an add
+  // round differently; the reference is the chain of fmas, k ascending (PTX's DMMA).
+  bool full_f64 = false;
 };
 
 std::string mma_kernel(const MmaCase& mc) {
@@ -122,8 +125,22 @@ void run_case(const MmaCase& mc, uint32_t seed) {
     if (mc.saturate_c) C[i] = (i % 2 ? INT32_MAX - 1000.0 : INT32_MIN + 1000.0) + double(i);
     Cb[i] = g.bits(mc.c.t, C[i]);
   }
+  if (mc.full_f64) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (size_t i = 0; i < A.size(); ++i) Ab[i] = std::bit_cast<uint64_t>(A[i] = u(rng));
+    for (size_t i = 0; i < B.size(); ++i) Bb[i] = std::bit_cast<uint64_t>(B[i] = u(rng));
+    for (size_t i = 0; i < C.size(); ++i) Cb[i] = std::bit_cast<uint64_t>(C[i] = u(rng));
+  }
   const bool integer = et_int(mc.d.t);
   std::vector<double> D = gemm_ref(M, N, K, A, B, C, integer, mc.satfinite);
+  if (mc.full_f64)
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double d = C[size_t(i) * N + j];
+        for (int k = 0; k < K; ++k) d = std::fma(A[size_t(i) * K + k], B[size_t(k) * N + j], d);
+        D[size_t(i) * N + j] = d;
+      }
 
   std::string err;
   auto m = Module::from_ptx(mma_kernel(mc), &err);
@@ -225,6 +242,13 @@ TEST(PtxMma, DoubleM8N8K4) {
   run_case({"mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", 8, 8, 4, op(Et::F64, 2, kC8x8), op(Et::F64, 1, kA8x4d),
             op(Et::F64, 1, kB4x8d), op(Et::F64, 2, kC8x8)},
            12);
+}
+
+TEST(PtxMma, DoubleIsAChainOfFusedMultiplyAdds) {
+  MmaCase mc{"mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", 8, 8, 4, op(Et::F64, 2, kC8x8), op(Et::F64, 1, kA8x4d),
+             op(Et::F64, 1, kB4x8d), op(Et::F64, 2, kC8x8)};
+  mc.full_f64 = true;
+  run_case(mc, 13);
 }
 
 // ldmatrix / stmatrix: 4 matrices of 8x8 b16 in shared memory, rows 48 bytes apart; lane

@@ -399,6 +399,11 @@ struct Job {
   // grid takes to run.
   bool helpers_pending = false, helpers_woken = false;
   std::chrono::steady_clock::time_point wake_at{};
+  // `auto` compiling: the launching worker counts the time the grid runs
+  // interpreted as it goes (every kJitPoll), so that one long launch gets its
+  // kernel compiled and takes the code mid-launch.
+  bool jit_watch = false;
+  std::chrono::steady_clock::time_point jit_from{}, jit_at{};
   GridRt* rt = nullptr;             // device runtime (dynamic parallelism) of this grid
   DevTree* tree = nullptr;          // the host launch it belongs to; tree->cancel: Engine::cancel()
   alignas(16) uint8_t gridws[kGridWorkspaceBytes] = {};
@@ -729,6 +734,15 @@ struct EngineImpl {
       if (J.helpers_pending && &W == workers[0].get() && J.next.load(std::memory_order_relaxed) < J.nblocks &&
           (st == Step::Stalled || st == Step::Quantum || std::chrono::steady_clock::now() >= J.wake_at))
         wake_helpers(J);
+      if (J.jit_watch && &W == workers[0].get()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= J.jit_at) {
+          jit_account(*J.mod, *J.kd, uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(now - J.jit_from).count()));
+          jit_prepare(*J.mod, *J.kd);  // queues the compile once the kernel has run long enough
+          J.jit_from = now;
+          J.jit_at = now + kJitPoll;
+        }
+      }
       if (st == Step::Fault) { fail_job(W, J); break; }
       if (st == Step::Stop) break;
       if (st == Step::Done) {
@@ -1521,6 +1535,9 @@ LaunchError EngineImpl::run_grid(const ModuleImpl& M, const KernelData& kd, cons
   std::memcpy(job.gridws, &ws_size, 4);
   if (!tree.interpret) jit_prepare(M, kd, tree.compile);
   const auto t0 = std::chrono::steady_clock::now();
+  job.jit_watch = !tree.interpret && !tree.compile && jit_mode() == JitMode::Auto;
+  job.jit_from = t0;
+  job.jit_at = t0 + kJitPoll;
   {
     std::lock_guard lk(mu);
     this->job = &job;
@@ -1536,7 +1553,7 @@ LaunchError EngineImpl::run_grid(const ModuleImpl& M, const KernelData& kd, cons
     if (job.helpers_woken) done_cv.wait(lk, [&] { return running == 0; });
     this->job = nullptr;
   }
-  jit_account(M, kd, uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
+  jit_account(M, kd, uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - job.jit_from).count()));
   return job.err;
 }
 

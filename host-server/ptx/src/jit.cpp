@@ -186,6 +186,19 @@ bool Gen::inst(const Inst& I, const JitDesc& d, llvm::Value* mvec, llvm::Value* 
     case JK::PNot:
       set(I.d[0], B.CreateZExt(B.CreateICmpEQ(reg(I.s[0]), splat64(0)), vec(i64)), mvec);
       return true;
+    case JK::Tf32: {  // to_tf32 (mma.hpp) on the 32 lanes
+      if (I.a1) return false;  // .satfinite, .relu: the handler
+      auto k = [&](uint32_t v) { return B.CreateVectorSplat(32, B.getInt32(v)); };
+      llvm::Value* x = ri(I.s[0], 32);
+      llvm::Value* mag = B.CreateAnd(x, k(0x7fffffffu));
+      llvm::Value* r = I.a0 == 2   ? B.CreateAdd(x, k(0x1000u))                                            // ties away
+                       : I.a0 == 0 ? B.CreateAdd(B.CreateAdd(x, k(0xfffu)), B.CreateAnd(B.CreateLShr(x, 13), k(1)))  // even
+                                   : x;                                                                    // toward zero
+      r = B.CreateSelect(B.CreateICmpULT(mag, k(0x7f800000u)), B.CreateAnd(r, k(0xffffe000u)), x);
+      r = B.CreateSelect(B.CreateICmpUGT(mag, k(0x7f800000u)), k(0x7fffffffu), r);  // NaN: the canonical NaN
+      set_n(I.d[0], r, false, mvec);
+      return true;
+    }
     case JK::Cvta: {
       const uint64_t base = (uint64_t(I.a0) << 32) | I.a1;
       set(I.d[0], d.flag ? B.CreateSub(reg(I.s[0]), splat64(base)) : B.CreateAdd(reg(I.s[0]), splat64(base)), mvec);

@@ -7,6 +7,7 @@
 // messages, rounding) are the interpreter's own.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -27,7 +28,8 @@ enum class JK : uint8_t {
   Vote,      // vote{.sync} (Inst::a0: the mode)
   CvtLanes,  // cvt of any other form (Inst::a0/a1: types, rounding, .sat, .ftz)
   FDir,      // f32 arithmetic with directed rounding (h_f32_dir: Inst::a0 op, a1 mode, flags)
-  Atom       // atom/red on shared or global memory (op: the AOp, ty: the value type)
+  Atom,      // atom/red on shared or global memory (op: the AOp, ty: the value type)
+  Tf32       // cvt.{rn,rz,rna}.tf32.f32 (h_cvt_tf32: Inst::a0 the mode; .satfinite/.relu: the handler)
 };
 enum JOp : uint8_t {
   JAdd, JSub, JMul, JMulHi, JAnd, JOr, JXor, JMin, JMax, JDiv, JNeg, JNot, JAbs, JSqrt, JRcp, JRsqrt,
@@ -95,10 +97,13 @@ JitMode jit_mode();
 // code from the moment it is published (even a running one). Unloading a
 // module never waits for it; at exit only the compile in progress is waited for.
 constexpr uint64_t kJitAutoNs = 100'000'000, kJitNsPerInst = 1'000'000;
+// How often a running grid's interpreted time is counted (`auto`).
+constexpr std::chrono::milliseconds kJitPoll{100};
 // Compiles the kernel and every function it may reach, when the mode calls for
-// it. Called before a grid starts.
+// it. Called before a grid starts and, in `auto`, every kJitPoll while it runs
+// (a compile is queued; the running grid takes the code when it is published).
 void jit_prepare(const ModuleImpl& M, const KernelData& kd, bool force = false);
-// After a grid: the time it ran (counts toward kJitAutoNs while interpreted).
+// While and after a grid runs: the time it ran (counts toward kJitAutoNs while interpreted).
 void jit_account(const ModuleImpl& M, const KernelData& kd, uint64_t ns);
 // Process-wide compile statistics (server statistics): seconds, kernels, functions, instructions.
 struct JitStats {

@@ -4,6 +4,7 @@
 #pragma once
 #include "jit.hpp"
 #include "ops_mem.hpp"
+#include "ops_mma.hpp"
 
 namespace wh::ptx::detail {
 namespace {
@@ -194,6 +195,7 @@ void jit_catalog_cvt() {  // decode_cvt.cpp
   jit_cvt<double, uint32_t>();
   jit_cvt<float, double>();
   jit_note(h_cvt_lanes, {JK::CvtLanes});
+  jit_note(h_cvt_tf32, {JK::Tf32});
 }
 template <Sp S, class V>
 void jit_catalog_atom() {
