@@ -172,6 +172,50 @@ int main(int argc, char** argv) {
     }
     ok &= dropped(*l, "malformed requests (the violation limit)");
   }
+  {  // following a moved session with a token no server issued
+    Challenge ch;
+    auto l = open_link(&ch);
+    Proof p = proof(ch, g_key);
+    p.magic = kResumeMagic;
+    client_mac(g_key, ch, p, p.mac);
+    l->send(&p, sizeof p, Clock::now() + 5s);
+    ok &= dropped(*l, "resume with a forged token");
+  }
+  // A server moving a session here (the key's holder): after the server's
+  // verdict, a checkpoint header claiming 60 GiB of frame for 4 KiB of
+  // content, then one whose frame is garbage.
+  for (int forged_frame = 0; forged_frame < 2; ++forged_frame) {
+    Challenge ch;
+    auto l = open_link(&ch);
+    Proof p = proof(ch, g_key);
+    p.magic = kMoveMagic;
+    client_mac(g_key, ch, p, p.mac);
+    l->send(&p, sizeof p, Clock::now() + 5s);
+    Verdict v{};
+    if (!l->fill(sizeof v, Clock::now() + 5s)) return std::printf("FAIL: no verdict to a move\n"), 1;
+    std::memcpy(&v, l->buffered().data(), sizeof v);
+    l->consume(sizeof v);
+    if (v.status != 0) return std::printf("FAIL: a move with the right key refused\n"), 1;
+    uint8_t hdr[96] = {};  // CheckpointHeader: magic, version, sizes, backend, ...
+    std::memcpy(hdr, "WHCKPT\r\n", 8);
+    const uint32_t version = 4, hbytes = 96;
+    const uint64_t content = 4096, frame = forged_frame ? 4096 : (60ull << 30);
+    std::memcpy(hdr + 8, &version, 4);
+    std::memcpy(hdr + 12, &hbytes, 4);
+    std::memcpy(hdr + 16, &content, 8);
+    std::memcpy(hdr + 24, &frame, 8);
+    std::memcpy(hdr + 32, "sim", 3);
+    l->send(hdr, sizeof hdr, Clock::now() + 5s);
+    if (forged_frame) {
+      if (!l->fill(sizeof v, Clock::now() + 5s)) return std::printf("FAIL: no answer to a move's header\n"), 1;
+      std::memcpy(&v, l->buffered().data(), sizeof v);
+      l->consume(sizeof v);
+      std::vector<uint8_t> junk(frame);
+      random_bytes(junk.data(), junk.size());
+      l->send(junk.data(), junk.size(), Clock::now() + 5s);
+    }
+    ok &= dropped(*l, forged_frame ? "a moved session's checkpoint of garbage" : "a moved session's forged header");
+  }
   std::printf(ok ? "PASS hostile\n" : "FAIL hostile\n");
   return ok ? 0 : 1;
 }

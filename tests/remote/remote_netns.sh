@@ -16,7 +16,8 @@
 #   auth         a wrong key is refused (and logged with the peer address); a
 #                server without a key, or with a readable key file, does not start
 #   quota        the key file owner's --uid-quota-mb bounds the credential's sessions
-#   hostile      garbage, oversize lengths, records before authentication
+#   hostile      garbage, oversize lengths, records before authentication;
+#                a forged resume token, forged moved-session checkpoints
 #   partition    the veth link goes down under a running client: its call fails
 #                within WORMHOLE_REMOTE_TIMEOUT_MS, the server frees the session
 #   restart      the server is killed under a client (error, no hang), restarted,
@@ -233,8 +234,13 @@ quota)
   ;;
 hostile)
   start_server
-  ip netns exec "$ns_c" "$build/tests/remote/wh_remote_hostile" "$url" "$tmp/key" || fail "hostile peer"
+  ip netns exec "$ns_c" "$build/tests/remote/wh_remote_hostile" "$url" "$tmp/key" | tee "$tmp/hostile.out"
+  [ "${PIPESTATUS[0]}" = 0 ] || fail "hostile peer"
   kill -0 "$spid" || fail "the server died"
+  grep -q "forged token: refused (no moved session waits here under this token)" "$tmp/hostile.out" ||
+    fail "a forged resume token not refused by name"
+  grep -q "refused a session moving here .*: not a checkpoint's header" "$tmp/server.log" &&
+    [ "$(grep -c "refused a session moving here" "$tmp/server.log")" = 2 ] || fail "forged moves not refused by name"
   client "$build/tests/remote/roundtrip" 4 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "a good client after the hostile one"; }
   ;;
 partition)

@@ -154,7 +154,9 @@ void Server::receive_moved_session(net::Link& link, const net::Challenge& ch, co
   // What the header claims bounds what is received; the checksum and the
   // restore check everything after.
   std::string err;
-  if (hdr.header_bytes != sizeof hdr || hdr.frame_bytes > kCheckpointMaxBytes || hdr.frame_bytes == 0)
+  // (A zstd frame is at most a little larger than what it holds.)
+  if (hdr.header_bytes != sizeof hdr || hdr.content_bytes > kCheckpointMaxBytes || hdr.frame_bytes == 0 ||
+      hdr.frame_bytes > hdr.content_bytes + hdr.content_bytes / 64 + (1u << 20))
     err = "not a checkpoint's header";
   else if (std::string(hdr.backend, strnlen(hdr.backend, sizeof hdr.backend)) != backend_.name())
     err = "a session of the " + std::string(hdr.backend, strnlen(hdr.backend, sizeof hdr.backend)) +
