@@ -70,11 +70,9 @@ bool Server::migrate_remote_out(Session& s, Migration& m, const net::Key& key, u
     return fail(std::string("the destination: ") + what + " (" + (link->dead() ? link->error() : "timed out") + ")");
   };
   // The handshake, as a client of that server with the session's key.
-  if (!link->fill(sizeof(net::Challenge), Clock::now() + limit))
-    return link->dead() ? fail("cannot reach the destination: " + link->error()) : lost("no challenge");
   net::Challenge ch;
-  std::memcpy(&ch, link->buffered().data(), sizeof ch);
-  link->consume(sizeof ch);
+  if (!link->take(&ch, Clock::now() + limit))
+    return link->dead() ? fail("cannot reach the destination: " + link->error()) : lost("no challenge");
   if (ch.magic != net::kChallengeMagic) return fail("the destination is not a wormhole-server");
   net::Proof pr{};
   pr.magic = net::kMoveMagic;
@@ -85,10 +83,8 @@ bool Server::migrate_remote_out(Session& s, Migration& m, const net::Key& key, u
   net::random_bytes(pr.nonce, sizeof pr.nonce);
   net::client_mac(key, ch, pr, pr.mac);
   net::Verdict v;
-  if (!link->send(&pr, sizeof pr, Clock::now() + limit) || !link->fill(sizeof v, Clock::now() + limit))
+  if (!link->send(&pr, sizeof pr, Clock::now() + limit) || !link->take(&v, Clock::now() + limit))
     return lost("no verdict");
-  std::memcpy(&v, link->buffered().data(), sizeof v);
-  link->consume(sizeof v);
   v.message[sizeof v.message - 1] = 0;
   if (v.magic != net::kVerdictMagic) return fail("the destination is not a wormhole-server");
   if (v.status != 0) return fail(std::string("the destination: ") + v.message);
@@ -97,21 +93,16 @@ bool Server::migrate_remote_out(Session& s, Migration& m, const net::Key& key, u
   if (!net::mac_equal(want, v.mac)) return fail("the destination does not hold the session's credential");
   // The header first: the destination refuses a session it cannot hold
   // before the rest travels.
-  if (!link->send(file.data(), sizeof(CheckpointHeader), Clock::now() + limit) ||
-      !link->fill(sizeof v, Clock::now() + limit))
+  if (!link->send(file.data(), sizeof(CheckpointHeader), Clock::now() + limit) || !link->take(&v, Clock::now() + limit))
     return lost("no answer to the checkpoint's header");
-  std::memcpy(&v, link->buffered().data(), sizeof v);
-  link->consume(sizeof v);
   v.message[sizeof v.message - 1] = 0;
   if (v.magic != net::kVerdictMagic) return lost("no answer to the checkpoint's header");
   if (v.status != 0) return fail(std::string("the destination: ") + v.message);
   net::MoveDone done;
   if (!link->send(file.data() + sizeof(CheckpointHeader), file.size() - sizeof(CheckpointHeader),
                   Clock::now() + kRestoreTimeout) ||
-      !link->fill(sizeof done, Clock::now() + kRestoreTimeout))
+      !link->take(&done, Clock::now() + kRestoreTimeout))
     return lost("it did not answer");
-  std::memcpy(&done, link->buffered().data(), sizeof done);
-  link->consume(sizeof done);
   done.message[sizeof done.message - 1] = 0;
   if (done.magic != net::kMoveMagic) return fail("the destination: it did not answer");
   if (done.status != 0) return fail(std::string("the destination: ") + done.message);
@@ -147,10 +138,8 @@ void Server::receive_moved_session(net::Link& link, const net::Challenge& ch, co
     verdict(cudaErrorDevicesUnavailable, "the server is draining (wormholectl drain)", false);
     return refused("draining");
   }
-  if (!verdict(0, "", true) || !link.fill(sizeof(CheckpointHeader), Clock::now() + limit)) return;
   CheckpointHeader hdr;
-  std::memcpy(&hdr, link.buffered().data(), sizeof hdr);
-  link.consume(sizeof hdr);
+  if (!verdict(0, "", true) || !link.take(&hdr, Clock::now() + limit)) return;
   // What the header claims bounds what is received; the checksum and the
   // restore check everything after.
   std::string err;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -62,6 +63,15 @@ class Link {
   bool fill(size_t n, Clock::time_point deadline, size_t at_most = SIZE_MAX);
   std::span<const uint8_t> buffered() const { return {rbuf_.data() + rpos_, wpos_ - rpos_}; }
   void consume(size_t n) { rpos_ += n; }
+  // One fixed-size handshake message: received, copied out and consumed;
+  // false as fill().
+  template <class T>
+  bool take(T* out, Clock::time_point deadline) {
+    if (!fill(sizeof(T), deadline)) return false;
+    std::memcpy(out, buffered().data(), sizeof(T));
+    consume(sizeof(T));
+    return true;
+  }
   size_t capacity() const { return rbuf_.size(); }
   bool dead() const { return dead_; }
   bool timed_out() const { return timed_out_; }
