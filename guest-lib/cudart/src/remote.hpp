@@ -81,7 +81,7 @@ class RemoteLink {
   mutable std::mutex mu_;
   std::vector<uint8_t> batch_;  // posted records not sent yet
   uint64_t next_call_ = 1;
-  uint32_t max_msg_ = 0;
+  std::atomic<uint32_t> max_msg_{0};  // read before the lock is taken; a move may change it
   uint16_t version_ = 0;
   std::chrono::milliseconds timeout_{10000}, server_timeout_{10000};
   net::Clock::time_point last_sent_{};
