@@ -392,6 +392,20 @@ migrate)
   cmp -s "$tmp/gpt-ref.log" "$tmp/gpt-moved.log" && [ "$steps" = 120 ] ||
     { diff "$tmp/gpt-ref.log" "$tmp/gpt-moved.log" | head; fail "wh-gpt: losses differ after the move"; }
   echo "wh-gpt over ucx:// moved A -> B: losses identical over $steps steps"
+  # A program that makes a synchronous call only every 5 s (its device
+  # counter checked at each): a move given 1 s is given up and the program
+  # goes on at A; the default waits for its next call and moves it.
+  TIMEOUT_MS=10000 client "$build/tests/remote/loop" 8 12 5000 > "$tmp/loop.out" 2>&1 &
+  prog=$!
+  for _ in $(seq 1 100); do grep -q READY "$tmp/loop.out" && break; sleep 0.1; done
+  sleep 0.5
+  line=$(sessions "$tmp/server.sock")
+  sid="${line% *}"
+  [ -n "$sid" ] || fail "no session of the idle program on A"
+  refused "did not reach a point where it can stop within 1 s" migrate "$sid" --to "ucx://$ip_s:7712" --wait 1
+  ctl --socket "$tmp/server.sock" migrate "$sid" --to "ucx://$ip_s:7712" | tee "$tmp/m4.txt" || fail "idle program: move A -> B"
+  wait $prog || { cat "$tmp/loop.out"; fail "the idle program failed after its move"; }
+  grep -q DONE "$tmp/loop.out" || { cat "$tmp/loop.out"; fail "the idle program did not finish"; }
   ;;
 bench)
   # make bench-remote: raw TCP first (ping-pong, bulk), then ucx://, both

@@ -175,7 +175,10 @@ std::string Server::admin_request(const std::string& line, int64_t peer_uid, con
       } else {
         uint64_t new_id = 0;
         const auto t0 = std::chrono::steady_clock::now();
-        std::string err = migrate_session(rq["session"], Migration::Kind::Move, rq["to"], peer_uid, &new_id);
+        const uint32_t wait_s = rq.contains("wait_s") && rq["wait_s"].is_number_unsigned()
+                                    ? uint32_t(std::min<uint64_t>(rq["wait_s"].get<uint64_t>(), 86400))
+                                    : 0;
+        std::string err = migrate_session(rq["session"], Migration::Kind::Move, rq["to"], peer_uid, &new_id, wait_s);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         out = err.empty() ? json{{"ok", true}, {"session", rq["session"]}, {"new_session", new_id}, {"ms", ms}}
                           : fail(err);

@@ -133,7 +133,7 @@ bool read_reply(int fd, int timeout_ms, std::string* line) {
 }  // namespace
 
 std::string Server::migrate_session(uint64_t id, Migration::Kind kind, const std::string& to, int64_t peer_uid,
-                                    uint64_t* new_id) {
+                                    uint64_t* new_id, uint32_t wait_s) {
   if (kind == Migration::Kind::Move && to == cfg_.admin_socket_path) return "the destination is this server";
   auto m = std::make_shared<Migration>();
   m->kind = kind;
@@ -152,16 +152,39 @@ std::string Server::migrate_session(uint64_t id, Migration::Kind kind, const std
     if (!l->network && kind == Migration::Kind::Move && to_network)
       return sid + " is a local client's: it moves to a server on this host (migrate --to SOCKET)";
     if (l->network && kind == Migration::Kind::Move && to == cfg_.listen_url) return "the destination is this server";
+    if (l->network && kind == Migration::Kind::Checkpoint)
+      return sid + " is a network client's: it can move to another ucx:// server, not be checkpointed to a file";
+    if (l->network && kind == Migration::Kind::Resume) return sid + " is not held (wormholectl checkpoint holds one)";
     if (l->migration) return "session " + std::to_string(id) + " is already migrating";
     l->migration = m;
     l->migrate->store(true);
+    // A network client's session stops before its next synchronous call, which a
+    // program busy on its CPU may not make for a while: by default a minute.
+    if (!wait_s && l->network) wait_s = 60;
   }
   static const char* const what[] = {"migrating session {} to {}", "checkpointing session {} to {}",
                                      "resuming session {}{}"};
   spdlog::warn(fmt::runtime(std::string("admin (uid {}): ") + what[int(kind)]), peer_uid, id, to);
   std::unique_lock lk(m->mu);
   // The session's thread takes it between two requests (a kernel running
-  // now finishes first); it always answers, also when the session ends.
+  // now finishes first); it always answers, also when the session ends. Not
+  // taken within wait_s: withdrawn, unless the thread took it meanwhile.
+  if (wait_s && !m->cv.wait_for(lk, std::chrono::seconds(wait_s), [&] { return m->done; })) {
+    lk.unlock();
+    {
+      std::lock_guard ll(live_mu_);
+      for (Live& x : live_)
+        if (x.migration == m) {
+          x.migration = nullptr;
+          x.migrate->store(false);
+          spdlog::warn("admin (uid {}): session {} not moved: it did not stop within {} s", peer_uid, id, wait_s);
+          return "session " + std::to_string(id) + " did not reach a point where it can stop within " +
+                 std::to_string(wait_s) + " s (a network client's session stops before its next synchronous call)" +
+                 ": it goes on here";
+        }
+    }
+    lk.lock();
+  }
   m->cv.wait(lk, [&] { return m->done; });
   *new_id = m->new_id;
   return m->error;

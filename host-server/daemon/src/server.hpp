@@ -159,8 +159,10 @@ class Server {
   // its descriptors (region, client socket, checkpoint), restored and served.
   std::string adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_t* sid);
   // wormholectl migrate: waits for the session's thread to move it.
+  // wait_s: give up (the session going on) when it has not stopped within
+  // that many seconds; 0: a network client's session 60, others no limit.
   std::string migrate_session(uint64_t id, Migration::Kind kind, const std::string& to, int64_t peer_uid,
-                              uint64_t* new_id);
+                              uint64_t* new_id, uint32_t wait_s = 0);
   // Network clients over UCX (remote.cpp): the listener is made at start
   // (a bad address or key stops the start), then served by its own thread.
   bool start_remote();

@@ -173,6 +173,12 @@ int main(int argc, char** argv) {
                                              "(a network client's session; the client must reach it there)");
   migrate->add_option("--to-admin", migrate_to_admin, "the destination server's admin socket (default: beside --to)")
       ->excludes(to);
+  uint32_t migrate_wait = 0;
+  migrate->add_option("--wait", migrate_wait,
+                      "seconds the session may take to reach a point where it stops (a network client's: its next "
+                      "synchronous call) before the move is given up; default 60 for a network client's, no limit "
+                      "otherwise")
+      ->check(CLI::Range(1, 86400));
   uint64_t ck_id = 0, resume_id = 0;
   std::string ck_file, restore_path;
   auto* checkpoint = app.add_subcommand("checkpoint", "save a session to a file and hold it: when this server goes, "
@@ -208,13 +214,14 @@ int main(int argc, char** argv) {
           {"to", migrate_to.rfind("ucx://", 0) == 0 ? migrate_to
                  : migrate_to_admin.empty()          ? wh::server::admin_socket_beside(migrate_to)
                                                      : migrate_to_admin}};
+  if (migrate->parsed() && migrate_wait) rq["wait_s"] = migrate_wait;
   else if (checkpoint->parsed()) rq = {{"cmd", "checkpoint"}, {"session", ck_id}, {"file", absolute(ck_file)}};
   else if (resume->parsed()) rq = {{"cmd", "resume"}, {"session", resume_id}};
   else if (restore->parsed()) rq = {{"cmd", "restore"}, {"file", absolute(restore_path)}};
   // A migration or checkpoint pauses the session until its state is saved
   // (large sessions take a while); the server answers within 10 minutes.
   const bool slow = migrate->parsed() || checkpoint->parsed() || restore->parsed() || resume->parsed();
-  json r = ask(admin_path, rq, slow ? 660 : 5);
+  json r = ask(admin_path, rq, slow ? 660 + int(migrate_wait) : 5);
   const bool ok = r.value("ok", false);
   if (as_json) {
     std::printf("%s\n", r.dump().c_str());
