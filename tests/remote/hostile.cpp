@@ -55,10 +55,10 @@ bool dropped(Link& l, const char* what) {
   return false;
 }
 
-// A client's answer to the challenge, its MAC made with key k.
-Proof proof(const Challenge& ch, const Key& k) {
+// A client's answer to the challenge (or a move's, a resume's), its MAC made with key k.
+Proof proof(const Challenge& ch, const Key& k, uint32_t magic = kProofMagic) {
   Proof p{};
-  p.magic = kProofMagic;
+  p.magic = magic;
   p.min_version = ch.min_version;
   p.max_version = ch.max_version;
   p.pid = 1;
@@ -175,9 +175,7 @@ int main(int argc, char** argv) {
   {  // following a moved session with a token no server issued
     Challenge ch;
     auto l = open_link(&ch);
-    Proof p = proof(ch, g_key);
-    p.magic = kResumeMagic;
-    client_mac(g_key, ch, p, p.mac);
+    Proof p = proof(ch, g_key, kResumeMagic);
     l->send(&p, sizeof p, Clock::now() + 5s);
     ok &= dropped(*l, "resume with a forged token");
   }
@@ -187,9 +185,7 @@ int main(int argc, char** argv) {
   for (int forged_frame = 0; forged_frame < 2; ++forged_frame) {
     Challenge ch;
     auto l = open_link(&ch);
-    Proof p = proof(ch, g_key);
-    p.magic = kMoveMagic;
-    client_mac(g_key, ch, p, p.mac);
+    Proof p = proof(ch, g_key, kMoveMagic);
     l->send(&p, sizeof p, Clock::now() + 5s);
     Verdict v{};
     if (!l->fill(sizeof v, Clock::now() + 5s)) return std::printf("FAIL: no verdict to a move\n"), 1;

@@ -329,19 +329,22 @@ migrate)
       python3 -c 'import json,sys; s=json.load(sys.stdin)["sessions"]; print("%d %d" % (s[0]["id"], s[0]["calls"]) if s else "")'
   }
   # Long enough (10-20 s) for the refusals and both moves to happen mid-epoch.
+  session_after() {  # the id of server A's only session once it made $1 calls
+    local line
+    for _ in $(seq 1 1200); do
+      line=$(sessions "$tmp/server.sock")
+      if [ -n "$line" ] && [ "${line#* }" -ge "$1" ]; then echo "${line% *}"; return 0; fi
+      sleep 0.05
+    done
+    return 1
+  }
   args=(--epochs 1 --batch 64 --subset ${WH_CNN_SUBSET:-48000} --test-subset 1000 --no-progress)
   t0=$(ms)
   client "$cnn" "${args[@]}" --loss-out "$tmp/loss-ref.txt" > "$tmp/ref.out" 2>&1 || { cat "$tmp/ref.out"; fail "wh-cnn unmoved"; }
   echo "wh-cnn over ucx:// unmoved: $(( $(ms) - t0 )) ms"
   TIMEOUT_MS=10000 WORMHOLE_VERBOSE=1 client "$cnn" "${args[@]}" --loss-out "$tmp/loss-moved.txt" > "$tmp/moved.out" 2>&1 &
   prog=$!
-  sid=""
-  for _ in $(seq 1 600); do
-    line=$(sessions "$tmp/server.sock")
-    if [ -n "$line" ] && [ "${line#* }" -ge 200 ]; then sid="${line% *}"; break; fi
-    sleep 0.05
-  done
-  [ -n "$sid" ] || fail "no wh-cnn session on A"
+  sid=$(session_after 200) || fail "no wh-cnn session on A"
   refused() {  # what ctl-args...
     local what="$1"; shift
     if ctl --socket "$tmp/server.sock" "$@" > "$tmp/m.txt" 2>&1; then fail "wormholectl $* succeeded"; fi
@@ -378,13 +381,7 @@ migrate)
   client "$gpt" "${gargs[@]}" --loss-log "$tmp/gpt-ref.log" > "$tmp/gpt-ref.out" 2>&1 || { cat "$tmp/gpt-ref.out"; fail "wh-gpt unmoved"; }
   TIMEOUT_MS=10000 WORMHOLE_VERBOSE=1 client "$gpt" "${gargs[@]}" --loss-log "$tmp/gpt-moved.log" > "$tmp/gpt-moved.out" 2>&1 &
   prog=$!
-  sid=""
-  for _ in $(seq 1 1200); do
-    line=$(sessions "$tmp/server.sock")
-    if [ -n "$line" ] && [ "${line#* }" -ge 4000 ]; then sid="${line% *}"; break; fi
-    sleep 0.05
-  done
-  [ -n "$sid" ] || { tail -5 "$tmp/gpt-moved.out"; fail "no wh-gpt session on A (last seen: ${line:-none})"; }
+  sid=$(session_after 4000) || { tail -5 "$tmp/gpt-moved.out"; fail "no wh-gpt session on A"; }
   ctl --socket "$tmp/server.sock" migrate "$sid" --to "ucx://$ip_s:7712" | tee "$tmp/m3.txt" || fail "wh-gpt: move A -> B"
   wait $prog || { tail -20 "$tmp/gpt-moved.out"; cat "$tmp/b.log"; fail "the moved wh-gpt run failed"; }
   grep -q "the session moved to ucx://" "$tmp/gpt-moved.out" || fail "wh-gpt did not follow its session"
@@ -399,9 +396,7 @@ migrate)
   prog=$!
   for _ in $(seq 1 100); do grep -q READY "$tmp/loop.out" && break; sleep 0.1; done
   sleep 0.5
-  line=$(sessions "$tmp/server.sock")
-  sid="${line% *}"
-  [ -n "$sid" ] || fail "no session of the idle program on A"
+  sid=$(session_after 0) || fail "no session of the idle program on A"
   refused "did not reach a point where it can stop within 1 s" migrate "$sid" --to "ucx://$ip_s:7712" --wait 1
   ctl --socket "$tmp/server.sock" migrate "$sid" --to "ucx://$ip_s:7712" | tee "$tmp/m4.txt" || fail "idle program: move A -> B"
   wait $prog || { cat "$tmp/loop.out"; fail "the idle program failed after its move"; }
