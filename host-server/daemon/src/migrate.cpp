@@ -307,6 +307,31 @@ std::string Server::adopt(const std::vector<int>& fds, int64_t peer_uid, uint64_
   return {};
 }
 
+std::unique_ptr<Context> Server::restore_context(const CheckpointHeader& hdr, uint32_t uid, std::string* err) {
+  const std::string kind(hdr.backend, strnlen(hdr.backend, sizeof hdr.backend));  // (a peer's bytes)
+  if (kind != backend_.name()) {
+    *err = "a session of the " + kind + " backend; this server runs the " + backend_.name() + " backend";
+    return nullptr;
+  }
+  ContextLimits lim;
+  lim.memory_quota = cfg_.quota_bytes;
+  lim.va_base = hdr.va_base;
+  if (auto b = uid_budgets_.find(uid); b != uid_budgets_.end()) lim.shared = b->second;
+  lim.tenant = "uid:" + std::to_string(uid);
+  auto ctx = backend_.create_context(0, lim, err);
+  if (!ctx) {
+    *err = "context: " + *err;
+    return nullptr;
+  }
+  uint64_t free_b = 0, total = 0;
+  if (hdr.device_bytes > 0 && (ctx->mem_info(&free_b, &total), hdr.device_bytes > free_b)) {
+    *err = "the session holds " + std::to_string(hdr.device_bytes) + " bytes of device memory; " +
+           std::to_string(free_b) + " are free to it here";
+    return nullptr;
+  }
+  return ctx;
+}
+
 std::string Server::adopt_session(int region_fd, int client_fd, const CheckpointHeader& hdr,
                                   std::span<const uint8_t> content, int64_t peer_uid,
                                   std::unique_ptr<SocketSession>* out, std::span<const int> segment_fds) {
@@ -329,23 +354,8 @@ std::string Server::adopt_session(int region_fd, int client_fd, const Checkpoint
   if (getsockopt(client_fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
       getsockopt(client_fd, SOL_SOCKET, SO_PEERCRED, &ss->cred, &cl) != 0 || ss->cred.pid <= 0)
     return "the client socket is not a connected Unix socket";
-  if (std::string(hdr.backend) != backend_.name())
-    return std::string("a session of the ") + hdr.backend + " backend; this server runs the " + backend_.name() +
-           " backend";
-  ContextLimits lim;
-  lim.memory_quota = cfg_.quota_bytes;
-  lim.va_base = hdr.va_base;
-  if (auto b = uid_budgets_.find(uint32_t(ss->cred.uid)); b != uid_budgets_.end()) lim.shared = b->second;
-  lim.tenant = "uid:" + std::to_string(ss->cred.uid);
-  auto ctx = backend_.create_context(0, lim, &err);
-  if (!ctx) return "context: " + err;
-  if (hdr.device_bytes > 0) {
-    uint64_t free_b = 0, total = 0;
-    ctx->mem_info(&free_b, &total);
-    if (hdr.device_bytes > free_b)
-      return "the session holds " + std::to_string(hdr.device_bytes) + " bytes of device memory; " +
-             std::to_string(free_b) + " are free to it here";
-  }
+  auto ctx = restore_context(hdr, uint32_t(ss->cred.uid), &err);
+  if (!ctx) return err;
   ss->ch = ring::ServerChannel::take_over(*ss->region, 0, &err);
   if (!ss->ch) return "channel: " + err;
   const uint64_t sid = next_session_++;

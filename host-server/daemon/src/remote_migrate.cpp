@@ -142,29 +142,13 @@ void Server::receive_moved_session(net::Link& link, const net::Challenge& ch, co
   if (!verdict(0, "", true) || !link.take(&hdr, Clock::now() + limit)) return;
   // What the header claims bounds what is received; the checksum and the
   // restore check everything after.
-  std::string err;
-  // (A zstd frame is at most a little larger than what it holds.)
-  if (hdr.header_bytes != sizeof hdr || hdr.content_bytes > kCheckpointMaxBytes || hdr.frame_bytes == 0 ||
-      hdr.frame_bytes > hdr.content_bytes + hdr.content_bytes / 64 + (1u << 20))
-    err = "not a checkpoint's header";
-  else if (std::string(hdr.backend, strnlen(hdr.backend, sizeof hdr.backend)) != backend_.name())
-    err = "a session of the " + std::string(hdr.backend, strnlen(hdr.backend, sizeof hdr.backend)) +
-          " backend; this server runs the " + backend_.name() + " backend";
-  ContextLimits lim;
-  lim.memory_quota = cfg_.quota_bytes;
-  lim.va_base = hdr.va_base;
-  if (auto b = uid_budgets_.find(key.owner); b != uid_budgets_.end()) lim.shared = b->second;
-  lim.tenant = "uid:" + std::to_string(key.owner);
+  std::string err = "not a checkpoint's header";
   std::unique_ptr<Context> ctx;
-  if (err.empty() && !(ctx = backend_.create_context(0, lim, &err))) err = "context: " + err;
-  if (err.empty() && hdr.device_bytes > 0) {
-    uint64_t free_b = 0, total = 0;
-    ctx->mem_info(&free_b, &total);
-    if (hdr.device_bytes > free_b)
-      err = "the session holds " + std::to_string(hdr.device_bytes) + " bytes of device memory; " +
-            std::to_string(free_b) + " are free to it here";
-  }
-  if (!err.empty()) {
+  // (A zstd frame is at most a little larger than what it holds.)
+  if (hdr.header_bytes == sizeof hdr && hdr.content_bytes <= kCheckpointMaxBytes && hdr.frame_bytes != 0 &&
+      hdr.frame_bytes <= hdr.content_bytes + hdr.content_bytes / 64 + (1u << 20))
+    ctx = restore_context(hdr, key.owner, &err);
+  if (!ctx) {
     verdict(cudaErrorInvalidValue, err, false);
     return refused(err);
   }

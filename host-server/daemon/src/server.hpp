@@ -144,6 +144,10 @@ class Server {
   std::string adopt_session(int region_fd, int client_fd, const CheckpointHeader& hdr, std::span<const uint8_t> content,
                             int64_t peer_uid, std::unique_ptr<SocketSession>* out,
                             std::span<const int> segment_fds = {});
+  // A context for a session being restored: of this server's device kind, at
+  // its saved device-address window, with the uid's budget and room for the
+  // device memory it holds; null and *err (for the operator) otherwise.
+  std::unique_ptr<Context> restore_context(const CheckpointHeader& hdr, uint32_t uid, std::string* err);
   // wormholectl restore FILE: a checkpoint waiting for its client, which
   // reconnects with its token (proto::kHelloResume).
   std::string restore_file(const std::string& path, CheckpointHeader* hdr);
