@@ -43,6 +43,17 @@ inline void frag_coord(const FragGeom& g, int lane, int e, int& row, int& col) {
   }
 }
 
+// Where a fragment's elements lie in a dense matrix (pos's placement, but B of a product
+// transposed), as strides: the run of v elements lane 4*grp+t holds in tile T starts at
+// base[T] + grp*gs + t*v*js, its elements js apart. Element j of that run is element T*v+j
+// of the lane: slot (T*v+j) % per_reg of register (T*v+j) / per_reg. Handlers walk it
+// with fixed loops, four lanes' runs at a time where js is 1 (no lookup per element).
+struct FragWalk {
+  uint8_t tiles = 0;
+  uint16_t gs = 0, js = 0;
+  uint16_t base[16] = {};
+};
+
 struct MmaOp {
   MmaKind kind = MK_Mma;
   MmaFrag frag = MF_A;  // wmma.load/store: the matrix
@@ -57,9 +68,10 @@ struct MmaOp {
   // lane l of fragment f, as an index into its matrix: row * cols + col, or, for
   // wmma.load/store with .col, col * rows + row (the order of the matrix in memory).
   // Elements past g.distinct repeat the first ones (the same index). Computed once at
-  // decode rather than for every element of every execution; the handlers then move
-  // elements between registers and a dense matrix with one table lookup each.
+  // decode; a wmma.load/store whose lanes name different matrices goes element by
+  // element with it. Everything else walks `walk`.
   uint16_t pos[4][512] = {};
+  FragWalk walk[4];
 };
 
 inline void mma_coords(MmaOp& op) {
@@ -74,6 +86,23 @@ inline void mma_coords(MmaOp& op) {
           frag_coord(g, l, (i * g.per_reg + s) % g.distinct, row, col);
           op.pos[f][(i * 32 + l) * g.per_reg + s] = uint16_t(colmaj ? col * g.rows + row : row * g.cols + col);
         }
+    // The same placement as strides (frag_coord): rows rs apart, columns cs apart. The
+    // products (wmma.mma, mma) take B transposed, where a lane's runs (down K) are contiguous.
+    const bool tr = colmaj || (f == 2 && (op.kind == MK_WMma || op.kind == MK_Mma));
+    const int rs = tr ? 1 : g.cols, cs = tr ? g.rows : 1, w = 4 * g.v;
+    FragWalk& fw = op.walk[f];
+    fw.tiles = uint8_t(g.distinct / g.v);
+    fw.gs = uint16_t(g.b ? cs : rs);  // B: a group holds a column; A, C: a row
+    fw.js = uint16_t(g.b ? rs : cs);
+    for (int t = 0; t < fw.tiles; ++t) {
+      if (!g.b) {
+        const int nrb = g.rows / 8;
+        fw.base[t] = uint16_t((t % nrb) * 8 * rs + (t / nrb) * w * cs);
+      } else {
+        const int nkb = g.rows / w;
+        fw.base[t] = uint16_t((t % nkb) * w * rs + (t / nkb) * 8 * cs);
+      }
+    }
   }
 }
 

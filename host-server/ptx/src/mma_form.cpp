@@ -68,7 +68,8 @@ FragGeom geom(int m, int n, int k, MmaFrag f, MmaEt et, bool wmma) {
 bool fits(const FragGeom& g) {
   const int n8 = g.b ? g.cols : g.rows, k4v = g.b ? g.rows : g.cols;  // whole tiles only
   return g.nregs >= 1 && g.nregs <= 8 && g.rows * g.cols <= 512 && g.distinct >= 1 && n8 % 8 == 0 &&
-         k4v % (4 * g.v) == 0 && g.nregs * g.per_reg * 32 <= 512 && g.distinct % g.per_reg == 0;
+         k4v % (4 * g.v) == 0 && g.nregs * g.per_reg * 32 <= 512 && g.distinct % g.per_reg == 0 &&
+         g.v % g.per_reg == 0 && g.distinct / g.v <= 16;  // a lane's runs fill whole registers (FragWalk)
 }
 
 struct Mods {

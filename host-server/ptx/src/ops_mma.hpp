@@ -90,54 +90,127 @@ inline void store_bytes(uint8_t* p, uint64_t v, uint32_t n) {
   }
 }
 
-// Fragment f's registers <-> a dense matrix M (the order of op.pos): element s of register
-// i of lane l is M[pos[(i * 32 + l) * per_reg + s]]. Loads into registers take every
-// register (repeats included); a gather for mma takes the distinct elements only (the
-// first distinct/per_reg registers), as mma reads them. PR: elements per register, fixed
-// at compile time so that the inner loops unroll.
-template <int PR, bool S32, class T, class C>
-inline void frag_to_regs_n(const MmaOp& op, int f, const T* M, uint64_t* const* D, C conv) {
-  const uint16_t* P = op.pos[f];
-  constexpr int sh = 32 / PR;
-  for (int i = 0; i < op.g[f].nregs; ++i) {
-    uint64_t* d = D[i];
-    for (int l = 0; l < 32; ++l, P += PR) {
-      uint64_t w = 0;
-      for (int s = 0; s < PR; ++s) w |= uint64_t(conv(M[P[s]])) << (s * sh);
-      d[l] = S32 ? frag_word(ME_S32, w) : w;
+// Fragment f's registers <-> a dense matrix M of raw elements (ESZ bytes each), walking
+// op.walk[f] (mma.hpp): per tile, per lane, the lane's run of V elements, PR of them in the
+// low bits of each register, little-endian as in memory. Where the runs are contiguous in
+// M (JS1) each register part is one 4- or 8-byte copy, and the loops (sizes fixed at
+// compile time) vectorise; elsewhere element by element. Loads into registers fill every
+// register (the repeats of f16 wmma multiplicands included; s32 sign-extended as ld.s32
+// leaves it); a gather for mma, or a store, takes the distinct elements.
+template <int ESZ, int PR, int V, bool JS1, bool TO_REGS, bool S32>
+[[gnu::always_inline]] inline void frag_move_n(const MmaOp& op, int f, uint8_t* M, uint64_t* const* R) {
+  const FragWalk& w = op.walk[f];
+  constexpr int RPT = V / PR, RUN = ESZ * PR;  // registers per tile, bytes per register part
+  const int gs = w.gs * ESZ, js = JS1 ? ESZ : w.js * ESZ;
+  if constexpr (JS1 && RUN == 4) {
+    // The four lanes of a group hold 4 * RPT (1 or 2) consecutive 4-byte parts: vectors.
+    using u32x4 = uint32_t __attribute__((vector_size(16)));
+    using i32x4 = int32_t __attribute__((vector_size(16)));
+    using u64x4 = uint64_t __attribute__((vector_size(32)));
+    using i64x4 = int64_t __attribute__((vector_size(32)));
+    for (int tile = 0; tile < w.tiles; ++tile) {
+      uint8_t* b = M + w.base[tile] * ESZ;
+      uint64_t* r0 = R[tile * RPT];
+      uint64_t* r1 = R[tile * RPT + RPT - 1];
+      for (int grp = 0; grp < 8; ++grp, b += gs, r0 += 4, r1 += 4) {
+        if constexpr (RPT == 1) {  // lane t: part t
+          if constexpr (TO_REGS && S32) {
+            i32x4 v;
+            std::memcpy(&v, b, 16);
+            const i64x4 x = __builtin_convertvector(v, i64x4);
+            std::memcpy(r0, &x, 32);
+          } else if constexpr (TO_REGS) {
+            u32x4 v;
+            std::memcpy(&v, b, 16);
+            const u64x4 x = __builtin_convertvector(v, u64x4);
+            std::memcpy(r0, &x, 32);
+          } else {
+            u64x4 x;
+            std::memcpy(&x, r0, 32);
+            const u32x4 v = __builtin_convertvector(x, u32x4);
+            std::memcpy(b, &v, 16);
+          }
+        } else {  // lane t: parts 2t (register 0) and 2t+1 (register 1)
+          u64x4 v;
+          if constexpr (TO_REGS) {
+            std::memcpy(&v, b, 32);
+            u64x4 lo = v & 0xffffffffull, hi = v >> 32;
+            if constexpr (S32) {
+              lo = u64x4(i64x4(v << 32) >> 32);
+              hi = u64x4(i64x4(v) >> 32);
+            }
+            std::memcpy(r0, &lo, 32);
+            std::memcpy(r1, &hi, 32);
+          } else {
+            u64x4 lo, hi;
+            std::memcpy(&lo, r0, 32);
+            std::memcpy(&hi, r1, 32);
+            v = (lo & 0xffffffffull) | (hi << 32);
+            std::memcpy(b, &v, 32);
+          }
+        }
+      }
+    }
+  } else {
+    for (int tile = 0; tile < w.tiles; ++tile) {
+      uint8_t* b = M + w.base[tile] * ESZ;
+      for (int q = 0; q < RPT; ++q) {
+        uint64_t* r = R[tile * RPT + q];
+        for (int grp = 0; grp < 8; ++grp)
+          for (int t = 0; t < 4; ++t) {
+            uint8_t* p = b + grp * gs + (t * V + q * PR) * js;
+            uint64_t& x = r[4 * grp + t];
+            if constexpr (JS1) {  // 8-byte parts (f64)
+              if constexpr (TO_REGS) std::memcpy(&x, p, 8);
+              else std::memcpy(p, &x, 8);
+            } else {
+              if constexpr (TO_REGS) {
+                uint64_t v = 0;
+                for (int s = 0; s < PR; ++s) v |= load_bytes(p + s * js, ESZ) << (s * ESZ * 8);
+                x = S32 ? uint64_t(int64_t(int32_t(uint32_t(v)))) : v;
+              } else {
+                for (int s = 0; s < PR; ++s) store_bytes(p + s * js, x >> (s * ESZ * 8 % 64), ESZ);
+              }
+            }
+          }
+      }
     }
   }
-}
-template <class T, class C>
-inline void frag_to_regs(const MmaOp& op, int f, const T* M, uint64_t* const* D, C conv) {
-  if (op.et[f] == ME_S32) return frag_to_regs_n<1, true>(op, f, M, D, conv);
-  switch (op.g[f].per_reg) {
-    case 1: return frag_to_regs_n<1, false>(op, f, M, D, conv);
-    case 2: return frag_to_regs_n<2, false>(op, f, M, D, conv);
-    default: return frag_to_regs_n<4, false>(op, f, M, D, conv);
+  if constexpr (TO_REGS) {
+    const int distinct = w.tiles * RPT;
+    for (int i = distinct; i < op.g[f].nregs; ++i) std::memcpy(R[i], R[i % distinct], 32 * sizeof(uint64_t));
   }
 }
-template <int PR, class T, class C>
-inline void regs_to_frag_n(const MmaOp& op, int f, const uint64_t* const* S, int nregs, T* M, C conv) {
-  const uint16_t* P = op.pos[f];
-  constexpr int sh = 32 / PR;
-  const uint64_t mask = PR > 1 ? (1ull << sh) - 1 : op.g[f].bits == 64 ? ~0ull : 0xffffffffull;
-  for (int i = 0; i < nregs; ++i) {
-    const uint64_t* r = S[i];
-    for (int l = 0; l < 32; ++l, P += PR) {
-      const uint64_t w = r[l];
-      for (int s = 0; s < PR; ++s) M[P[s]] = conv((w >> (s * sh)) & mask);
-    }
+template <int ESZ, int PR, int V, bool TO_REGS>
+[[gnu::always_inline]] inline void frag_move_v(const MmaOp& op, int f, uint8_t* M, uint64_t* const* R) {
+  const bool js1 = op.walk[f].js == 1;
+  if (TO_REGS && op.et[f] == ME_S32) {
+    if (js1) return frag_move_n<ESZ, PR, V, true, TO_REGS, true>(op, f, M, R);
+    return frag_move_n<ESZ, PR, V, false, TO_REGS, true>(op, f, M, R);
+  }
+  if (js1) return frag_move_n<ESZ, PR, V, true, TO_REGS, false>(op, f, M, R);
+  frag_move_n<ESZ, PR, V, false, TO_REGS, false>(op, f, M, R);
+}
+// The forms mma_parse accepts: 8-bit (4 a register), 16-bit (2), 32- and 64-bit elements
+// (1), in runs of V = per_reg (A, B) or 2 (C, D).
+template <bool TO_REGS>
+[[gnu::always_inline]] inline void frag_move(const MmaOp& op, int f, void* M, const uint64_t* const* R) {
+  uint8_t* m = static_cast<uint8_t*>(M);
+  uint64_t* const* r = const_cast<uint64_t* const*>(R);
+  const FragGeom& g = op.g[f];
+  switch (g.bits * 4 + g.v) {
+    case 8 * 4 + 4: return frag_move_v<1, 4, 4, TO_REGS>(op, f, m, r);
+    case 16 * 4 + 2: return frag_move_v<2, 2, 2, TO_REGS>(op, f, m, r);
+    case 32 * 4 + 1: return frag_move_v<4, 1, 1, TO_REGS>(op, f, m, r);
+    case 32 * 4 + 2: return frag_move_v<4, 1, 2, TO_REGS>(op, f, m, r);
+    case 64 * 4 + 1: return frag_move_v<8, 1, 1, TO_REGS>(op, f, m, r);
+    default: return frag_move_v<8, 1, 2, TO_REGS>(op, f, m, r);
   }
 }
-template <class T, class C>
-inline void regs_to_frag(const MmaOp& op, int f, const uint64_t* const* S, int nregs, T* M, C conv) {
-  switch (op.g[f].per_reg) {
-    case 1: return regs_to_frag_n<1>(op, f, S, nregs, M, conv);
-    case 2: return regs_to_frag_n<2>(op, f, S, nregs, M, conv);
-    default: return regs_to_frag_n<4>(op, f, S, nregs, M, conv);
-  }
+[[gnu::always_inline]] inline void frag_to_regs(const MmaOp& op, int f, const void* M, uint64_t* const* R) {
+  frag_move<true>(op, f, const_cast<void*>(M), R);
 }
+[[gnu::always_inline]] inline void regs_to_frag(const MmaOp& op, int f, const uint64_t* const* R, void* M) { frag_move<false>(op, f, M, R); }
 
 // A matrix line (8 to 128 bytes): sizes known at compile time copy with a few moves, where
 // a memcpy of a variable size costs more than the line.
@@ -152,7 +225,7 @@ inline void copy_line(uint8_t* d, const uint8_t* s, size_t n) {
 
 // wmma.load.{a,b,c} / wmma.store.d
 template <bool STORE>
-void h_wmma_ldst(Ctx& c, const Inst& I, uint32_t m) {
+[[gnu::always_inline]] inline void wmma_ldst(Ctx& c, const Inst& I, uint32_t m) {
   if (!whole_warp(c, I, m)) return;
   const MmaOp& op = mma_op(c, I);
   const FragGeom& g = op.g[0];
@@ -190,17 +263,8 @@ void h_wmma_ldst(Ctx& c, const Inst& I, uint32_t m) {
       alignas(64) uint8_t T[4096];  // up to 512 elements of up to 8 bytes
       const size_t lb = size_t(len) * esz;
       for (int i = 0; i < lines; ++i) copy_line(T + i * lb, L[i], lb);  // a store keeps what its fragment does not cover
-      auto move = [&](auto* M) {
-        using E = std::remove_pointer_t<decltype(M)>;
-        if constexpr (STORE) regs_to_frag(op, 0, R, g.nregs, M, [](uint64_t b) { return E(b); });
-        else frag_to_regs(op, 0, M, R, [](E e) { return uint64_t(e); });
-      };
-      switch (esz) {
-        case 1: move(T); break;
-        case 2: move(reinterpret_cast<uint16_t*>(T)); break;
-        case 4: move(reinterpret_cast<uint32_t*>(T)); break;
-        default: move(reinterpret_cast<uint64_t*>(T)); break;
-      }
+      if constexpr (STORE) regs_to_frag(op, 0, R, T);
+      else frag_to_regs(op, 0, T, R);
       if (STORE)
         for (int i = 0; i < lines; ++i) copy_line(L[i], T + i * lb, lb);
       return;
@@ -226,6 +290,15 @@ void h_wmma_ldst(Ctx& c, const Inst& I, uint32_t m) {
     }
     return true;
   });
+}
+
+template <bool STORE>
+[[gnu::target("avx2")]] void h_wmma_ldst_avx2(Ctx& c, const Inst& I, uint32_t m) { wmma_ldst<STORE>(c, I, m); }
+template <bool STORE>
+void h_wmma_ldst(Ctx& c, const Inst& I, uint32_t m) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return h_wmma_ldst_avx2<STORE>(c, I, m);
+  wmma_ldst<STORE>(c, I, m);
 }
 
 // D = A*B + C for float elements, k ascending per element (one rounding per addition; the
@@ -295,58 +368,92 @@ inline void mma_f64(const double* A, const double* B, const double* C, double* D
     }
 }
 
-// D = A*B + C over the whole warp (wmma.mma and mma.sync).
-void h_mma(Ctx& c, const Inst& I, uint32_t m) {
+// out[i * cols + j] = conv(in[i * cols + j]), or conv(in[j * rows + i]) where `in` holds the
+// matrix transposed.
+template <class In, class Out, class Conv>
+[[gnu::always_inline]] inline void widen(const In* in, Out* out, int rows, int cols, bool tr, Conv conv) {
+  if (!tr) {
+    for (int e = 0; e < rows * cols; ++e) out[e] = conv(in[e]);
+    return;
+  }
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) out[i * cols + j] = conv(in[j * rows + i]);
+}
+
+// One operand's raw elements (16- or 32-bit) widened to f32 (`tr`: B, gathered transposed),
+// the element type chosen once.
+[[gnu::always_inline]] inline void widen_f32(const MmaOp& op, int f, const uint64_t* const* R, MmaEt t, float* out,
+                                             int rows, int cols, bool tr) {
+  alignas(32) uint32_t raw[512];
+  regs_to_frag(op, f, R, raw);
+  const auto* h = reinterpret_cast<const uint16_t*>(raw);
+  switch (t) {
+    case ME_F16: return widen(h, out, rows, cols, tr, [](uint16_t x) { return half_to_float(x); });
+    case ME_BF16: return widen(h, out, rows, cols, tr, [](uint16_t x) { return bf16_to_float(x); });
+    case ME_TF32: return widen(raw, out, rows, cols, tr, [](uint32_t x) { return mma_float(ME_TF32, x); });
+    default: return widen(raw, out, rows, cols, tr, [](uint32_t x) { return std::bit_cast<float>(x); });
+  }
+}
+
+// D = A*B + C over the whole warp (wmma.mma and mma.sync). The operands' raw elements are
+// gathered first (A and C row-major, B transposed: the orders where a lane's elements are
+// contiguous), all before D is written (D often names C's registers), then widened to the
+// arithmetic's type (B transposed back), multiplied, and D's elements moved back.
+[[gnu::always_inline]] inline void mma_warp(Ctx& c, const Inst& I, uint32_t m) {
   if (!whole_warp(c, I, m)) return;
   const MmaOp& op = mma_op(c, I);
   const int M = op.m, N = op.n, K = op.k;
   const uint64_t* R[4][8];
   for (int f = 1; f < 4; ++f)
     for (int i = 0; i < op.g[f].nregs; ++i) R[f][i] = c.src(op.r[f][i]);
-  // Every operand is gathered before D is written: D often names C's registers.
-  auto gather = [&](int f, auto* out, auto conv) { regs_to_frag(op, f, R[f], op.g[f].distinct / op.g[f].per_reg, out, conv); };
   uint64_t* Dr[8];
   for (int i = 0; i < op.g[0].nregs; ++i) Dr[i] = c.dst(op.r[0][i]);
-  auto scatter = [&](const auto* D, auto bits) { frag_to_regs(op, 0, D, Dr, bits); };
   const MmaEt at = op.et[1], bt = op.et[2], ct = op.et[3];
   if (at == ME_F64) {
-    double A[512], B[512], C[512], D[512];
-    auto f64 = [](uint64_t b) { return std::bit_cast<double>(b); };
-    gather(1, A, f64);
-    gather(2, B, f64);
-    gather(3, C, f64);
+    alignas(32) double A[512], Bt[512], B[512], C[512], D[512];
+    regs_to_frag(op, 1, R[1], A);
+    regs_to_frag(op, 2, R[2], Bt);
+    regs_to_frag(op, 3, R[3], C);
+    widen(Bt, B, K, N, true, [](double x) { return x; });
     mma_f64(A, B, C, D, M, N, K);
-    scatter(D, [](double d) { return std::bit_cast<uint64_t>(d); });
+    frag_to_regs(op, 0, D, Dr);
   } else if (at == ME_S8 || at == ME_U8) {
-    int64_t A[512], B[512], C[512], D[512];
-    gather(1, A, [&](uint64_t b) { return mma_int(at, b); });
-    gather(2, B, [&](uint64_t b) { return mma_int(bt, b); });
-    gather(3, C, [&](uint64_t b) { return mma_int(ct, b); });
+    uint8_t a8[512], b8[512];
+    int32_t c32[512], d32[512];
+    int64_t A[512], B[512], C[512];
+    regs_to_frag(op, 1, R[1], a8);
+    regs_to_frag(op, 2, R[2], b8);
+    regs_to_frag(op, 3, R[3], c32);
+    widen(a8, A, M, K, false, [&](uint8_t x) { return mma_int(at, x); });
+    widen(b8, B, K, N, true, [&](uint8_t x) { return mma_int(bt, x); });
+    widen(c32, C, M, N, false, [](int32_t x) { return int64_t(x); });
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < N; ++j) {
         int64_t d = C[i * N + j];
         for (int k = 0; k < K; ++k) d += A[i * K + k] * B[k * N + j];
-        D[i * N + j] = op.satfinite ? std::clamp<int64_t>(d, INT32_MIN, INT32_MAX) : d;
+        d32[i * N + j] = int32_t(uint32_t(op.satfinite ? std::clamp<int64_t>(d, INT32_MIN, INT32_MAX) : d));
       }
-    scatter(D, [](int64_t d) { return uint64_t(uint32_t(d)); });
+    frag_to_regs(op, 0, d32, Dr);
   } else {
     alignas(32) float A[512], B[512], C[512], D[512];
-    // The element type chosen once per fragment, not per element.
-    auto gather_f = [&](int f, float* to, MmaEt t) {
-      switch (t) {
-        case ME_F16: return gather(f, to, [](uint64_t b) { return half_to_float(uint16_t(b)); });
-        case ME_BF16: return gather(f, to, [](uint64_t b) { return bf16_to_float(uint16_t(b)); });
-        case ME_TF32: return gather(f, to, [](uint64_t b) { return mma_float(ME_TF32, b); });
-        default: return gather(f, to, [](uint64_t b) { return std::bit_cast<float>(uint32_t(b)); });
-      }
-    };
-    gather_f(1, A, at);
-    gather_f(2, B, bt);
-    gather_f(3, C, ct);
+    widen_f32(op, 1, R[1], at, A, M, K, false);
+    widen_f32(op, 2, R[2], bt, B, K, N, true);
+    if (ct == ME_F32) regs_to_frag(op, 3, R[3], C);  // f32 bits as they are
+    else widen_f32(op, 3, R[3], ct, C, M, N, false);
     mma_f32(A, B, C, D, M, N, K);
-    if (op.et[0] == ME_F16) scatter(D, [](float d) { return uint64_t(to_half(double(d))); });
-    else scatter(D, [](float d) { return uint64_t(std::bit_cast<uint32_t>(d)); });
+    if (op.et[0] == ME_F32) return frag_to_regs(op, 0, D, Dr);
+    uint16_t h[512];
+    for (int e = 0; e < M * N; ++e) h[e] = to_half(double(D[e]));
+    frag_to_regs(op, 0, h, Dr);
   }
+}
+
+// The moves and conversions vectorise well with AVX2; a build for it where the host has it.
+[[gnu::target("avx2,fma")]] void h_mma_avx2(Ctx& c, const Inst& I, uint32_t m) { mma_warp(c, I, m); }
+void h_mma(Ctx& c, const Inst& I, uint32_t m) {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx2) return h_mma_avx2(c, I, m);
+  mma_warp(c, I, m);
 }
 
 // ldmatrix / stmatrix .m8n8 .b16: lane 8i+r gives the address of row r of matrix i; lane
