@@ -105,4 +105,31 @@ bool mac_equal(const uint8_t* a, const uint8_t* b) {
   return d == 0;
 }
 
+Proof make_proof(const Key& k, const Challenge& c, const Hello& h) {
+  Proof p{};
+  p.magic = h.magic;
+  p.min_version = h.min_version;
+  p.max_version = h.max_version;
+  p.pid = h.pid;
+  p.timeout_ms = h.timeout_ms;
+  random_bytes(p.nonce, sizeof p.nonce);
+  if (h.token) std::memcpy(p.nonce + kTokenAt, h.token, 16);
+  client_mac(k, c, p, p.mac);
+  return p;
+}
+
+Shake client_handshake(Link& link, const Key& k, const Hello& h, Clock::time_point deadline, Challenge* ch,
+                       Verdict* v) {
+  if (!link.take(ch, deadline)) return Shake::NoChallenge;
+  if (ch->magic != kChallengeMagic) return Shake::NotServer;
+  const Proof p = make_proof(k, *ch, h);
+  if (!link.send(&p, sizeof p, deadline) || !link.take(v, deadline)) return Shake::NoVerdict;
+  v->message[sizeof v->message - 1] = 0;
+  if (v->magic != kVerdictMagic) return Shake::NotServer;
+  if (v->status != 0) return Shake::Refused;
+  uint8_t want[kMac];
+  server_mac(k, *ch, p, *v, want);
+  return mac_equal(want, v->mac) ? Shake::Ok : Shake::Forged;
+}
+
 }  // namespace wh::net

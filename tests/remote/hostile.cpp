@@ -2,6 +2,10 @@
 // opens its own connection and must be refused or dropped, never crash or
 // hang the server; the script then checks that a good client still works.
 //   hostile URL KEYFILE
+// And an impostor server for clients: it listens at URL and accepts every
+// proof with a verdict whose MAC it cannot make (it has no key); a client
+// must refuse to go on.
+//   hostile --impostor URL
 #include <cstdio>
 #include <cstring>
 #include <unistd.h>
@@ -57,15 +61,13 @@ bool dropped(Link& l, const char* what) {
 
 // A client's answer to the challenge (or a move's, a resume's), its MAC made with key k.
 Proof proof(const Challenge& ch, const Key& k, uint32_t magic = kProofMagic) {
-  Proof p{};
-  p.magic = magic;
-  p.min_version = ch.min_version;
-  p.max_version = ch.max_version;
-  p.pid = 1;
-  p.timeout_ms = 5000;
-  random_bytes(p.nonce, kNonce);
-  client_mac(k, ch, p, p.mac);
-  return p;
+  Hello h;
+  h.magic = magic;
+  h.min_version = ch.min_version;
+  h.max_version = ch.max_version;
+  h.pid = 1;
+  h.timeout_ms = 5000;
+  return make_proof(k, ch, h);
 }
 
 std::unique_ptr<Link> authenticated() {
@@ -79,9 +81,39 @@ std::unique_ptr<Link> authenticated() {
   l->consume(sizeof v);
   return v.status == 0 ? std::move(l) : nullptr;
 }
+int impostor(const char* url) {
+  std::string err;
+  Addr a;
+  auto lis = parse_url(url, &a, &err) ? Listener::listen(a, &err) : nullptr;
+  if (!lis) return std::fprintf(stderr, "impostor: %s\n", err.c_str()), 2;
+  std::printf("impostor listening\n");
+  std::fflush(stdout);
+  std::vector<std::unique_ptr<Link>> held;
+  for (;;) {  // until killed
+    for (auto& l : lis->accept(500ms)) {
+      Challenge ch{};
+      ch.magic = kChallengeMagic;
+      ch.min_version = 1;
+      ch.max_version = 0xffff;
+      ch.max_msg = 1u << 20;
+      ch.timeout_ms = 5000;
+      random_bytes(ch.nonce, kNonce);
+      Proof p;
+      if (!l->send(&ch, sizeof ch, Clock::now() + 5s) || !l->take(&p, Clock::now() + 5s)) continue;
+      Verdict v{};
+      v.magic = kVerdictMagic;
+      v.version = p.max_version;
+      v.session_id = 1;
+      random_bytes(v.mac, kMac);
+      l->send(&v, sizeof v, Clock::now() + 5s);
+      held.push_back(std::move(l));
+    }
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--impostor") return impostor(argv[2]);
   if (argc != 3) return 2;
   std::string err;
   if (!parse_url(argv[1], &g_addr, &err) || !load_key(argv[2], &g_key, &err)) {

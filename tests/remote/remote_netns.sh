@@ -214,6 +214,15 @@ auth)
   wait_log "refused a network client from $ip_c.*authentication failed" 30 || fail "refusal not logged with the peer"
   if KEY=/nonexistent client "$build/tests/remote/roundtrip" 1 > "$tmp/out" 2>&1; then fail "no key was accepted"; fi
   client "$build/tests/remote/roundtrip" 1 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "the right key was refused"; }
+  # A "server" without the key that accepts every client: the client must
+  # not go on with it (the verdict's MAC proves the server holds the key).
+  ip netns exec "$ns_s" "$build/tests/remote/wh_remote_hostile" --impostor "ucx://$ip_s:7714" > "$tmp/impostor.out" 2>&1 &
+  ipid=$!
+  for _ in $(seq 1 50); do grep -q "impostor listening" "$tmp/impostor.out" && break; sleep 0.1; done
+  if url="ucx://$ip_s:7714" client "$build/tests/remote/roundtrip" 1 > "$tmp/out" 2>&1; then
+    kill "$ipid"; fail "a client went on with a server that does not hold the key"; fi
+  kill "$ipid" 2>/dev/null; wait "$ipid" 2>/dev/null
+  grep -q "did not prove it holds the key" "$tmp/out" || { cat "$tmp/out" "$tmp/impostor.out"; fail "the client did not say why"; }
   # A server on a network without a key, or with a key others can read, does not start.
   if ip netns exec "$ns_s" "$build/bin/wormhole-server" --backend sim --socket "$tmp/s2.sock" \
        --listen "ucx://$ip_s:7712" > "$tmp/nokey.log" 2>&1; then fail "server listened without a key"; fi

@@ -61,42 +61,22 @@ std::unique_ptr<net::Link> RemoteLink::open(const std::string& url, std::chrono:
            (link->dead() ? link->error() : "timed out") + ")";
     return nullptr;
   };
-  if (!link->fill(sizeof(net::Challenge), deadline)) return lost("no challenge");
+  net::Hello hello;
+  hello.magic = token ? net::kResumeMagic : net::kProofMagic;  // a token: the session that moved there
+  hello.min_version = proto::kMinVersion;
+  hello.max_version = proto::kVersion;
+  hello.pid = uint32_t(getpid());
+  hello.timeout_ms = uint32_t(timeout.count());
+  hello.token = token;
   net::Challenge ch;
-  std::memcpy(&ch, link->buffered().data(), sizeof ch);
-  link->consume(sizeof ch);
-  if (ch.magic != net::kChallengeMagic) {
-    *err = url + " is not a wormhole-server";
-    return nullptr;
-  }
-  net::Proof pr{};
-  pr.magic = token ? net::kResumeMagic : net::kProofMagic;
-  pr.min_version = proto::kMinVersion;
-  pr.max_version = proto::kVersion;
-  pr.pid = uint32_t(getpid());
-  pr.timeout_ms = uint32_t(timeout.count());
-  net::random_bytes(pr.nonce, sizeof pr.nonce);
-  if (token) std::memcpy(pr.nonce + net::kTokenAt, token, 16);  // the session that moved there
-  net::client_mac(key, ch, pr, pr.mac);
-  if (!link->send(&pr, sizeof pr, deadline)) return lost("authentication");
-  if (!link->fill(sizeof(net::Verdict), deadline)) return lost("no verdict");
   net::Verdict v;
-  std::memcpy(&v, link->buffered().data(), sizeof v);
-  link->consume(sizeof v);
-  if (v.magic != net::kVerdictMagic) {
-    *err = url + " is not a wormhole-server";
-    return nullptr;
-  }
-  if (v.status != 0) {
-    v.message[sizeof v.message - 1] = 0;
-    *err = std::string("server ") + url + " refused: " + v.message;
-    return nullptr;
-  }
-  uint8_t want[net::kMac];
-  net::server_mac(key, ch, pr, v, want);
-  if (!net::mac_equal(want, v.mac)) {
-    *err = "server " + url + " did not prove it holds the key: not connecting";
-    return nullptr;
+  switch (net::client_handshake(*link, key, hello, deadline, &ch, &v)) {
+    case net::Shake::Ok: break;
+    case net::Shake::NoChallenge: return lost("no challenge");
+    case net::Shake::NoVerdict: return lost("no verdict");
+    case net::Shake::NotServer: *err = url + " is not a wormhole-server"; return nullptr;
+    case net::Shake::Refused: *err = std::string("server ") + url + " refused: " + v.message; return nullptr;
+    case net::Shake::Forged: *err = "server " + url + " did not prove it holds the key: not connecting"; return nullptr;
   }
   if (v.version < proto::kMinVersion || v.version > proto::kVersion || ch.max_msg < 4096) {
     *err = "server " + url + " speaks no common protocol version";

@@ -70,27 +70,23 @@ bool Server::migrate_remote_out(Session& s, Migration& m, const net::Key& key, u
     return fail(std::string("the destination: ") + what + " (" + (link->dead() ? link->error() : "timed out") + ")");
   };
   // The handshake, as a client of that server with the session's key.
+  net::Hello hello;
+  hello.magic = net::kMoveMagic;
+  hello.min_version = proto::kMinVersion;
+  hello.max_version = proto::kVersion;
+  hello.pid = pid;
+  hello.timeout_ms = cfg_.remote_timeout_ms;
   net::Challenge ch;
-  if (!link->take(&ch, Clock::now() + limit))
-    return link->dead() ? fail("cannot reach the destination: " + link->error()) : lost("no challenge");
-  if (ch.magic != net::kChallengeMagic) return fail("the destination is not a wormhole-server");
-  net::Proof pr{};
-  pr.magic = net::kMoveMagic;
-  pr.min_version = proto::kMinVersion;
-  pr.max_version = proto::kVersion;
-  pr.pid = pid;
-  pr.timeout_ms = cfg_.remote_timeout_ms;
-  net::random_bytes(pr.nonce, sizeof pr.nonce);
-  net::client_mac(key, ch, pr, pr.mac);
   net::Verdict v;
-  if (!link->send(&pr, sizeof pr, Clock::now() + limit) || !link->take(&v, Clock::now() + limit))
-    return lost("no verdict");
-  v.message[sizeof v.message - 1] = 0;
-  if (v.magic != net::kVerdictMagic) return fail("the destination is not a wormhole-server");
-  if (v.status != 0) return fail(std::string("the destination: ") + v.message);
-  uint8_t want[net::kMac];
-  net::server_mac(key, ch, pr, v, want);
-  if (!net::mac_equal(want, v.mac)) return fail("the destination does not hold the session's credential");
+  switch (net::client_handshake(*link, key, hello, Clock::now() + limit, &ch, &v)) {
+    case net::Shake::Ok: break;
+    case net::Shake::NoChallenge:
+      return link->dead() ? fail("cannot reach the destination: " + link->error()) : lost("no challenge");
+    case net::Shake::NoVerdict: return lost("no verdict");
+    case net::Shake::NotServer: return fail("the destination is not a wormhole-server");
+    case net::Shake::Refused: return fail(std::string("the destination: ") + v.message);
+    case net::Shake::Forged: return fail("the destination does not hold the session's credential");
+  }
   // The header first: the destination refuses a session it cannot hold
   // before the rest travels.
   if (!link->send(file.data(), sizeof(CheckpointHeader), Clock::now() + limit) || !link->take(&v, Clock::now() + limit))

@@ -217,4 +217,24 @@ void client_mac(const Key& k, const Challenge& c, const Proof& p, uint8_t out[kM
 void server_mac(const Key& k, const Challenge& c, const Proof& p, const Verdict& v, uint8_t out[kMac]);
 bool mac_equal(const uint8_t* a, const uint8_t* b);  // constant time
 
+// The client half of the handshake: what the client library sends to open a
+// session (kProofMagic) or follow a moved one (kResumeMagic, with its token),
+// and what a server moving a session sends to the destination (kMoveMagic).
+struct Hello {
+  uint32_t magic = kProofMagic;
+  uint16_t min_version = 0, max_version = 0;
+  uint32_t pid = 0;
+  uint32_t timeout_ms = 0;
+  const uint64_t* token = nullptr;  // kResumeMagic: the move's 16-byte token
+};
+// A Proof of `h` answering challenge `c`: a fresh nonce (ending with the token
+// if any), MACed with k.
+Proof make_proof(const Key& k, const Challenge& c, const Hello& h);
+// Reads the Challenge, sends the Proof, reads the Verdict and checks it: the
+// server's MAC on an accepted one. *ch and *v hold what came (v->message
+// terminated); the result says where it stopped.
+enum class Shake { Ok, NoChallenge, NotServer, NoVerdict, Refused, Forged };
+Shake client_handshake(Link& link, const Key& k, const Hello& h, Clock::time_point deadline, Challenge* ch,
+                       Verdict* v);
+
 }  // namespace wh::net
