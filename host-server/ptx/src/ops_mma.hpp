@@ -93,16 +93,45 @@ inline void store_bytes(uint8_t* p, uint64_t v, uint32_t n) {
 // Fragment f's registers <-> a dense matrix M of raw elements (ESZ bytes each), walking
 // op.walk[f] (mma.hpp): per tile, per lane, the lane's run of V elements, PR of them in the
 // low bits of each register, little-endian as in memory. Where the runs are contiguous in
-// M (JS1) each register part is one 4- or 8-byte copy, and the loops (sizes fixed at
-// compile time) vectorise; elsewhere element by element. Loads into registers fill every
-// register (the repeats of f16 wmma multiplicands included; s32 sign-extended as ld.s32
-// leaves it); a gather for mma, or a store, takes the distinct elements.
+// M (JS1) four lanes' parts move as vectors; elsewhere element by element. Loads into
+// registers fill every register (the repeats of f16 wmma multiplicands included; s32
+// sign-extended as ld.s32 leaves it); a gather for mma, or a store, takes the distinct
+// elements.
 template <int ESZ, int PR, int V, bool JS1, bool TO_REGS, bool S32>
 [[gnu::always_inline]] inline void frag_move_n(const MmaOp& op, int f, uint8_t* M, uint64_t* const* R) {
   const FragWalk& w = op.walk[f];
   constexpr int RPT = V / PR, RUN = ESZ * PR;  // registers per tile, bytes per register part
   const int gs = w.gs * ESZ, js = JS1 ? ESZ : w.js * ESZ;
-  if constexpr (JS1 && RUN == 4) {
+  if constexpr (JS1 && RUN == 8) {
+    // f64: the four lanes of a group hold 4 * RPT (1 or 2) consecutive doubles.
+    using u64x4 = uint64_t __attribute__((vector_size(32)));
+    for (int tile = 0; tile < w.tiles; ++tile) {
+      uint8_t* b = M + w.base[tile] * ESZ;
+      uint64_t* r0 = R[tile * RPT];
+      uint64_t* r1 = R[tile * RPT + RPT - 1];
+      for (int grp = 0; grp < 8; ++grp, b += gs, r0 += 4, r1 += 4) {
+        if constexpr (RPT == 1) {
+          if constexpr (TO_REGS) std::memcpy(r0, b, 32);
+          else std::memcpy(b, r0, 32);
+        } else {  // lane t: parts 2t (register 0) and 2t+1 (register 1)
+          u64x4 x, y;
+          if constexpr (TO_REGS) {
+            std::memcpy(&x, b, 32);
+            std::memcpy(&y, b + 32, 32);
+            const u64x4 even = __builtin_shufflevector(x, y, 0, 2, 4, 6), odd = __builtin_shufflevector(x, y, 1, 3, 5, 7);
+            std::memcpy(r0, &even, 32);
+            std::memcpy(r1, &odd, 32);
+          } else {
+            std::memcpy(&x, r0, 32);
+            std::memcpy(&y, r1, 32);
+            const u64x4 a = __builtin_shufflevector(x, y, 0, 4, 1, 5), c = __builtin_shufflevector(x, y, 2, 6, 3, 7);
+            std::memcpy(b, &a, 32);
+            std::memcpy(b + 32, &c, 32);
+          }
+        }
+      }
+    }
+  } else if constexpr (JS1 && RUN == 4) {
     // The four lanes of a group hold 4 * RPT (1 or 2) consecutive 4-byte parts: vectors.
     using u32x4 = uint32_t __attribute__((vector_size(16)));
     using i32x4 = int32_t __attribute__((vector_size(16)));
@@ -160,17 +189,12 @@ template <int ESZ, int PR, int V, bool JS1, bool TO_REGS, bool S32>
           for (int t = 0; t < 4; ++t) {
             uint8_t* p = b + grp * gs + (t * V + q * PR) * js;
             uint64_t& x = r[4 * grp + t];
-            if constexpr (JS1) {  // 8-byte parts (f64)
-              if constexpr (TO_REGS) std::memcpy(&x, p, 8);
-              else std::memcpy(p, &x, 8);
+            if constexpr (TO_REGS) {
+              uint64_t v = 0;
+              for (int s = 0; s < PR; ++s) v |= load_bytes(p + s * js, ESZ) << (s * ESZ * 8);
+              x = S32 ? uint64_t(int64_t(int32_t(uint32_t(v)))) : v;
             } else {
-              if constexpr (TO_REGS) {
-                uint64_t v = 0;
-                for (int s = 0; s < PR; ++s) v |= load_bytes(p + s * js, ESZ) << (s * ESZ * 8);
-                x = S32 ? uint64_t(int64_t(int32_t(uint32_t(v)))) : v;
-              } else {
-                for (int s = 0; s < PR; ++s) store_bytes(p + s * js, x >> (s * ESZ * 8 % 64), ESZ);
-              }
+              for (int s = 0; s < PR; ++s) store_bytes(p + s * js, x >> (s * ESZ * 8 % 64), ESZ);
             }
           }
       }
