@@ -90,6 +90,71 @@ inline void store_bytes(uint8_t* p, uint64_t v, uint32_t n) {
   }
 }
 
+// One group of four lanes (registers r0, and r1 when a lane holds two parts, from its
+// first lane) <-> its RPT * 4 consecutive RUN-byte parts at b, lane t's at part RPT * t.
+template <int RUN, int RPT, bool TO_REGS, bool S32>
+[[gnu::always_inline]] inline void group_move(uint8_t* b, uint64_t* r0, uint64_t* r1) {
+  static_assert(RUN == 4 || RUN == 8);
+  using u32x4 = uint32_t __attribute__((vector_size(16)));
+  using i32x4 = int32_t __attribute__((vector_size(16)));
+  using u64x4 = uint64_t __attribute__((vector_size(32)));
+  using i64x4 = int64_t __attribute__((vector_size(32)));
+  if constexpr (RUN == 8 && RPT == 1) {  // f64 A, B
+    if constexpr (TO_REGS) std::memcpy(r0, b, 32);
+    else std::memcpy(b, r0, 32);
+  } else if constexpr (RUN == 8) {  // f64 C, D: even parts in r0, odd in r1
+    u64x4 x, y;
+    if constexpr (TO_REGS) {
+      std::memcpy(&x, b, 32);
+      std::memcpy(&y, b + 32, 32);
+      const u64x4 even = __builtin_shufflevector(x, y, 0, 2, 4, 6), odd = __builtin_shufflevector(x, y, 1, 3, 5, 7);
+      std::memcpy(r0, &even, 32);
+      std::memcpy(r1, &odd, 32);
+    } else {
+      std::memcpy(&x, r0, 32);
+      std::memcpy(&y, r1, 32);
+      const u64x4 lo = __builtin_shufflevector(x, y, 0, 4, 1, 5), hi = __builtin_shufflevector(x, y, 2, 6, 3, 7);
+      std::memcpy(b, &lo, 32);
+      std::memcpy(b + 32, &hi, 32);
+    }
+  } else if constexpr (RPT == 1) {  // 32-bit parts, zero- (s32: sign-) extended in the slots
+    if constexpr (TO_REGS && S32) {
+      i32x4 v;
+      std::memcpy(&v, b, 16);
+      const i64x4 x = __builtin_convertvector(v, i64x4);
+      std::memcpy(r0, &x, 32);
+    } else if constexpr (TO_REGS) {
+      u32x4 v;
+      std::memcpy(&v, b, 16);
+      const u64x4 x = __builtin_convertvector(v, u64x4);
+      std::memcpy(r0, &x, 32);
+    } else {
+      u64x4 x;
+      std::memcpy(&x, r0, 32);
+      const u32x4 v = __builtin_convertvector(x, u32x4);
+      std::memcpy(b, &v, 16);
+    }
+  } else {  // 32-bit C, D: a lane's two parts are the two halves of a 64-bit word
+    u64x4 v;
+    if constexpr (TO_REGS) {
+      std::memcpy(&v, b, 32);
+      u64x4 lo = v & 0xffffffffull, hi = v >> 32;
+      if constexpr (S32) {
+        lo = u64x4(i64x4(v << 32) >> 32);
+        hi = u64x4(i64x4(v) >> 32);
+      }
+      std::memcpy(r0, &lo, 32);
+      std::memcpy(r1, &hi, 32);
+    } else {
+      u64x4 lo, hi;
+      std::memcpy(&lo, r0, 32);
+      std::memcpy(&hi, r1, 32);
+      v = (lo & 0xffffffffull) | (hi << 32);
+      std::memcpy(b, &v, 32);
+    }
+  }
+}
+
 // Fragment f's registers <-> a dense matrix M of raw elements (ESZ bytes each), walking
 // op.walk[f] (mma.hpp): per tile, per lane, the lane's run of V elements, PR of them in the
 // low bits of each register, little-endian as in memory. Where the runs are contiguous in
@@ -101,84 +166,14 @@ template <int ESZ, int PR, int V, bool JS1, bool TO_REGS, bool S32>
 [[gnu::always_inline]] inline void frag_move_n(const MmaOp& op, int f, uint8_t* M, uint64_t* const* R) {
   const FragWalk& w = op.walk[f];
   constexpr int RPT = V / PR, RUN = ESZ * PR;  // registers per tile, bytes per register part
+  static_assert(RPT == 1 || RPT == 2);
   const int gs = w.gs * ESZ, js = JS1 ? ESZ : w.js * ESZ;
-  if constexpr (JS1 && RUN == 8) {
-    // f64: the four lanes of a group hold 4 * RPT (1 or 2) consecutive doubles.
-    using u64x4 = uint64_t __attribute__((vector_size(32)));
+  if constexpr (JS1) {
     for (int tile = 0; tile < w.tiles; ++tile) {
       uint8_t* b = M + w.base[tile] * ESZ;
       uint64_t* r0 = R[tile * RPT];
       uint64_t* r1 = R[tile * RPT + RPT - 1];
-      for (int grp = 0; grp < 8; ++grp, b += gs, r0 += 4, r1 += 4) {
-        if constexpr (RPT == 1) {
-          if constexpr (TO_REGS) std::memcpy(r0, b, 32);
-          else std::memcpy(b, r0, 32);
-        } else {  // lane t: parts 2t (register 0) and 2t+1 (register 1)
-          u64x4 x, y;
-          if constexpr (TO_REGS) {
-            std::memcpy(&x, b, 32);
-            std::memcpy(&y, b + 32, 32);
-            const u64x4 even = __builtin_shufflevector(x, y, 0, 2, 4, 6), odd = __builtin_shufflevector(x, y, 1, 3, 5, 7);
-            std::memcpy(r0, &even, 32);
-            std::memcpy(r1, &odd, 32);
-          } else {
-            std::memcpy(&x, r0, 32);
-            std::memcpy(&y, r1, 32);
-            const u64x4 a = __builtin_shufflevector(x, y, 0, 4, 1, 5), c = __builtin_shufflevector(x, y, 2, 6, 3, 7);
-            std::memcpy(b, &a, 32);
-            std::memcpy(b + 32, &c, 32);
-          }
-        }
-      }
-    }
-  } else if constexpr (JS1 && RUN == 4) {
-    // The four lanes of a group hold 4 * RPT (1 or 2) consecutive 4-byte parts: vectors.
-    using u32x4 = uint32_t __attribute__((vector_size(16)));
-    using i32x4 = int32_t __attribute__((vector_size(16)));
-    using u64x4 = uint64_t __attribute__((vector_size(32)));
-    using i64x4 = int64_t __attribute__((vector_size(32)));
-    for (int tile = 0; tile < w.tiles; ++tile) {
-      uint8_t* b = M + w.base[tile] * ESZ;
-      uint64_t* r0 = R[tile * RPT];
-      uint64_t* r1 = R[tile * RPT + RPT - 1];
-      for (int grp = 0; grp < 8; ++grp, b += gs, r0 += 4, r1 += 4) {
-        if constexpr (RPT == 1) {  // lane t: part t
-          if constexpr (TO_REGS && S32) {
-            i32x4 v;
-            std::memcpy(&v, b, 16);
-            const i64x4 x = __builtin_convertvector(v, i64x4);
-            std::memcpy(r0, &x, 32);
-          } else if constexpr (TO_REGS) {
-            u32x4 v;
-            std::memcpy(&v, b, 16);
-            const u64x4 x = __builtin_convertvector(v, u64x4);
-            std::memcpy(r0, &x, 32);
-          } else {
-            u64x4 x;
-            std::memcpy(&x, r0, 32);
-            const u32x4 v = __builtin_convertvector(x, u32x4);
-            std::memcpy(b, &v, 16);
-          }
-        } else {  // lane t: parts 2t (register 0) and 2t+1 (register 1)
-          u64x4 v;
-          if constexpr (TO_REGS) {
-            std::memcpy(&v, b, 32);
-            u64x4 lo = v & 0xffffffffull, hi = v >> 32;
-            if constexpr (S32) {
-              lo = u64x4(i64x4(v << 32) >> 32);
-              hi = u64x4(i64x4(v) >> 32);
-            }
-            std::memcpy(r0, &lo, 32);
-            std::memcpy(r1, &hi, 32);
-          } else {
-            u64x4 lo, hi;
-            std::memcpy(&lo, r0, 32);
-            std::memcpy(&hi, r1, 32);
-            v = (lo & 0xffffffffull) | (hi << 32);
-            std::memcpy(b, &v, 32);
-          }
-        }
-      }
+      for (int grp = 0; grp < 8; ++grp, b += gs, r0 += 4, r1 += 4) group_move<RUN, RPT, TO_REGS, S32>(b, r0, r1);
     }
   } else {
     for (int tile = 0; tile < w.tiles; ++tile) {
