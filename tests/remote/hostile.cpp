@@ -28,12 +28,10 @@ std::unique_ptr<Link> open_link(Challenge* ch) {
     std::fprintf(stderr, "connect: %s\n", err.c_str());
     std::exit(3);
   }
-  if (!l->fill(sizeof *ch, Clock::now() + 5s)) {
+  if (!l->take(ch, Clock::now() + 5s)) {
     std::fprintf(stderr, "no challenge\n");
     std::exit(3);
   }
-  std::memcpy(ch, l->buffered().data(), sizeof *ch);
-  l->consume(sizeof *ch);
   return l;
 }
 
@@ -75,10 +73,8 @@ std::unique_ptr<Link> authenticated() {
   auto l = open_link(&ch);
   Proof p = proof(ch, g_key);
   l->send(&p, sizeof p, Clock::now() + 5s);
-  if (!l->fill(sizeof(Verdict), Clock::now() + 5s)) return nullptr;
   Verdict v;
-  std::memcpy(&v, l->buffered().data(), sizeof v);
-  l->consume(sizeof v);
+  if (!l->take(&v, Clock::now() + 5s)) return nullptr;
   return v.status == 0 ? std::move(l) : nullptr;
 }
 int impostor(const char* url) {
@@ -220,9 +216,7 @@ int main(int argc, char** argv) {
     Proof p = proof(ch, g_key, kMoveMagic);
     l->send(&p, sizeof p, Clock::now() + 5s);
     Verdict v{};
-    if (!l->fill(sizeof v, Clock::now() + 5s)) return std::printf("FAIL: no verdict to a move\n"), 1;
-    std::memcpy(&v, l->buffered().data(), sizeof v);
-    l->consume(sizeof v);
+    if (!l->take(&v, Clock::now() + 5s)) return std::printf("FAIL: no verdict to a move\n"), 1;
     if (v.status != 0) return std::printf("FAIL: a move with the right key refused\n"), 1;
     uint8_t hdr[96] = {};  // CheckpointHeader: magic, version, sizes, backend, ...
     std::memcpy(hdr, "WHCKPT\r\n", 8);
@@ -235,9 +229,7 @@ int main(int argc, char** argv) {
     std::memcpy(hdr + 32, "sim", 3);
     l->send(hdr, sizeof hdr, Clock::now() + 5s);
     if (forged_frame) {
-      if (!l->fill(sizeof v, Clock::now() + 5s)) return std::printf("FAIL: no answer to a move's header\n"), 1;
-      std::memcpy(&v, l->buffered().data(), sizeof v);
-      l->consume(sizeof v);
+      if (!l->take(&v, Clock::now() + 5s)) return std::printf("FAIL: no answer to a move's header\n"), 1;
       std::vector<uint8_t> junk(frame);
       random_bytes(junk.data(), junk.size());
       l->send(junk.data(), junk.size(), Clock::now() + 5s);

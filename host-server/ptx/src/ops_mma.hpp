@@ -47,14 +47,6 @@ inline uint8_t* mma_ptr(Ctx& c, const Inst& I, int l, uint64_t a, uint32_t sz, b
 // A register's value from its packed bits: s32 sign-extended as ld.s32 leaves it.
 inline uint64_t frag_word(MmaEt t, uint64_t w) { return t == ME_S32 ? uint64_t(int64_t(int32_t(uint32_t(w)))) : w; }
 
-inline float mma_float(MmaEt t, uint64_t b) {
-  switch (t) {
-    case ME_F16: return half_to_float(uint16_t(b));
-    case ME_BF16: return bf16_to_float(uint16_t(b));
-    case ME_TF32: return std::bit_cast<float>(uint32_t(b) & 0xffffe000u);
-    default: return std::bit_cast<float>(uint32_t(b));
-  }
-}
 inline int64_t mma_int(MmaEt t, uint64_t b) {
   return t == ME_S8 ? int64_t(int8_t(uint8_t(b))) : t == ME_U8 ? int64_t(uint8_t(b)) : int64_t(int32_t(uint32_t(b)));
 }
@@ -187,7 +179,7 @@ template <int ESZ, int PR, int V, bool JS1, bool TO_REGS, bool S32>
             if constexpr (TO_REGS) {
               uint64_t v = 0;
               for (int s = 0; s < PR; ++s) v |= load_bytes(p + s * js, ESZ) << (s * ESZ * 8);
-              x = S32 ? uint64_t(int64_t(int32_t(uint32_t(v)))) : v;
+              x = frag_word(S32 ? ME_S32 : ME_None, v);
             } else {
               for (int s = 0; s < PR; ++s) store_bytes(p + s * js, x >> (s * ESZ * 8 % 64), ESZ);
             }
@@ -409,7 +401,7 @@ template <class In, class Out, class Conv>
   switch (t) {
     case ME_F16: return widen(h, out, rows, cols, tr, [](uint16_t x) { return half_to_float(x); });
     case ME_BF16: return widen(h, out, rows, cols, tr, [](uint16_t x) { return bf16_to_float(x); });
-    case ME_TF32: return widen(raw, out, rows, cols, tr, [](uint32_t x) { return mma_float(ME_TF32, x); });
+    case ME_TF32: return widen(raw, out, rows, cols, tr, [](uint32_t x) { return std::bit_cast<float>(x & 0xffffe000u); });
     default: return widen(raw, out, rows, cols, tr, [](uint32_t x) { return std::bit_cast<float>(x); });
   }
 }
